@@ -1,0 +1,47 @@
+"""sbert: Sentence-BERT sentence embeddings (Reimers & Gurevych, EMNLP 2019).
+
+    >>> import sbert
+    >>> model = sbert.load()                       # all-MiniLM-L6-v2, shipped in a package
+    >>> emb = model.encode(["A man eats food.", "Someone is eating."])
+    >>> sbert.similarity.cosine(emb, emb)          # (2, 2) matrix
+
+Heavy libraries (torch, transformers) load on first use, not at ``import sbert``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from sbert import similarity
+    from sbert.encoder import Encoder
+
+
+def load(name_or_path: str | Path = "default", *, allow_pickle: bool = False, device: str | None = None) -> Encoder:
+    """Load a sentence encoder from a local folder or a shipped model name; never downloads.
+
+    ``name_or_path``: ``"default"`` (all-MiniLM-L6-v2), a sentence-transformers folder, or a plain
+    Hugging Face folder (mean pooling is added). ``allow_pickle`` permits ``pytorch_model.bin``
+    weights, which can run code when loaded. ``device``: "cpu", "cuda", ... (default: cuda if present).
+    """
+    from sbert.encoder import Encoder
+    from sbert.registry import resolve
+
+    return Encoder.load(resolve(name_or_path), allow_pickle=allow_pickle, device=device)
+
+
+def __getattr__(name: str):
+    if name == "Encoder":
+        from sbert.encoder import Encoder
+
+        return Encoder
+    if name == "similarity":
+        return importlib.import_module("sbert.similarity")
+    raise AttributeError(f"module 'sbert' has no attribute {name!r}")
+
+
+__all__ = ["Encoder", "__version__", "load", "similarity"]

@@ -1,0 +1,50 @@
+"""One text per line: the input format of ``sbert encode``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import BinaryIO
+
+from sbert.errors import InputFileError
+
+
+def read_lines(source: str | Path | BinaryIO, *, skip_empty: bool = False) -> list[str]:
+    """Read UTF-8 lines from a path, or from a binary stream ('-' means standard input).
+
+    Line ends (LF or CRLF) are removed. A byte sequence that is not UTF-8 raises ``InputFileError``
+    with the file name, the line number and the byte offset; an empty line raises too unless
+    ``skip_empty``.
+    """
+    if source == "-":
+        name, stream, close = "<stdin>", sys.stdin.buffer, False
+    elif isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.is_file():
+            raise InputFileError(f"{path}: no such file")
+        name, stream, close = str(path), open(path, "rb"), True  # noqa: SIM115 - closed below
+    else:
+        name, stream, close = getattr(source, "name", "<stream>"), source, False
+    lines: list[str] = []
+    try:
+        for number, raw in enumerate(stream, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise InputFileError(
+                    f"{name}: line {number} is not valid UTF-8 (byte {err.start} of the line: "
+                    f"{raw[err.start:err.start + 4]!r}); expected UTF-8 text, one sentence per line"
+                ) from err
+            text = text.rstrip("\r\n")
+            if number == 1:
+                text = text.removeprefix("\ufeff")
+            if not text.strip():
+                if skip_empty:
+                    continue
+                raise InputFileError(f"{name}: line {number} is empty; expected one text per line "
+                                     "(use --skip-empty to skip empty lines)")
+            lines.append(text)
+    finally:
+        if close:
+            stream.close()
+    return lines

@@ -1,0 +1,260 @@
+"""Encoder: an ordered list of modules (Transformer, Pooling, [Dense], [Normalize]) -> sentence vectors.
+
+It knows how to run its modules over many texts (``encode``) and how to read and write the
+sentence-transformers folder format (``load``/``save``); the modules do the maths.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from sbert.atomic import atomic_dir
+from sbert.batching import batches
+from sbert.errors import ModelFormatError, ModelNotFoundError
+from sbert.modules import MODULE_TYPES, Module, Pooling, Transformer, module_class
+from sbert.modules.base import read_json, write_json
+
+CHUNK = 65_536  # texts tokenised at a time: bounds the memory for ids, keeps sorting near-global
+PROGRESS_FROM = 5_000  # with show_progress=None, a bar appears from this many texts (on a terminal)
+ST_CONFIG = "config_sentence_transformers.json"
+
+
+def check_texts(texts: Any, allow_empty: bool = False) -> list[str]:
+    """Return ``texts`` as a list of strings, or raise naming the first bad item."""
+    if isinstance(texts, str):
+        texts = [texts]
+    elif texts is None or isinstance(texts, (bytes, dict)) or not isinstance(texts, Iterable):
+        raise TypeError(f"texts must be a string or a sequence of strings, got {type(texts).__name__}")
+    items = list(texts)
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}] is {type(text).__name__}, expected str")
+        if not allow_empty and not text.strip():
+            raise ValueError(f"texts[{i}] is empty or only whitespace; pass allow_empty=True to encode it anyway")
+    return items
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class Encoder(nn.Sequential):
+    """A sentence encoder: ``features -> modules[0] -> modules[1] -> ...`` as in Sentence-BERT §3."""
+
+    def __init__(self, modules: Sequence[Module], similarity_fn_name: str = "cosine") -> None:
+        super().__init__(*modules)
+        if not modules or not isinstance(modules[0], Transformer):
+            raise ValueError("an Encoder starts with a Transformer module")
+        self.similarity_fn_name = similarity_fn_name
+        self.path: Path | None = None
+
+    # -- shape -----------------------------------------------------------------------------------------
+    @property
+    def transformer(self) -> Transformer:
+        return self[0]
+
+    @property
+    def dim(self) -> int:
+        """Width of the sentence vectors ``encode`` returns."""
+        dim = self.transformer.dim
+        for module in list(self)[1:]:
+            dim = getattr(module, "dim", dim)
+        return dim
+
+    @property
+    def max_seq_length(self) -> int:
+        return self.transformer.max_seq_length
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        self.transformer.max_seq_length = value
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    # -- inference -------------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def encode(
+        self,
+        texts: str | Iterable[str],
+        batch_size: int = 32,
+        normalize: bool = False,
+        convert_to: Literal["numpy", "torch"] = "numpy",
+        show_progress: bool | None = None,
+        output: Literal["sentence", "token"] = "sentence",
+        sort_by_length: bool = True,
+        allow_empty: bool = False,
+        on_truncation: Literal["warn", "error", "ignore"] = "warn",
+    ) -> np.ndarray | torch.Tensor | list:
+        """Embed texts: (n, dim) float32 for a list, (dim,) for one string, (0, dim) for an empty list.
+
+        ``output="token"`` gives instead, per text, its token vectors (n_tokens, hidden) without padding.
+        ``normalize`` scales each vector to unit length. ``sort_by_length`` is smart batching; the
+        result is in input order either way. Texts longer than ``max_seq_length`` tokens are
+        truncated, with a warning, an error or silently as ``on_truncation`` says.
+        """
+        if convert_to not in ("numpy", "torch"):
+            raise ValueError(f"convert_to must be 'numpy' or 'torch', got {convert_to!r}")
+        if output not in ("sentence", "token"):
+            raise ValueError(f"output must be 'sentence' or 'token', got {output!r}")
+        if on_truncation not in ("warn", "error", "ignore"):
+            raise ValueError(f"on_truncation must be 'warn', 'error' or 'ignore', got {on_truncation!r}")
+        single = isinstance(texts, str)
+        items = check_texts(texts, allow_empty)
+        was_training = self.training
+        self.eval()
+        try:
+            result, truncated = self._run(items, batch_size, normalize, show_progress, output, sort_by_length,
+                                          on_truncation)
+        finally:
+            self.train(was_training)
+        if truncated and on_truncation == "warn":
+            warnings.warn(
+                f"{truncated} of {len(items)} texts were longer than max_seq_length={self.max_seq_length} "
+                "tokens and were truncated",
+                stacklevel=2,
+            )
+        if output == "token":
+            tokens = [torch.from_numpy(t) if convert_to == "torch" else t for t in result]
+            return tokens[0] if single else tokens
+        if single:
+            result = result[0]
+        return torch.from_numpy(result) if convert_to == "torch" else result
+
+    def _run(self, items, batch_size, normalize, show_progress, output, sort_by_length, on_truncation):
+        from tqdm.auto import tqdm
+
+        n = len(items)
+        out: np.ndarray | list = np.empty((n, self.dim), dtype=np.float32) if output == "sentence" else [None] * n
+        disable = (None if n >= PROGRESS_FROM else True) if show_progress is None else not show_progress
+        device = self.device
+        truncated_total = 0
+        with tqdm(total=n, desc="encode", unit="text", disable=disable, dynamic_ncols=True) as bar:
+            for start in range(0, n, CHUNK):
+                ids, truncated = self.transformer.tokenize(items[start : start + CHUNK])
+                if truncated and on_truncation == "error":
+                    raise ValueError(
+                        f"texts[{start + truncated[0]}] is longer than max_seq_length={self.max_seq_length} "
+                        f"tokens ({len(truncated)} such texts in this chunk); shorten it or pass "
+                        "on_truncation='warn'"
+                    )
+                truncated_total += len(truncated)
+                for rows in batches([len(i) for i in ids], batch_size, sort_by_length):
+                    features = self.transformer.collate([ids[r] for r in rows])
+                    features = self({k: v.to(device) for k, v in features.items()})
+                    if output == "sentence":
+                        emb = features["sentence_embedding"]
+                        if normalize:
+                            emb = F.normalize(emb, p=2, dim=1)
+                        out[start + rows] = emb.float().cpu().numpy()
+                    else:
+                        self._keep_tokens(out, start + rows, features, normalize)
+                    bar.update(len(rows))
+        return out, truncated_total
+
+    @staticmethod
+    def _keep_tokens(out: list, rows: np.ndarray, features: dict, normalize: bool) -> None:
+        tokens = features["token_embeddings"]
+        if normalize:
+            tokens = F.normalize(tokens, p=2, dim=-1)
+        tokens = tokens.float().cpu().numpy()
+        mask = features["attention_mask"].bool().cpu().numpy()
+        for k, row in enumerate(rows):
+            out[row] = tokens[k][mask[k]]
+
+    # -- disk ------------------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write the sentence-transformers folder format atomically; returns the folder's path."""
+        with atomic_dir(path) as tmp:
+            entries = []
+            for idx, module in enumerate(self):
+                name = type(module).__name__
+                folder = "" if idx == 0 and isinstance(module, Transformer) else f"{idx}_{name}"
+                module.save(tmp / folder)
+                entries.append({"idx": idx, "name": str(idx), "path": folder, "type": module.type_name})
+            write_json(tmp / "modules.json", entries)
+            write_json(
+                tmp / ST_CONFIG,
+                {
+                    "__version__": {
+                        "sbert": _version("sbert"),
+                        "transformers": _version("transformers"),
+                        "pytorch": _version("torch"),
+                    },
+                    "prompts": {},
+                    "default_prompt_name": None,
+                    "similarity_fn_name": self.similarity_fn_name,
+                },
+            )
+        return Path(path)
+
+    @classmethod
+    def load(cls, path: str | Path, *, allow_pickle: bool = False, device: str | None = None) -> Encoder:
+        """Load a sentence-transformers folder, or a plain Hugging Face folder (mean pooling)."""
+        path = Path(path)
+        if not path.is_dir():
+            raise ModelNotFoundError(f"{path}: no such model folder")
+        if (path / "modules.json").is_file():
+            modules = _load_modules(path, allow_pickle)
+        elif (path / "config.json").is_file():
+            transformer = Transformer.load(path, allow_pickle=allow_pickle)
+            modules = [transformer, Pooling(transformer.dim, "mean")]
+        else:
+            raise ModelFormatError(
+                f"{path}: not a model folder (expected modules.json of a sentence-transformers model, "
+                "or config.json of a Hugging Face model)"
+            )
+        settings = read_json(path / ST_CONFIG) if (path / ST_CONFIG).is_file() else {}
+        encoder = cls(modules, similarity_fn_name=settings.get("similarity_fn_name") or "cosine")
+        encoder.path = path
+        encoder.eval()
+        return encoder.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+    def describe(self) -> dict[str, Any]:
+        """A summary for people: modules, dimension, maximum length, similarity."""
+        return {
+            "path": str(self.path) if self.path else None,
+            "modules": [f"{type(m).__name__}({m.extra_repr()})" if m.extra_repr() else type(m).__name__
+                        for m in self],
+            "dim": self.dim,
+            "max_seq_length": self.max_seq_length,
+            "similarity": self.similarity_fn_name,
+            "parameters": sum(p.numel() for p in self.parameters()),
+            "device": str(self.device),
+        }
+
+
+def _load_modules(path: Path, allow_pickle: bool) -> list[Module]:
+    modules_file = path / "modules.json"
+    try:
+        entries = json.loads(modules_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ModelFormatError(f"{modules_file}: not valid JSON ({err})") from err
+    if not isinstance(entries, list) or not entries:
+        raise ModelFormatError(f"{modules_file}: expected a non-empty list of modules")
+    modules = []
+    for i, entry in enumerate(sorted(entries, key=lambda e: e.get("idx", 0) if isinstance(e, dict) else 0)):
+        if not isinstance(entry, dict) or "type" not in entry or "path" not in entry:
+            raise ModelFormatError(f"{modules_file}: entry {i} needs 'type' and 'path', found {entry!r}")
+        cls = module_class(entry["type"])
+        if cls is None:
+            raise ModelFormatError(
+                f"{modules_file}: module type {entry['type']!r} is not supported; sbert reads "
+                f"{', '.join(MODULE_TYPES)} (and never runs code named in a model folder)"
+            )
+        modules.append(cls.load(path / entry["path"], allow_pickle=allow_pickle))
+    return modules

@@ -1,0 +1,19 @@
+"""Exceptions raised by sbert. Each message names the path or item at fault and what was expected."""
+
+from __future__ import annotations
+
+
+class SbertError(Exception):
+    """Base class of every error sbert raises on purpose."""
+
+
+class ModelNotFoundError(SbertError, FileNotFoundError):
+    """A model name or folder that does not exist on this machine (sbert never downloads)."""
+
+
+class ModelFormatError(SbertError, ValueError):
+    """A model folder that exists but is missing files or holds malformed ones."""
+
+
+class InputFileError(SbertError, ValueError):
+    """An input file that cannot be read as expected (names the file and the line)."""

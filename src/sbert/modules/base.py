@@ -1,0 +1,75 @@
+"""What every encoder module shares: a features dict in and out, and a folder of its own on disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+from torch import Tensor, nn
+
+from sbert.errors import ModelFormatError
+
+Features = dict[str, Tensor]
+
+
+class Module(nn.Module):
+    """A step of the encoder pipeline.
+
+    ``forward`` takes and returns the features dict (``input_ids``, ``attention_mask``,
+    ``token_embeddings``, ``sentence_embedding`` ...). ``save``/``load`` use the folder layout of
+    sentence-transformers, so that ``type_name`` in ``modules.json`` is understood by both libraries.
+    """
+
+    type_name: ClassVar[str]
+
+    def save(self, path: Path) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def load(cls, path: Path, *, allow_pickle: bool = False) -> Module:
+        raise NotImplementedError
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """Read a JSON object, with an error that names the file and what is wrong."""
+    if not path.is_file():
+        raise ModelFormatError(f"{path}: file not found (expected a JSON config here)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ModelFormatError(f"{path}: not valid JSON ({err})") from err
+    if not isinstance(data, dict):
+        raise ModelFormatError(f"{path}: expected a JSON object, found {type(data).__name__}")
+    return data
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def load_weights(folder: Path, *, allow_pickle: bool = False) -> dict[str, Tensor]:
+    """Read a module's weights: ``model.safetensors``, or ``pytorch_model.bin`` only if ``allow_pickle``."""
+    safe = folder / "model.safetensors"
+    if safe.is_file():
+        from safetensors.torch import load_file
+
+        return load_file(str(safe))
+    pickled = folder / "pytorch_model.bin"
+    if pickled.is_file():
+        if not allow_pickle:
+            raise ModelFormatError(
+                f"{folder}: weights are only in pickle form (pytorch_model.bin), which can run code when "
+                "loaded; pass allow_pickle=True (CLI: --allow-pickle) if you trust this folder"
+            )
+        import torch
+
+        return torch.load(pickled, map_location="cpu", weights_only=True)
+    raise ModelFormatError(f"{folder}: no weights found (expected model.safetensors)")
+
+
+def save_weights(module: nn.Module, folder: Path) -> None:
+    from safetensors.torch import save_file
+
+    state = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
+    save_file(state, str(folder / "model.safetensors"))

@@ -1,0 +1,88 @@
+"""Dense: a linear layer with an activation over the sentence vector (batch, in) -> (batch, out)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torch import nn
+
+from sbert.errors import ModelFormatError
+from sbert.modules.base import Features, Module, load_weights, read_json, save_weights, write_json
+
+
+def _activation(name: str | None, config_path: Path) -> nn.Module:
+    """Resolve a saved activation name such as ``torch.nn.modules.activation.Tanh``; only torch's own."""
+    if name is None:
+        return nn.Tanh()
+    short = name.rsplit(".", 1)[-1]
+    cls = getattr(nn, short, None)
+    if not name.startswith("torch.") or not isinstance(cls, type) or not issubclass(cls, nn.Module):
+        raise ModelFormatError(
+            f"{config_path}: activation_function {name!r} is not a torch.nn activation; "
+            "sbert never imports code named in a model folder"
+        )
+    return cls()
+
+
+def _activation_name(module: nn.Module) -> str:
+    cls = type(module)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+class Dense(Module):
+    """``features['sentence_embedding'] = activation(W x + b)``."""
+
+    type_name = "sentence_transformers.models.Dense"
+
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, activation: nn.Module | None = None
+    ) -> None:
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features, bias=bias)
+        self.activation = nn.Tanh() if activation is None else activation
+
+    @property
+    def dim(self) -> int:
+        return self.linear.out_features
+
+    def forward(self, features: Features) -> Features:
+        features["sentence_embedding"] = self.activation(self.linear(features["sentence_embedding"]))
+        return features
+
+    def save(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        write_json(
+            path / "config.json",
+            {
+                "in_features": self.linear.in_features,
+                "out_features": self.linear.out_features,
+                "bias": self.linear.bias is not None,
+                "activation_function": _activation_name(self.activation),
+            },
+        )
+        save_weights(self, path)
+
+    @classmethod
+    def load(cls, path: Path, *, allow_pickle: bool = False) -> Dense:
+        config_path = path / "config.json"
+        config = read_json(config_path)
+        missing = [k for k in ("in_features", "out_features") if k not in config]
+        if missing:
+            raise ModelFormatError(f"{config_path}: missing {', '.join(missing)}")
+        if config.get("use_residual"):
+            raise ModelFormatError(f"{config_path}: use_residual=true is not supported by sbert")
+        module = cls(
+            int(config["in_features"]),
+            int(config["out_features"]),
+            bool(config.get("bias", True)),
+            _activation(config.get("activation_function"), config_path),
+        )
+        state = load_weights(path, allow_pickle=allow_pickle)
+        try:
+            module.load_state_dict(state)
+        except RuntimeError as err:
+            raise ModelFormatError(f"{path}: weights do not match config.json ({err})") from err
+        return module
+
+    def extra_repr(self) -> str:
+        return f"activation={type(self.activation).__name__}"

@@ -1,0 +1,108 @@
+"""Pooling: token vectors (batch, seq, hidden) and their mask -> one sentence vector (batch, dim).
+
+Sentence-BERT §3 uses MEAN (default), CLS or MAX. Padding never counts: MEAN averages real tokens
+only and MAX is taken over real tokens only. Several modes may be combined; their vectors are then
+concatenated in the order of ``MODES``, as sentence-transformers does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from sbert.errors import ModelFormatError
+from sbert.modules.base import Features, Module, read_json, write_json
+
+MODES = ("cls", "max", "mean", "mean_sqrt_len", "weightedmean", "lasttoken")
+_CONFIG_KEYS = {
+    "cls": "pooling_mode_cls_token",
+    "max": "pooling_mode_max_tokens",
+    "mean": "pooling_mode_mean_tokens",
+    "mean_sqrt_len": "pooling_mode_mean_sqrt_len_tokens",
+    "weightedmean": "pooling_mode_weightedmean_tokens",
+    "lasttoken": "pooling_mode_lasttoken",
+}
+
+
+def pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: str) -> torch.Tensor:
+    """Pool ``token_embeddings`` (B, T, H) under ``attention_mask`` (B, T; 1 = real token) to (B, H)."""
+    mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)
+    if mode == "cls":
+        return token_embeddings[:, 0]
+    if mode == "max":
+        fill = torch.finfo(token_embeddings.dtype).min
+        return token_embeddings.masked_fill(mask == 0, fill).max(dim=1).values
+    if mode == "lasttoken":
+        # Index of the last real token, whichever side the padding is on.
+        seq_len = attention_mask.shape[1]
+        last = seq_len - 1 - attention_mask.flip(dims=[1]).argmax(dim=1)
+        return token_embeddings[torch.arange(token_embeddings.shape[0]), last]
+    if mode == "weightedmean":
+        # Weights 1..T by position (Muennighoff, 2022), padding excluded.
+        positions = torch.arange(1, token_embeddings.shape[1] + 1, device=mask.device, dtype=mask.dtype)
+        mask = mask * positions.view(1, -1, 1)
+    summed = (token_embeddings * mask).sum(dim=1)
+    counts = mask.sum(dim=1).clamp(min=1e-9)
+    if mode in ("mean", "weightedmean"):
+        return summed / counts
+    if mode == "mean_sqrt_len":
+        return summed / counts.sqrt()
+    raise ValueError(f"unknown pooling mode {mode!r}; expected one of {', '.join(MODES)}")
+
+
+class Pooling(Module):
+    """Pools token vectors into ``features['sentence_embedding']``."""
+
+    type_name = "sentence_transformers.models.Pooling"
+
+    def __init__(self, dim: int, modes: str | Sequence[str] = "mean", include_prompt: bool = True) -> None:
+        super().__init__()
+        modes = [modes] if isinstance(modes, str) else list(modes)
+        unknown = [m for m in modes if m not in MODES]
+        if unknown or not modes:
+            raise ValueError(f"pooling modes {modes!r}: expected one or more of {', '.join(MODES)}")
+        self.word_dim = dim
+        self.modes = [m for m in MODES if m in modes]
+        self.include_prompt = include_prompt
+
+    @property
+    def dim(self) -> int:
+        """Width of the pooled vector: the token width times the number of modes."""
+        return self.word_dim * len(self.modes)
+
+    def forward(self, features: Features) -> Features:
+        tokens, mask = features["token_embeddings"], features["attention_mask"]
+        pooled = [pool(tokens, mask, m) for m in self.modes]
+        features["sentence_embedding"] = pooled[0] if len(pooled) == 1 else torch.cat(pooled, dim=1)
+        return features
+
+    def config(self) -> dict:
+        config: dict = {"word_embedding_dimension": self.word_dim}
+        config.update({key: mode in self.modes for mode, key in _CONFIG_KEYS.items()})
+        config["include_prompt"] = self.include_prompt
+        return config
+
+    def save(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        write_json(path / "config.json", self.config())
+
+    @classmethod
+    def load(cls, path: Path, *, allow_pickle: bool = False) -> Pooling:
+        config = read_json(path / "config.json")
+        if "word_embedding_dimension" not in config:
+            raise ModelFormatError(f"{path / 'config.json'}: missing 'word_embedding_dimension'")
+        if "pooling_mode" in config:  # shorthand form: {"pooling_mode": "mean"}
+            modes = [config["pooling_mode"]]
+        else:
+            modes = [mode for mode, key in _CONFIG_KEYS.items() if config.get(key)]
+        if not modes:
+            raise ModelFormatError(f"{path / 'config.json'}: no pooling mode is set to true")
+        try:
+            return cls(int(config["word_embedding_dimension"]), modes, config.get("include_prompt", True))
+        except ValueError as err:
+            raise ModelFormatError(f"{path / 'config.json'}: {err}") from err
+
+    def extra_repr(self) -> str:
+        return f"dim={self.word_dim}, modes={self.modes}"

