@@ -33,7 +33,9 @@ def resolve(name_or_path: str | Path) -> Path:
         try:
             module = importlib.import_module(module_name)
         except ImportError as err:
-            raise ModelNotFoundError(f"model {name_or_path!r} ships in a package that is not installed: {install}") from err
+            raise ModelNotFoundError(
+                f"model {name_or_path!r} ships in a package that is not installed: {install}"
+            ) from err
         return Path(getattr(module, getter)())
     if path.exists():
         raise ModelNotFoundError(f"{path}: is a file, expected a model folder")

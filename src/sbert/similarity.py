@@ -89,10 +89,16 @@ def pairwise_manhattan(a: Array, b: Array) -> Array:
 
 
 MATRIX: dict[str, Callable[[Array, Array], Array]] = {
-    "cosine": cosine, "dot": dot, "euclidean": euclidean, "manhattan": manhattan,
+    "cosine": cosine,
+    "dot": dot,
+    "euclidean": euclidean,
+    "manhattan": manhattan,
 }
 PAIRWISE: dict[str, Callable[[Array, Array], Array]] = {
-    "cosine": pairwise_cosine, "dot": pairwise_dot, "euclidean": pairwise_euclidean, "manhattan": pairwise_manhattan,
+    "cosine": pairwise_cosine,
+    "dot": pairwise_dot,
+    "euclidean": pairwise_euclidean,
+    "manhattan": pairwise_manhattan,
 }
 
 

@@ -33,7 +33,7 @@ def read_lines(source: str | Path | BinaryIO, *, skip_empty: bool = False) -> li
             except UnicodeDecodeError as err:
                 raise InputFileError(
                     f"{name}: line {number} is not valid UTF-8 (byte {err.start} of the line: "
-                    f"{raw[err.start:err.start + 4]!r}); expected UTF-8 text, one sentence per line"
+                    f"{raw[err.start : err.start + 4]!r}); expected UTF-8 text, one sentence per line"
                 ) from err
             text = text.rstrip("\r\n")
             if number == 1:
@@ -41,8 +41,10 @@ def read_lines(source: str | Path | BinaryIO, *, skip_empty: bool = False) -> li
             if not text.strip():
                 if skip_empty:
                     continue
-                raise InputFileError(f"{name}: line {number} is empty; expected one text per line "
-                                     "(use --skip-empty to skip empty lines)")
+                raise InputFileError(
+                    f"{name}: line {number} is empty; expected one text per line "
+                    "(use --skip-empty to skip empty lines)"
+                )
             lines.append(text)
     finally:
         if close:

@@ -69,6 +69,12 @@ class Dense(Module):
         missing = [k for k in ("in_features", "out_features") if k not in config]
         if missing:
             raise ModelFormatError(f"{config_path}: missing {', '.join(missing)}")
+        for key in ("module_input_name", "module_output_name"):
+            if config.get(key, "sentence_embedding") not in ("sentence_embedding", None):
+                raise ModelFormatError(
+                    f"{config_path}: {key}={config[key]!r} is not supported by sbert "
+                    "(a Dense layer reads and writes the sentence embedding)"
+                )
         if config.get("use_residual"):
             raise ModelFormatError(f"{config_path}: use_residual=true is not supported by sbert")
         module = cls(

@@ -29,20 +29,22 @@ _CONFIG_KEYS = {
 def pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: str) -> torch.Tensor:
     """Pool ``token_embeddings`` (B, T, H) under ``attention_mask`` (B, T; 1 = real token) to (B, H)."""
     mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)
+    rows = torch.arange(token_embeddings.shape[0], device=token_embeddings.device)
+    first = attention_mask.to(torch.int32).argmax(dim=1)  # first real token: 0 unless padded on the left
     if mode == "cls":
-        return token_embeddings[:, 0]
+        return token_embeddings[rows, first]
     if mode == "max":
         fill = torch.finfo(token_embeddings.dtype).min
         return token_embeddings.masked_fill(mask == 0, fill).max(dim=1).values
     if mode == "lasttoken":
         # Index of the last real token, whichever side the padding is on.
         seq_len = attention_mask.shape[1]
-        last = seq_len - 1 - attention_mask.flip(dims=[1]).argmax(dim=1)
-        return token_embeddings[torch.arange(token_embeddings.shape[0]), last]
+        last = seq_len - 1 - attention_mask.to(torch.int32).flip(dims=[1]).argmax(dim=1)
+        return token_embeddings[rows, last]
     if mode == "weightedmean":
-        # Weights 1..T by position (Muennighoff, 2022), padding excluded.
+        # Weights 1, 2, ... by position among the real tokens (Muennighoff, 2022).
         positions = torch.arange(1, token_embeddings.shape[1] + 1, device=mask.device, dtype=mask.dtype)
-        mask = mask * positions.view(1, -1, 1)
+        mask = mask * (positions.view(1, -1) - first.view(-1, 1).to(mask.dtype)).unsqueeze(-1)
     summed = (token_embeddings * mask).sum(dim=1)
     counts = mask.sum(dim=1).clamp(min=1e-9)
     if mode in ("mean", "weightedmean"):
@@ -90,17 +92,21 @@ class Pooling(Module):
 
     @classmethod
     def load(cls, path: Path, *, allow_pickle: bool = False) -> Pooling:
+        """Read both config forms: sentence-transformers < 6 (``pooling_mode_*`` flags) and >= 6."""
         config = read_json(path / "config.json")
-        if "word_embedding_dimension" not in config:
+        dim = config.get("word_embedding_dimension", config.get("embedding_dimension"))
+        if dim is None:
             raise ModelFormatError(f"{path / 'config.json'}: missing 'word_embedding_dimension'")
-        if "pooling_mode" in config:  # shorthand form: {"pooling_mode": "mean"}
-            modes = [config["pooling_mode"]]
+        mode = config.get("pooling_mode")
+        if mode is not None:  # {"pooling_mode": "mean"} or {"pooling_mode": ["cls", "mean"]}
+            modes = [mode] if isinstance(mode, str) else list(mode)
+            modes = ["mean_sqrt_len" if m == "mean_sqrt_len_tokens" else m for m in modes]
         else:
             modes = [mode for mode, key in _CONFIG_KEYS.items() if config.get(key)]
         if not modes:
             raise ModelFormatError(f"{path / 'config.json'}: no pooling mode is set to true")
         try:
-            return cls(int(config["word_embedding_dimension"]), modes, config.get("include_prompt", True))
+            return cls(int(dim), modes, config.get("include_prompt", True))
         except ValueError as err:
             raise ModelFormatError(f"{path / 'config.json'}: {err}") from err
 

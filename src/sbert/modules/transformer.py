@@ -7,7 +7,8 @@ That split is what smart batching (``sbert.batching``) needs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,20 @@ from sbert.modules.base import Features, Module, read_json, write_json
 CONFIG_FILE = "sentence_bert_config.json"
 _SAFE_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
 _PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+@contextlib.contextmanager
+def _no_transformers_progress() -> Iterator[None]:
+    """Silence transformers' own "Loading weights" / "Writing shards" bars, which are noise here."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
 
 
 class Transformer(Module):
@@ -43,7 +58,10 @@ class Transformer(Module):
 
     # -- sizes -------------------------------------------------------------------------------------
     def _model_limit(self) -> int:
-        limits = [getattr(self.model.config, "max_position_embeddings", None), self.tokenizer.model_max_length]
+        limits = [
+            getattr(self.model.config, "max_position_embeddings", None),
+            self.tokenizer.model_max_length,
+        ]
         limits = [int(n) for n in limits if isinstance(n, int) and 0 < n < 1_000_000]
         return min(limits) if limits else 512
 
@@ -57,7 +75,9 @@ class Transformer(Module):
         if not isinstance(value, int) or value < 2:
             raise ValueError(f"max_seq_length must be an integer >= 2, got {value!r}")
         if value > self._model_limit():
-            raise ValueError(f"max_seq_length {value} exceeds what this model supports ({self._model_limit()})")
+            raise ValueError(
+                f"max_seq_length {value} exceeds what this model supports ({self._model_limit()})"
+            )
         self._max_seq_length = value
         if self._fast is not None:
             side = getattr(self.tokenizer, "truncation_side", "right")
@@ -103,18 +123,25 @@ class Transformer(Module):
     # -- disk ----------------------------------------------------------------------------------------
     def save(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(path, safe_serialization=True)
+        with _no_transformers_progress():
+            self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
-        write_json(path / CONFIG_FILE, {"max_seq_length": self.max_seq_length, "do_lower_case": self.do_lower_case})
+        write_json(
+            path / CONFIG_FILE, {"max_seq_length": self.max_seq_length, "do_lower_case": self.do_lower_case}
+        )
 
     @classmethod
-    def load(cls, path: Path, *, allow_pickle: bool = False, max_seq_length: int | None = None) -> Transformer:
+    def load(
+        cls, path: Path, *, allow_pickle: bool = False, max_seq_length: int | None = None
+    ) -> Transformer:
         """Load a Hugging Face model folder (config.json, weights, tokenizer); never downloads."""
         from transformers import AutoModel, AutoTokenizer
 
         if not (path / "config.json").is_file():
-            raise ModelFormatError(f"{path}: not a transformer folder (expected config.json, tokenizer files "
-                                   "and model.safetensors)")
+            raise ModelFormatError(
+                f"{path}: not a transformer folder (expected config.json, tokenizer files "
+                "and model.safetensors)"
+            )
         has_safe = any((path / f).is_file() for f in _SAFE_WEIGHTS)
         has_pickle = any((path / f).is_file() for f in _PICKLE_WEIGHTS)
         if not has_safe and not has_pickle:
@@ -126,10 +153,13 @@ class Transformer(Module):
             )
         settings = read_json(path / CONFIG_FILE) if (path / CONFIG_FILE).is_file() else {}
         try:
-            tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
-            model = AutoModel.from_pretrained(
-                str(path), local_files_only=True, trust_remote_code=False, use_safetensors=has_safe
-            )
+            with _no_transformers_progress():
+                tokenizer = AutoTokenizer.from_pretrained(
+                    str(path), local_files_only=True, trust_remote_code=False
+                )
+                model = AutoModel.from_pretrained(
+                    str(path), local_files_only=True, trust_remote_code=False, use_safetensors=has_safe
+                )
         except (OSError, ValueError, KeyError) as err:
             raise ModelFormatError(f"{path}: cannot load the transformer or its tokenizer: {err}") from err
         model.eval()

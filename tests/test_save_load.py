@@ -1,0 +1,152 @@
+"""The sentence-transformers folder format: round trips both ways, atomic saves, errors naming the path."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import sbert
+from sbert.encoder import Encoder
+from sbert.errors import ModelFormatError, ModelNotFoundError
+from sbert.modules import Dense, Normalize, Pooling
+
+TEXTS = ["A man is playing a flute.", "Two dogs run through a field of tall grass.", "Stocks fell sharply."]
+
+
+@pytest.fixture(scope="module")
+def saved(model, tmp_path_factory):
+    return model.save(tmp_path_factory.mktemp("models") / "ours")
+
+
+@pytest.fixture()
+def dense_model(model):
+    torch.manual_seed(0)
+    dense = Dense(384, 64, activation=nn.Tanh())
+    return Encoder([model.transformer, Pooling(384, "max"), dense, Normalize()])
+
+
+def test_save_then_load_gives_identical_embeddings(model, saved):
+    assert json.loads((saved / "modules.json").read_text())[1]["path"] == "1_Pooling"
+    again = sbert.load(saved, device="cpu")
+    assert again.describe()["modules"] == model.describe()["modules"]
+    np.testing.assert_array_equal(again.encode(TEXTS), model.encode(TEXTS))
+
+
+def test_our_folder_loads_in_sentence_transformers(model, saved):
+    st = pytest.importorskip("sentence_transformers")
+    theirs = st.SentenceTransformer(str(saved), device="cpu").encode(TEXTS)
+    assert np.abs(theirs - model.encode(TEXTS)).max() <= 1e-5
+
+
+def test_dense_and_max_pooling_round_trip_through_sentence_transformers(dense_model, tmp_path):
+    st = pytest.importorskip("sentence_transformers")
+    path = dense_model.save(tmp_path / "dense")
+    ours = dense_model.encode(TEXTS)
+    assert ours.shape == (3, 64) and dense_model.dim == 64
+    np.testing.assert_array_equal(sbert.load(path, device="cpu").encode(TEXTS), ours)
+    theirs = st.SentenceTransformer(str(path), device="cpu").encode(TEXTS)
+    assert np.abs(theirs - ours).max() <= 1e-5
+
+
+def test_sentence_transformers_folder_loads_in_ours(reference, model, tmp_path):
+    reference.save(str(tmp_path / "st"))
+    ours = sbert.load(tmp_path / "st", device="cpu")
+    assert ours.dim == 384 and ours.max_seq_length == 256
+    assert np.abs(ours.encode(TEXTS) - reference.encode(TEXTS)).max() <= 1e-5
+
+
+def test_plain_huggingface_folder_gets_mean_pooling(model, tmp_path):
+    model.transformer.model.save_pretrained(tmp_path / "hf")
+    model.transformer.tokenizer.save_pretrained(tmp_path / "hf")
+    plain = sbert.load(tmp_path / "hf", device="cpu")
+    assert [type(m).__name__ for m in plain] == ["Transformer", "Pooling"]
+    # The default model is mean pooling + Normalize, so normalising the plain output must match it.
+    np.testing.assert_allclose(plain.encode(TEXTS, normalize=True), model.encode(TEXTS), atol=1e-6)
+
+
+def test_pickle_weights_only_when_allowed(model, tmp_path):
+    folder = tmp_path / "pickled"
+    model.transformer.model.config.save_pretrained(folder)
+    model.transformer.tokenizer.save_pretrained(folder)
+    torch.save(model.transformer.model.state_dict(), folder / "pytorch_model.bin")
+    with pytest.raises(ModelFormatError, match=r"pickle form \(pytorch_model.bin\).*allow_pickle=True"):
+        sbert.load(folder)
+    loaded = sbert.load(folder, allow_pickle=True, device="cpu")
+    np.testing.assert_allclose(loaded.encode(TEXTS, normalize=True), model.encode(TEXTS), atol=1e-6)
+
+
+def test_dense_pickle_weights_refused(dense_model, tmp_path):
+    path = dense_model.save(tmp_path / "d")
+    state = {k: torch.from_numpy(np.asarray(v)) for k, v in dense_model[2].state_dict().items()}
+    (path / "2_Dense" / "model.safetensors").unlink()
+    torch.save(state, path / "2_Dense" / "pytorch_model.bin")
+    with pytest.raises(ModelFormatError, match=r"2_Dense: weights are only in pickle form"):
+        sbert.load(path)
+    assert sbert.load(path, allow_pickle=True, device="cpu").dim == 64
+
+
+def test_missing_model_names_the_path(tmp_path):
+    with pytest.raises(ModelNotFoundError, match=r"nowhere: no such model folder.*never downloads"):
+        sbert.load(tmp_path / "nowhere")
+    with pytest.raises(ModelNotFoundError, match=r"no such model folder"):
+        sbert.load("someone/some-model")
+
+
+def test_empty_folder_says_what_was_expected(tmp_path):
+    with pytest.raises(ModelFormatError, match=r"expected modules.json .* or config.json"):
+        sbert.load(tmp_path)
+
+
+def test_malformed_folders(saved, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(saved, bad)
+    (bad / "modules.json").write_text("[{")
+    with pytest.raises(ModelFormatError, match=r"modules.json: not valid JSON"):
+        sbert.load(bad)
+    (bad / "modules.json").write_text(json.dumps([{"idx": 0, "path": "", "type": "my_pkg.Evil"}]))
+    with pytest.raises(ModelFormatError, match=r"'my_pkg.Evil' is not supported"):
+        sbert.load(bad)
+    shutil.copy(saved / "modules.json", bad / "modules.json")
+    (bad / "1_Pooling" / "config.json").write_text('{"word_embedding_dimension": 384}')
+    with pytest.raises(ModelFormatError, match=r"1_Pooling/config.json: no pooling mode"):
+        sbert.load(bad)
+    (bad / "model.safetensors").unlink()
+    with pytest.raises(ModelFormatError, match=r"no transformer weights"):
+        sbert.load(bad)
+
+
+def test_untrusted_activation_is_refused(dense_model, tmp_path):
+    path = dense_model.save(tmp_path / "d")
+    config = json.loads((path / "2_Dense" / "config.json").read_text())
+    config["activation_function"] = "os.system"
+    (path / "2_Dense" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelFormatError, match=r"'os.system' is not a torch.nn activation"):
+        sbert.load(path)
+
+
+def test_failed_save_leaves_the_old_folder_and_no_litter(model, saved, tmp_path, monkeypatch):
+    target = tmp_path / "target"
+    model.save(target)
+    before = sorted(p.name for p in target.rglob("*"))
+
+    def boom(self, path):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Pooling, "save", boom)
+    with pytest.raises(OSError, match=r"disk full"):
+        model.save(target)
+    assert sorted(p.name for p in target.rglob("*")) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["target"]
+
+
+def test_save_replaces_an_existing_folder(model, tmp_path):
+    target = tmp_path / "m"
+    target.mkdir()
+    (target / "stale.txt").write_text("old")
+    model.save(target)
+    assert not (target / "stale.txt").exists() and (target / "modules.json").is_file()
