@@ -1,0 +1,63 @@
+"""What every benchmark prints: the machine, the versions, and a markdown table written atomically."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def versions(*packages: str) -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for name in packages:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def environment_lines(threads: int, packages: tuple[str, ...]) -> list[str]:
+    import torch
+
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    return [
+        f"- machine: {cpu_name()}, {os.cpu_count()} logical cores, {mem_gib:.0f} GiB memory, GPU: {gpu}",
+        f"- torch threads: {threads}",
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in versions(*packages).items()),
+        f"- command: `python {' '.join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])}`",
+    ]
+
+
+def markdown_table(header: list[str], rows: list[list[object]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def write_result(name: str, lines: list[str]) -> Path:
+    """Print ``lines`` and write them to ``benchmarks/results/<name>`` atomically."""
+    from sbert.atomic import atomic_file
+
+    text = "\n".join(lines) + "\n"
+    print(text)
+    target = RESULTS / name
+    with atomic_file(target, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    print(f"wrote {target}")
+    return target
