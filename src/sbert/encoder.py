@@ -181,6 +181,17 @@ class Encoder(nn.Sequential):
         for k, row in enumerate(rows):
             out[row] = tokens[k][mask[k]]
 
+    def embed(self, *groups: Sequence[str]) -> tuple[torch.Tensor, ...]:
+        """Sentence vectors with gradients, for training: one forward pass over all groups, split back.
+
+        ``embed(firsts, seconds)`` gives ``(u, v)``, each (len(group), dim). Truncation is silent here.
+        """
+        sizes = [len(group) for group in groups]
+        ids, _ = self.transformer.tokenize([text for group in groups for text in group])
+        features = self.transformer.collate(ids)
+        vectors = self({k: v.to(self.device) for k, v in features.items()})["sentence_embedding"]
+        return vectors.split(sizes)
+
     # -- disk ------------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
         """Write the sentence-transformers folder format atomically; returns the folder's path."""

@@ -87,6 +87,14 @@ class Transformer(Module):
     def dim(self) -> int:
         return int(self.model.config.hidden_size)
 
+    def reinitialized(self, seed: int = 0) -> Transformer:
+        """Same architecture and tokenizer, freshly random weights: the "no pre-training" control."""
+        from transformers import AutoModel
+
+        torch.manual_seed(seed)
+        model = AutoModel.from_config(self.model.config)
+        return Transformer(model, self.tokenizer, self.max_seq_length, self.do_lower_case)
+
     # -- text -> ids -> padded batch -----------------------------------------------------------------
     def tokenize(self, texts: Sequence[str]) -> tuple[list[list[int]], list[int]]:
         """Token ids of each text (special tokens added, truncated), and the positions of truncated texts."""

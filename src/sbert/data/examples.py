@@ -1,0 +1,32 @@
+"""The kinds of training and evaluation example, as plain frozen records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ScoredPair:
+    """Two sentences and a gold similarity score on the data set's own scale (STSb 0-5, SICK 1-5)."""
+
+    sentence1: str
+    sentence2: str
+    score: float
+
+
+@dataclass(frozen=True)
+class LabeledPair:
+    """Two sentences and a class index (NLI: see ``sbert.data.nli.LABELS``)."""
+
+    sentence1: str
+    sentence2: str
+    label: int
+
+
+@dataclass(frozen=True)
+class Triplet:
+    """An anchor, a positive closer to it, and a negative farther from it."""
+
+    anchor: str
+    positive: str
+    negative: str

@@ -1,0 +1,20 @@
+"""Training objectives. Each loss is called as ``loss(encoder, batch) -> scalar tensor``.
+
+- ``SoftmaxLoss``: classification on (u, v, |u-v|, ...) — SBERT §3, NLI.
+- ``CosineRegressionLoss``: MSE between cos(u, v) and the scaled gold score — SBERT §3, STS.
+- ``TripletLoss``: max(d(a,p) - d(a,n) + margin, 0) — SBERT §3.
+- ``MultipleNegativesRankingLoss``: in-batch negatives, cross-entropy over scaled cosine.
+"""
+
+from sbert.losses.in_batch import MultipleNegativesRankingLoss
+from sbert.losses.regression import CosineRegressionLoss
+from sbert.losses.softmax import CONCAT_MODES, SoftmaxLoss
+from sbert.losses.triplet import TripletLoss
+
+__all__ = [
+    "CONCAT_MODES",
+    "CosineRegressionLoss",
+    "MultipleNegativesRankingLoss",
+    "SoftmaxLoss",
+    "TripletLoss",
+]

@@ -1,0 +1,290 @@
+"""The training loop of SBERT fine-tuning, readable top to bottom in ``Trainer.train``.
+
+Several objectives (data + loss) can be trained together: their batches are interleaved round-robin,
+one optimizer step per batch. An epoch shows every objective's data once. The order of batches is a
+pure function of (seed, epoch, objective), so a run that resumes from a checkpoint takes exactly the
+batches the interrupted one would have taken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from sbert.errors import SbertError
+from sbert.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from sbert.training.schedule import warmup_steps, warmup_then_linear_decay
+
+
+@dataclass
+class Objective:
+    """Training examples and the loss that consumes a batch of them."""
+
+    examples: Sequence[Any]
+    loss: nn.Module
+    name: str = "objective"
+
+
+@dataclass
+class TrainConfig:
+    """Hyper-parameters; the defaults are the paper's recipe (batch 16, lr 2e-5, 10% warm-up, 1 epoch)."""
+
+    epochs: int = 1
+    batch_size: int = 16
+    lr: float = 2e-5
+    warmup: float = 0.1  # fraction of all steps
+    weight_decay: float = 0.01  # not on biases and LayerNorm weights
+    max_grad_norm: float | None = 1.0
+    seed: int = 42
+    max_steps: int | None = None  # stop (and end the schedule) after this many steps
+    eval_every: int | None = None  # steps between dev evaluations; always once at the end
+    checkpoint_every: int | None = 500  # steps between checkpoints
+    shuffle: bool = True
+    amp: str = "auto"  # "auto" (bf16/fp16 on CUDA, off on CPU), "bf16", "fp16" or "off"
+    progress: bool | None = None  # None: a bar when standard error is a terminal
+
+
+class Trainer:
+    """Fine-tunes ``encoder`` on ``objectives``; saves the best (or final) model to ``out``.
+
+    ``run_dir`` (default ``<out>.train``) holds ``checkpoint.pt`` and ``log.jsonl``.
+    """
+
+    def __init__(
+        self,
+        encoder,
+        objectives: Sequence[Objective],
+        config: TrainConfig,
+        out: str | Path,
+        evaluator: Callable | None = None,
+        run_dir: str | Path | None = None,
+        device: str | None = None,
+    ) -> None:
+        if not objectives or any(len(o.examples) == 0 for o in objectives):
+            raise ValueError("training needs at least one objective, each with at least one example")
+        self.encoder, self.objectives, self.config = encoder, list(objectives), config
+        self.out = Path(out)
+        self.run_dir = Path(run_dir) if run_dir else self.out.with_name(self.out.name + ".train")
+        self.evaluator = evaluator
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.batches_per_epoch = [math.ceil(len(o.examples) / config.batch_size) for o in self.objectives]
+        self.steps_per_epoch = sum(self.batches_per_epoch)
+        self.total_steps = config.epochs * self.steps_per_epoch
+        if config.max_steps is not None:
+            self.total_steps = min(self.total_steps, config.max_steps)
+        self.best: float | None = None
+
+    # -- the loop --------------------------------------------------------------------------------------
+    def train(self, resume: bool = False, on_step: Callable[[int, float], None] | None = None) -> dict:
+        """Run to the end (or on from the last checkpoint when ``resume``); returns a summary."""
+        from tqdm.auto import tqdm
+
+        cfg = self.config
+        torch.manual_seed(cfg.seed)
+        encoder = self.encoder.to(self.device)
+        losses = nn.ModuleList([o.loss for o in self.objectives]).to(self.device)
+        params = _unique_params([encoder, losses])
+        optimizer = torch.optim.AdamW(_param_groups(params, cfg.weight_decay), lr=cfg.lr)
+        scheduler = warmup_then_linear_decay(
+            optimizer, warmup_steps(self.total_steps, cfg.warmup), self.total_steps
+        )
+        autocast, scaler = self._mixed_precision()
+
+        start = self._restore(encoder, losses, optimizer, scheduler, scaler) if resume else 0
+        if start == 0:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / "log.jsonl").write_text("")
+        encoder.train()
+        losses.train()
+        plan, plan_epoch = [], -1
+        running = None
+        began = time.perf_counter()
+        disable = None if cfg.progress is None else not cfg.progress
+        with tqdm(total=self.total_steps, initial=start, desc="train", unit="step", disable=disable) as bar:
+            for step in range(start, self.total_steps):
+                epoch, index = divmod(step, self.steps_per_epoch)
+                if epoch != plan_epoch:
+                    plan, plan_epoch = self.epoch_plan(epoch), epoch
+                task, rows = plan[index]
+                objective = self.objectives[task]
+                batch = [objective.examples[r] for r in rows]
+
+                with autocast():
+                    loss = objective.loss(encoder, batch)
+                scaler.scale(loss).backward()
+                if cfg.max_grad_norm:
+                    scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                scaler.step(optimizer)
+                scaler.update()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+
+                done, value = step + 1, float(loss.detach())
+                running = value if running is None else 0.98 * running + 0.02 * value
+                bar.update(1)
+                bar.set_postfix(loss=f"{running:.4f}", refresh=False)
+                self._log(
+                    {
+                        "step": done,
+                        "epoch": epoch,
+                        "objective": objective.name,
+                        "loss": value,
+                        "lr": scheduler.get_last_lr()[0],
+                    }
+                )
+                if cfg.eval_every and done % cfg.eval_every == 0 and done < self.total_steps:
+                    self._evaluate(done)
+                if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < self.total_steps:
+                    self._checkpoint(done, encoder, losses, optimizer, scheduler, scaler)
+                if on_step is not None:
+                    on_step(done, value)
+
+        score = self._evaluate(self.total_steps)
+        if self.evaluator is None:
+            self.encoder.save(self.out)
+        elapsed = time.perf_counter() - began
+        steps_run = self.total_steps - start
+        summary = {
+            "steps": self.total_steps,
+            "steps_run": steps_run,
+            "seconds": elapsed,
+            "steps_per_second": steps_run / elapsed if elapsed else 0.0,
+            "final_score": score,
+            "best_score": self.best,
+            "model": str(self.out),
+        }
+        self._log({"summary": summary})
+        return summary
+
+    def epoch_plan(self, epoch: int) -> list[tuple[int, np.ndarray]]:
+        """(objective index, example rows) for each step of ``epoch``, objectives taken round-robin."""
+        size = self.config.batch_size
+        queues = []
+        for task, objective in enumerate(self.objectives):
+            n = len(objective.examples)
+            rng = np.random.default_rng([self.config.seed, epoch, task])
+            order = rng.permutation(n) if self.config.shuffle else np.arange(n)
+            queues.append([order[i : i + size] for i in range(0, n, size)])
+        plan = []
+        for i in range(max(self.batches_per_epoch)):
+            plan += [(task, queue[i]) for task, queue in enumerate(queues) if i < len(queue)]
+        return plan
+
+    # -- pieces ----------------------------------------------------------------------------------------
+    def _mixed_precision(self):
+        mode = self.config.amp
+        if mode not in ("auto", "bf16", "fp16", "off"):
+            raise ValueError(f"amp must be auto, bf16, fp16 or off; got {mode!r}")
+        cuda = self.device.type == "cuda"
+        if mode == "auto":
+            mode = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if cuda else "off"
+        if mode == "off":
+            return contextlib.nullcontext, torch.amp.GradScaler(enabled=False)
+        dtype = torch.bfloat16 if mode == "bf16" else torch.float16
+
+        def autocast():
+            return torch.autocast(self.device.type, dtype=dtype)
+
+        return autocast, torch.amp.GradScaler(enabled=mode == "fp16" and cuda)
+
+    def _evaluate(self, step: int) -> float | None:
+        if self.evaluator is None:
+            return None
+        metrics = self.evaluator(self.encoder)
+        score = metrics[self.evaluator.primary]
+        improved = self.best is None or score > self.best
+        if improved:
+            self.best = score
+            self.encoder.save(self.out)  # keep the best model so far
+        self._log({"step": step, "dev": metrics, "primary": self.evaluator.primary, "best": improved})
+        return score
+
+    def _log(self, row: dict) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.run_dir / "log.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row) + "\n")
+
+    def fingerprint(self) -> dict:
+        """What must match for a checkpoint to be resumed: settings that shape the batches and schedule."""
+        cfg = dataclasses.asdict(self.config)
+        keys = ("epochs", "batch_size", "lr", "warmup", "weight_decay", "seed", "max_steps", "shuffle")
+        return {
+            **{k: cfg[k] for k in keys},
+            "objectives": [[o.name, len(o.examples)] for o in self.objectives],
+        }
+
+    def _checkpoint(self, step, encoder, losses, optimizer, scheduler, scaler) -> None:
+        save_checkpoint(
+            self.run_dir,
+            {
+                "step": step,
+                "fingerprint": json.dumps(self.fingerprint(), sort_keys=True),
+                "encoder": encoder.state_dict(),
+                "losses": losses.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "scaler": scaler.state_dict(),
+                "rng": rng_state(),
+                "best": self.best,
+            },
+        )
+
+    def _restore(self, encoder, losses, optimizer, scheduler, scaler) -> int:
+        state = load_checkpoint(self.run_dir)
+        if state is None:
+            return 0
+        mine, theirs = self.fingerprint(), json.loads(state["fingerprint"])
+        if mine != theirs:
+            diff = {k: (theirs.get(k), mine.get(k)) for k in mine if theirs.get(k) != mine.get(k)}
+            raise SbertError(
+                f"{self.run_dir}: the checkpoint was made with other settings (checkpoint vs now: {diff}); "
+                "resume with the same settings, or start afresh without --resume"
+            )
+        encoder.load_state_dict(state["encoder"])
+        losses.load_state_dict(state["losses"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        scaler.load_state_dict(state["scaler"])
+        set_rng_state(state["rng"])
+        self.best = state["best"]
+        step = int(state["step"])
+        self._truncate_log(step)
+        return step
+
+    def _truncate_log(self, step: int) -> None:
+        """Drop log rows written after the checkpoint, so a resumed run does not repeat steps."""
+        path = self.run_dir / "log.jsonl"
+        if not path.is_file():
+            return
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        kept = [row for row in rows if "step" in row and row["step"] <= step]
+        path.write_text("".join(json.dumps(row) + "\n" for row in kept), encoding="utf-8")
+
+
+def _unique_params(modules: Sequence[nn.Module]) -> list[nn.Parameter]:
+    seen, params = set(), []
+    for module in modules:
+        for p in module.parameters():
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                params.append(p)
+    return params
+
+
+def _param_groups(params: list[nn.Parameter], weight_decay: float) -> list[dict]:
+    """Weight decay on matrices only: biases and LayerNorm weights (1-D) are left alone."""
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
