@@ -45,6 +45,7 @@ class TrainConfig:
     lr: float = 2e-5
     warmup: float = 0.1  # fraction of all steps
     weight_decay: float = 0.01  # not on biases and LayerNorm weights
+    adam_eps: float = 1e-8
     max_grad_norm: float | None = 1.0
     seed: int = 42
     max_steps: int | None = None  # stop (and end the schedule) after this many steps
@@ -95,7 +96,7 @@ class Trainer:
         encoder = self.encoder.to(self.device)
         losses = nn.ModuleList([o.loss for o in self.objectives]).to(self.device)
         params = _unique_params([encoder, losses])
-        optimizer = torch.optim.AdamW(_param_groups(params, cfg.weight_decay), lr=cfg.lr)
+        optimizer = torch.optim.AdamW(_param_groups(params, cfg.weight_decay), lr=cfg.lr, eps=cfg.adam_eps)
         scheduler = warmup_then_linear_decay(
             optimizer, warmup_steps(self.total_steps, cfg.warmup), self.total_steps
         )
@@ -219,7 +220,17 @@ class Trainer:
     def fingerprint(self) -> dict:
         """What must match for a checkpoint to be resumed: settings that shape the batches and schedule."""
         cfg = dataclasses.asdict(self.config)
-        keys = ("epochs", "batch_size", "lr", "warmup", "weight_decay", "seed", "max_steps", "shuffle")
+        keys = (
+            "epochs",
+            "batch_size",
+            "lr",
+            "warmup",
+            "weight_decay",
+            "adam_eps",
+            "seed",
+            "max_steps",
+            "shuffle",
+        )
         return {
             **{k: cfg[k] for k in keys},
             "objectives": [[o.name, len(o.examples)] for o in self.objectives],
