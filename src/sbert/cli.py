@@ -142,6 +142,86 @@ def similarity(texts, model, device, allow_pickle, function, as_json) -> None:
 
 
 @main.command()
+@click.option(
+    "--config",
+    "run_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A TOML/YAML run file (several objectives); other options then override its top-level keys.",
+)
+@click.option("--model", "-m", default=None, help=MODEL_HELP + " [default: default]")
+@click.option("--objective", type=click.Choice(["classification", "regression", "triplet", "mnrl"]))
+@click.option(
+    "--train", "train", multiple=True, help="Training data: a file, or a folder (SentEval NLI, SemEval STS)."
+)
+@click.option("--format", "fmt", type=click.Choice(["stsb", "sick", "sts", "nli", "triplets"]))
+@click.option(
+    "--dev", help="Dev data, evaluated every --eval-every steps and at the end; the best model is kept."
+)
+@click.option("--dev-format", type=click.Choice(["stsb", "sick", "sts", "nli", "triplets"]))
+@click.option("--out", "-o", help="Output folder: a sentence-transformers model (checkpoints in OUT.train/).")
+@click.option("--epochs", type=click.IntRange(min=1), help="[default: 1]")
+@click.option("--batch-size", type=click.IntRange(min=1), help="[default: 16]")
+@click.option("--lr", type=float, help="Peak learning rate of AdamW [default: 2e-5].")
+@click.option(
+    "--warmup", type=click.FloatRange(0, 1), help="Warm-up as a fraction of the steps [default: 0.1]."
+)
+@click.option("--max-steps", type=click.IntRange(min=1), help="Stop after this many steps.")
+@click.option("--seed", type=int, help="[default: 42]")
+@click.option("--eval-every", type=click.IntRange(min=1), help="Steps between dev evaluations.")
+@click.option(
+    "--checkpoint-every", type=click.IntRange(min=1), help="Steps between checkpoints [default: 500]."
+)
+@click.option(
+    "--pooling", type=click.Choice(["mean", "cls", "max", "mean_sqrt_len"]), help="Change the pooling."
+)
+@click.option("--concat", help="Classification features, e.g. 'u,v,|u-v|' (default) or 'u,v,|u-v|,u*v'.")
+@click.option("--margin", type=float, help="Triplet margin [default: 1, the paper's].")
+@click.option("--distance", type=click.Choice(["euclidean", "cosine", "manhattan"]), help="Triplet distance.")
+@click.option(
+    "--init",
+    type=click.Choice(["pretrained", "random"]),
+    help="'random': same architecture, random weights (the no-pre-training control).",
+)
+@click.option("--resume", is_flag=True, help="Go on from OUT.train/checkpoint.pt if there is one.")
+@click.option("--device", default=None, help="cpu, cuda ... (default: cuda if present).")
+@click.option("--progress/--no-progress", default=None)
+@_friendly_errors
+def train(run_file, train, fmt, resume, **options) -> None:
+    """Fine-tune a model with the paper's objectives (or in-batch negatives)."""
+    from sbert.training.recipe import load_run_file, run, spec_from_options
+
+    options["format"] = fmt
+    if run_file is not None:
+        overrides = {
+            k: v
+            for k, v in options.items()
+            if k in ("model", "out", "init", "pooling", "device") and v is not None
+        }
+        spec = load_run_file(run_file, overrides)
+    else:
+        missing = [
+            f"--{n}"
+            for n, v in (
+                ("objective", options["objective"]),
+                ("train", train),
+                ("format", fmt),
+                ("out", options["out"]),
+            )
+            if not v
+        ]
+        if missing:
+            raise click.UsageError(f"missing {', '.join(missing)} (or give a --config run file)")
+        spec = spec_from_options(options, train)
+    summary = run(spec, resume=resume)
+    best = f", best dev {summary['best_score']:.2f}" if summary["best_score"] is not None else ""
+    click.echo(
+        f"trained {summary['steps']} steps ({summary['steps_per_second']:.2f} steps/s){best}; "
+        f"model saved to {summary['model']}",
+        err=True,
+    )
+
+
+@main.command()
 @click.argument("model", default="default")
 @click.option("--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code).")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
