@@ -7,9 +7,12 @@ import io
 
 import pytest
 
+from sbert.data.examples import LabeledPair, ScoredPair, Triplet
 from sbert.data.lines import read_lines
+from sbert.data.nli import LABELS, nli_to_triplets, read_nli
 from sbert.data.paths import data_dir
-from sbert.data.sts import read_stsb
+from sbert.data.sts import read_semeval_sts, read_sick, read_stsb
+from sbert.data.triplets import read_triplets
 from sbert.errors import InputFileError
 
 
@@ -65,3 +68,128 @@ def test_data_dir_option_and_env(tmp_path, monkeypatch):
     monkeypatch.setenv("SBERT_DATA", str(tmp_path / "nope"))
     with pytest.raises(InputFileError, match=r"nope: data folder not found \(from \$SBERT_DATA\)"):
         data_dir()
+
+
+# -- SICK -------------------------------------------------------------------------------------------------
+
+
+def test_sick_split_file_without_header(tmp_path):
+    path = tmp_path / "SICK_train.txt"
+    path.write_text(
+        "1\tA dog runs\tA dog is running\t4.5\tENTAILMENT\n2\tA cat\tNo cat\t1.2\tCONTRADICTION\n"
+    )
+    assert list(read_sick(path)) == [
+        ScoredPair("A dog runs", "A dog is running", 4.5),
+        ScoredPair("A cat", "No cat", 1.2),
+    ]
+    labels = [p.label for p in read_sick(path, target="entailment")]
+    assert [LABELS[i] for i in labels] == ["entailment", "contradiction"]
+
+
+def test_sick_full_file_with_header_crlf_and_split(tmp_path):
+    header = "pair_ID\tsentence_A\tsentence_B\tentailment_label\trelatedness_score\tSemEval_set"
+    rows = ["1\tA\tB\tNEUTRAL\t3.0\tTRAIN", "2\tC\tD\tENTAILMENT\t4.0\tTEST"]
+    (tmp_path / "SICK.txt").write_bytes("\r\n".join([header, *rows]).encode())  # no final newline
+    assert list(read_sick(tmp_path / "SICK.txt")) == [ScoredPair("A", "B", 3.0), ScoredPair("C", "D", 4.0)]
+    assert list(read_sick(tmp_path / "SICK.txt", split="test")) == [ScoredPair("C", "D", 4.0)]
+    assert list(read_sick(tmp_path / "SICK.txt", target="entailment", split="TEST")) == [
+        LabeledPair("C", "D", 1)
+    ]
+
+
+def test_sick_errors(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_text("1\tA\tB\t0.5\tNEUTRAL\n")
+    with pytest.raises(InputFileError, match=r"bad.txt: line 1: score 0.5 is outside 1-5"):
+        list(read_sick(path))
+    path.write_text("1\tA\tB\t3\tMAYBE\n")
+    with pytest.raises(InputFileError, match=r"line 1: label 'MAYBE'"):
+        list(read_sick(path, target="entailment"))
+
+
+# -- SemEval STS 2012-2016 ----------------------------------------------------------------------------------
+def test_semeval_sts_raw_tokenised_and_2016_forms(tmp_path):
+    (tmp_path / "STS.input.MSRvid.txt").write_text("A man runs.\tA man is running.\nA b\tc d\nx\ty\n")
+    (tmp_path / "STS.gs.MSRvid.txt").write_text("4.2\n\n0\n")  # the empty line: an unscored pair
+    (tmp_path / "STS2016.input.headlines.txt").write_text("s1\ts2\tsrc1\tsrc2\n")
+    (tmp_path / "STS2016.gs.headlines.txt").write_text("3.5\n")
+    _write_gz(tmp_path / "STS.input.OnWN.txt.gz", "p\tq\n")
+    _write_gz(tmp_path / "STS.gs.OnWN.txt.gz", "1.0\n")
+    (tmp_path / "STS.gs.SMT.txt").write_text("2.0\n")  # gold without input (withheld): left out
+    subsets = read_semeval_sts(tmp_path)
+    assert subsets == {
+        "MSRvid": [ScoredPair("A man runs.", "A man is running.", 4.2), ScoredPair("x", "y", 0.0)],
+        "OnWN": [ScoredPair("p", "q", 1.0)],
+        "headlines": [ScoredPair("s1", "s2", 3.5)],
+    }
+
+
+def test_semeval_sts_errors_name_the_folder_and_file(tmp_path):
+    with pytest.raises(InputFileError, match=r"STS15: STS folder not found"):
+        read_semeval_sts(tmp_path / "STS15")
+    (tmp_path / "STS.input.a.txt").write_text("x\ty\nz\tw\n")
+    (tmp_path / "STS.gs.a.txt").write_text("1\n")
+    with pytest.raises(InputFileError, match=r"STS.input.a.txt: 2 lines, but STS.gs.a.txt has 1"):
+        read_semeval_sts(tmp_path)
+
+
+# -- NLI and triplets -------------------------------------------------------------------------------------
+def test_nli_senteval_folder_split_jsonl_and_tsv(tmp_path):
+    for split, labels in (("dev", "entailment\n-\n"), ("test", "contradiction\nneutral\n")):
+        (tmp_path / f"s1.{split}").write_text("P1\nP2\n")
+        (tmp_path / f"s2.{split}").write_text("H1\nH2\n")
+        _write_gz(tmp_path / f"labels.{split}.gz", labels)
+    assert [p.label for p in read_nli(tmp_path)] == [1, 0, 2]  # '-' dropped; dev then test
+    assert list(read_nli(tmp_path / "dev")) == [LabeledPair("P1", "H1", 1)]
+    jsonl = tmp_path / "x.jsonl"
+    jsonl.write_text(
+        '{"sentence1": "a", "sentence2": "b", "gold_label": "neutral"}\n'
+        '{"sentence1": "c", "sentence2": "d", "gold_label": "-"}\n'
+    )
+    assert list(read_nli(jsonl)) == [LabeledPair("a", "b", 2)]
+    tsv = tmp_path / "x.tsv"
+    tsv.write_text("gold_label\tsentence1\tsentence2\tpairID\ncontradiction\ta\tb\t7\n")
+    assert list(read_nli(tsv)) == [LabeledPair("a", "b", 0)]
+
+
+def test_nli_errors(tmp_path):
+    bad = tmp_path / "x.jsonl"
+    bad.write_text('{"sentence1": "a", "sentence2": "b", "gold_label": "neutral"}\n{"premise": "a"}\n')
+    with pytest.raises(InputFileError, match=r"x.jsonl: line 2: expected a JSON object with sentence1"):
+        list(read_nli(bad))
+    tsv = tmp_path / "x.tsv"
+    tsv.write_text("label\ttext\n")
+    with pytest.raises(InputFileError, match=r"x.tsv: line 1: header lacks sentence1, sentence2"):
+        list(read_nli(tsv))
+    tsv.write_text("gold_label\tsentence1\tsentence2\nyes\ta\tb\n")
+    with pytest.raises(InputFileError, match=r"line 2: label 'yes' is not one of"):
+        list(read_nli(tsv))
+    (tmp_path / "s1.dev").write_text("a\nb\n")
+    (tmp_path / "s2.dev").write_text("a\n")
+    (tmp_path / "labels.dev").write_text("neutral\nneutral\n")
+    with pytest.raises(InputFileError, match=r"split 'dev' has 2 / 1 / 2 lines"):
+        list(read_nli(tmp_path))
+
+
+def test_nli_to_triplets_pairs_entailments_with_contradictions_of_the_same_premise():
+    pairs = [
+        LabeledPair("P", "E1", 1),
+        LabeledPair("P", "C1", 0),
+        LabeledPair("P", "E2", 1),
+        LabeledPair("P", "N", 2),
+        LabeledPair("Q", "E", 1),
+    ]  # Q has no contradiction: no triplet
+    triplets = nli_to_triplets(pairs)
+    assert triplets == [Triplet("P", "E1", "C1"), Triplet("P", "E2", "C1")]
+
+
+def test_triplet_files(tmp_path):
+    tsv = tmp_path / "t.tsv"
+    tsv.write_text('anchor\tpositive\tnegative\na "q"\tb\tc\n')
+    assert list(read_triplets(tsv)) == [Triplet('a "q"', "b", "c")]
+    csv_path = tmp_path / "t.csv"
+    csv_path.write_text('"a, with comma",b,c\n')
+    assert list(read_triplets(csv_path)) == [Triplet("a, with comma", "b", "c")]
+    tsv.write_text("a\tb\n")
+    with pytest.raises(InputFileError, match=r"t.tsv: line 1: expected 3 non-empty tab-separated columns"):
+        list(read_triplets(tsv))
