@@ -44,7 +44,9 @@ def split_by_premise(triplets, share: float, seed: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--parts", default=",".join(PARTS))
     parser.add_argument("--max-steps", type=int, default=None, help="cap every training run (quick runs)")
     parser.add_argument("--seed", type=int, default=42)
@@ -64,8 +66,16 @@ def main() -> None:
     triplet_eval = TripletEvaluator(triplets_test, "held-out NLI triplets")
 
     def config(epochs: int) -> TrainConfig:
-        return TrainConfig(epochs=epochs, batch_size=16, lr=2e-5, warmup=0.1, seed=args.seed,
-                           max_steps=args.max_steps, checkpoint_every=None, progress=False)
+        return TrainConfig(
+            epochs=epochs,
+            batch_size=16,
+            lr=2e-5,
+            warmup=0.1,
+            seed=args.seed,
+            max_steps=args.max_steps,
+            checkpoint_every=None,
+            progress=False,
+        )
 
     rows: list[list[object]] = []
 
@@ -97,10 +107,15 @@ def main() -> None:
                 record(f"classification on NLI, from {start}", model, summary, triplets=True)
                 if init == "pretrained":
                     nli_model = model
-        for name, loss in (("triplet", TripletLoss("euclidean", 1.0)), ("mnrl", MultipleNegativesRankingLoss())):
+        for name, loss in (
+            ("triplet", TripletLoss("euclidean", 1.0)),
+            ("mnrl", MultipleNegativesRankingLoss()),
+        ):
             if name in parts:
                 model, summary = train("pretrained", [Objective(triplets_train, loss, name)], 1, tmp / name)
-                label = "triplet objective (euclidean, margin 1)" if name == "triplet" else "in-batch negatives"
+                label = (
+                    "triplet objective (euclidean, margin 1)" if name == "triplet" else "in-batch negatives"
+                )
                 record(f"{label} on NLI triplets, from default model", model, summary, triplets=True)
         if "nli-stsb" in parts:
             stsb_train = list(read_stsb(folder / "stsbenchmark" / "sts-train.csv"))
@@ -115,13 +130,16 @@ def main() -> None:
         f"Triplets (premise, entailment, contradiction) built from them: {len(triplets_train):,} for "
         f"training, {len(triplets_test):,} held out (10% of premises, none seen in training). Recipe: batch "
         "16, AdamW lr 2e-5, 10% linear warm-up, 1 epoch (STSb: 4 epochs), mean pooling, seed "
-        f"{args.seed}{f', capped at {args.max_steps} steps per run' if args.max_steps else ''}; CPU, float32.",
+        f"{args.seed}{f', capped at {args.max_steps} steps per run' if args.max_steps else ''}; "
+        "CPU, float32.",
         "",
         "Scores: Spearman x 100 of cosine similarity on STSb test (1,379 pairs) and SICK-R test (4,927 "
         "pairs), with no STS training except in the last row; triplet accuracy x 100 (euclidean) on the "
         "held-out triplets.",
         "",
-        *markdown_table(["run", "steps", "STSb test", "SICK-R test", "triplet acc.", "steps/s", "minutes"], rows),
+        *markdown_table(
+            ["run", "steps", "STSb test", "SICK-R test", "triplet acc.", "steps/s", "minutes"], rows
+        ),
         "",
         "**Deviations from the paper.** The paper trains BERT-base (MLM-only pre-trained) on SNLI + "
         "MultiNLI (~940k pairs); neither ships here. The start is all-MiniLM-L6-v2, already sentence-tuned "
