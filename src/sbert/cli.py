@@ -34,13 +34,17 @@ def _load(model: str, device: str | None, allow_pickle: bool):
     return sbert.load(model, device=device, allow_pickle=allow_pickle)
 
 
-def _model_options(func: Callable) -> Callable:
+def _device_options(func: Callable) -> Callable:
     func = click.option(
         "--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code)."
     )(func)
-    func = click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if present).")(
+    return click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if present).")(
         func
     )
+
+
+def _model_options(func: Callable) -> Callable:
+    func = _device_options(func)
     return click.option("--model", "-m", default="default", show_default=True, help=MODEL_HELP)(func)
 
 
@@ -219,6 +223,68 @@ def train(run_file, train, fmt, resume, **options) -> None:
         f"model saved to {summary['model']}",
         err=True,
     )
+
+
+@main.command(name="eval")
+@click.argument("model", default="default")
+@click.option(
+    "--tasks",
+    "-t",
+    default="stsb,sick-r",
+    show_default=True,
+    help="Comma-separated: stsb, stsb-dev, sick-r, sts12..sts16, mr, cr, subj, mpqa, sst2, trec, mrpc; "
+    "or the groups sts and senteval.",
+)
+@click.option(
+    "--data",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Data folder (default: $SBERT_DATA, else ../shared/data).",
+)
+@click.option(
+    "--tokenized", is_flag=True, help="STS12-16: read SentEval's tokenised copies, not the release."
+)
+@click.option(
+    "--inner-folds",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=2),
+    help="SentEval tasks: folds of the inner cross-validation choosing the regularisation.",
+)
+@click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write every metric to this JSON file.",
+)
+@_device_options
+@_friendly_errors
+def evaluate(model, tasks, data, tokenized, inner_folds, batch_size, json_out, device, allow_pickle) -> None:
+    """Score MODEL on STS (Spearman x 100 of cosine) and SentEval transfer tasks (accuracy x 100)."""
+    import time
+
+    from sbert.atomic import atomic_file
+    from sbert.data.paths import data_dir
+    from sbert.evaluation.tasks import expand, headline, make_evaluator
+
+    names = expand(tasks)
+    folder = data_dir(data)
+    evaluators = {name: make_evaluator(name, folder, tokenized, inner_folds, batch_size) for name in names}
+    encoder = _load(model, device, allow_pickle)
+    results, rows = {}, []
+    for name, evaluator in evaluators.items():
+        began = time.perf_counter()
+        click.echo(f"evaluating {name} ...", err=True)
+        results[name] = evaluator(encoder)
+        metric, value = headline(name, results[name])
+        rows.append((name, metric, value, time.perf_counter() - began))
+    width = max(len(r[0]) for r in rows)
+    click.echo(f"{'task':<{width}}  {'score':>7}  {'seconds':>7}  metric")
+    for name, metric, value, seconds in rows:
+        click.echo(f"{name:<{width}}  {value:7.2f}  {seconds:7.1f}  {metric}")
+    if json_out is not None:
+        with atomic_file(json_out, "w", encoding="utf-8") as handle:
+            json.dump({"model": model, "tasks": results}, handle, indent=2)
 
 
 @main.command()

@@ -48,3 +48,47 @@ class STSEvaluator:
             spearman, pearson = correlations(gold, fn(u, v))
             metrics[f"spearman_{name}"], metrics[f"pearson_{name}"] = spearman, pearson
         return metrics
+
+
+class STSSubsetsEvaluator:
+    """One SemEval STS year: Spearman/Pearson per subset, and over all subsets in two ways.
+
+    ``all_pooled``: one correlation over every pair of the year concatenated (what the SBERT paper's
+    STS12-16 numbers are). ``all_mean``: the unweighted mean of the subsets' correlations (what
+    SentEval reports as "all"). ``all_wmean``: the mean weighted by subset size.
+    """
+
+    primary = "all_pooled/spearman_cosine"
+
+    def __init__(self, subsets: dict[str, list[ScoredPair]], name: str = "sts", batch_size: int = 32) -> None:
+        if not subsets:
+            raise ValueError(f"{name}: no subsets")
+        self.subsets, self.name, self.batch_size = subsets, name, batch_size
+
+    def __call__(self, encoder) -> dict[str, float]:
+        pairs = [p for subset in self.subsets.values() for p in subset]
+        u, v = embed_pairs(encoder, pairs, self.batch_size, on_truncation="ignore")
+        metrics: dict[str, float] = {}
+        for fn_name, fn in similarity.PAIRWISE.items():
+            predicted, start, per_subset, sizes = fn(u, v), 0, [], []
+            for subset, subset_pairs in self.subsets.items():
+                end = start + len(subset_pairs)
+                spearman, pearson = correlations([p.score for p in subset_pairs], predicted[start:end])
+                metrics[f"{subset}/spearman_{fn_name}"], metrics[f"{subset}/pearson_{fn_name}"] = (
+                    spearman,
+                    pearson,
+                )
+                per_subset.append((spearman, pearson))
+                sizes.append(len(subset_pairs))
+                start = end
+            spearman, pearson = correlations([p.score for p in pairs], predicted)
+            metrics[f"all_pooled/spearman_{fn_name}"], metrics[f"all_pooled/pearson_{fn_name}"] = (
+                spearman,
+                pearson,
+            )
+            per_subset_arr = np.asarray(per_subset)
+            metrics[f"all_mean/spearman_{fn_name}"] = float(per_subset_arr[:, 0].mean())
+            metrics[f"all_mean/pearson_{fn_name}"] = float(per_subset_arr[:, 1].mean())
+            metrics[f"all_wmean/spearman_{fn_name}"] = float(np.average(per_subset_arr[:, 0], weights=sizes))
+            metrics[f"all_wmean/pearson_{fn_name}"] = float(np.average(per_subset_arr[:, 1], weights=sizes))
+        return metrics

@@ -1,0 +1,80 @@
+"""Named evaluation tasks read from the data folder: ``stsb``, ``sick-r``, ``sts12``..``sts16``, SentEval.
+
+``make_evaluator(name, data_dir)`` gives an evaluator; ``expand(names)`` resolves the group names
+``sts`` (every STS task) and ``senteval`` (every transfer task).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sbert.errors import InputFileError
+
+STS_YEARS = {f"sts{y}": f"STS{y}-en-test" for y in (12, 13, 14, 15, 16)}
+TRANSFER = {
+    "mr": "MR",
+    "cr": "CR",
+    "subj": "SUBJ",
+    "mpqa": "MPQA",
+    "sst2": "SST2",
+    "trec": "TREC",
+    "mrpc": "MRPC",
+}
+STS_TASKS = ("stsb", "sick-r", *STS_YEARS)
+GROUPS = {"sts": STS_TASKS, "senteval": tuple(TRANSFER)}
+TASKS = (*STS_TASKS, "stsb-dev", *TRANSFER)
+
+
+def expand(names: str | list[str]) -> list[str]:
+    """``"stsb,senteval"`` -> ``["stsb", "mr", "cr", ...]``, in order, without repeats."""
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    out: list[str] = []
+    for name in names:
+        key = name.lower()
+        for task in GROUPS.get(key, (key,)):
+            if task not in TASKS:
+                raise ValueError(
+                    f"unknown task {name!r}; expected one of {', '.join(TASKS)}, sts or senteval"
+                )
+            if task not in out:
+                out.append(task)
+    return out
+
+
+def make_evaluator(
+    name: str, data: Path, tokenized: bool = False, inner_folds: int = 5, batch_size: int = 32
+):
+    """The evaluator for task ``name``; STS years read the raw release unless ``tokenized``."""
+    from sbert.data.sts import read_semeval_sts, read_sick, read_stsb
+    from sbert.data.transfer import read_transfer_task
+    from sbert.evaluation.sts import STSEvaluator, STSSubsetsEvaluator
+    from sbert.evaluation.transfer import TransferEvaluator
+
+    data = Path(data)
+    if name in ("stsb", "stsb-dev"):
+        split = "test" if name == "stsb" else "dev"
+        return STSEvaluator(list(read_stsb(data / "stsbenchmark" / f"sts-{split}.csv")), name, batch_size)
+    if name == "sick-r":
+        return STSEvaluator(list(read_sick(data / "sick" / "SICK_test_annotated.txt")), name, batch_size)
+    if name in STS_YEARS:
+        form = "senteval_tokenized" if tokenized else "raw"
+        folder = data / "sts12-16" / form / STS_YEARS[name]
+        if not folder.is_dir():
+            raise InputFileError(
+                f"{folder}: {name.upper()} folder not found (expected the SemEval release "
+                "files STS.input.*.txt and STS.gs.*.txt)"
+            )
+        return STSSubsetsEvaluator(read_semeval_sts(folder), name, batch_size)
+    if name in TRANSFER:
+        task = read_transfer_task(data / "senteval_transfer", TRANSFER[name])
+        return TransferEvaluator(task, batch_size, inner_folds)
+    raise ValueError(f"unknown task {name!r}; expected one of {', '.join(TASKS)}")
+
+
+def headline(name: str, metrics: dict[str, float]) -> tuple[str, float]:
+    """The number a table shows for a task: Spearman x 100 of cosine, or accuracy x 100."""
+    for key in ("spearman_cosine", "all_pooled/spearman_cosine", "accuracy"):
+        if key in metrics:
+            return key, metrics[key]
+    raise KeyError(f"{name}: no headline metric in {sorted(metrics)}")

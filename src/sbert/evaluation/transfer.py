@@ -1,0 +1,104 @@
+"""SentEval transfer protocol: logistic regression (scikit-learn) on frozen sentence embeddings.
+
+- MR, CR, SUBJ, MPQA: 10-fold stratified cross-validation; in each outer fold the regularisation is
+  chosen by an inner cross-validation on that fold's training part only.
+- SST-2: regularisation chosen on the dev split, accuracy on test.
+- TREC, MRPC: regularisation chosen by cross-validation on train, accuracy (and MRPC's F1) on test.
+  MRPC's features are (u, v, |u-v|, u*v).
+
+SentEval's grid of inverse regularisation strengths is 2^-2 .. 2^3. Its inner cross-validation has
+10 folds; sbert defaults to 5 to fit a 2-core machine (``inner_folds``), which it states beside results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from sbert.data.transfer import TransferTask
+
+GRID = tuple(2.0**t for t in range(-2, 4))
+SEED = 1111  # SentEval's
+
+
+def _logreg(C: float, seed: int):
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(C=C, max_iter=2000, random_state=seed)
+
+
+def fold_indices(labels: np.ndarray, folds: int, seed: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Stratified, shuffled (train rows, test rows) pairs; each row is in exactly one test fold."""
+    from sklearn.model_selection import StratifiedKFold
+
+    splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
+    yield from splitter.split(np.zeros(len(labels)), labels)
+
+
+def choose_c(x: np.ndarray, y: np.ndarray, folds: int, seed: int, fit: Callable = _logreg) -> float:
+    """The grid value with the best mean accuracy over an inner cross-validation of (x, y)."""
+    scores = []
+    for C in GRID:
+        accs = [fit(C, seed).fit(x[tr], y[tr]).score(x[te], y[te]) for tr, te in fold_indices(y, folds, seed)]
+        scores.append(np.mean(accs))
+    return GRID[int(np.argmax(scores))]
+
+
+def cross_validated_accuracy(
+    x: np.ndarray,
+    y: np.ndarray,
+    folds: int = 10,
+    inner_folds: int = 5,
+    seed: int = SEED,
+    fit: Callable = _logreg,
+) -> float:
+    """Mean test accuracy x 100 over ``folds`` outer folds, C chosen inside each training part."""
+    accs = []
+    for train, test in fold_indices(y, folds, seed):
+        C = choose_c(x[train], y[train], inner_folds, seed, fit)
+        accs.append(fit(C, seed).fit(x[train], y[train]).score(x[test], y[test]))
+    return 100 * float(np.mean(accs))
+
+
+def pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """(u, v, |u-v|, u*v), as for MRPC."""
+    return np.concatenate([u, v, np.abs(u - v), u * v], axis=1)
+
+
+class TransferEvaluator:
+    """Accuracy x 100 (and F1 x 100 for MRPC) of a logistic regression on the encoder's embeddings."""
+
+    primary = "accuracy"
+
+    def __init__(self, task: TransferTask, batch_size: int = 32, inner_folds: int = 5, seed: int = SEED):
+        self.task, self.batch_size, self.inner_folds, self.seed = task, batch_size, inner_folds, seed
+        self.name = task.name
+
+    def _features(self, encoder, texts: list) -> np.ndarray:
+        kwargs = {"batch_size": self.batch_size, "on_truncation": "ignore"}
+        if texts and isinstance(texts[0], tuple):
+            u = encoder.encode([a for a, _ in texts], **kwargs)
+            v = encoder.encode([b for _, b in texts], **kwargs)
+            return pair_features(u, v)
+        return encoder.encode(texts, **kwargs)
+
+    def __call__(self, encoder) -> dict[str, float]:
+        splits = self.task.splits
+        data = {name: (self._features(encoder, s.texts), np.asarray(s.labels)) for name, s in splits.items()}
+        if "all" in data:
+            x, y = data["all"]
+            return {"accuracy": cross_validated_accuracy(x, y, 10, self.inner_folds, self.seed)}
+        (xtr, ytr), (xte, yte) = data["train"], data["test"]
+        if "dev" in data:
+            xdev, ydev = data["dev"]
+            C = GRID[int(np.argmax([_logreg(C, self.seed).fit(xtr, ytr).score(xdev, ydev) for C in GRID]))]
+        else:
+            C = choose_c(xtr, ytr, self.inner_folds, self.seed)
+        model = _logreg(C, self.seed).fit(xtr, ytr)
+        metrics = {"accuracy": 100 * float(model.score(xte, yte))}
+        if self.task.num_classes == 2 and self.task.name == "MRPC":
+            from sklearn.metrics import f1_score
+
+            metrics["f1"] = 100 * float(f1_score(yte, model.predict(xte)))
+        return metrics
