@@ -9,6 +9,7 @@ from importlib import metadata
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+WORK = Path(__file__).resolve().parent / ".work"  # trained models, reused across scripts (not in git)
 
 
 def cpu_name() -> str:

@@ -1,0 +1,45 @@
+"""The default model's published STSb score, and agreement with sentence-transformers' evaluator."""
+
+from __future__ import annotations
+
+import pytest
+
+from sbert.data.paths import data_dir
+from sbert.errors import InputFileError
+from sbert.evaluation.tasks import make_evaluator
+
+st = pytest.importorskip("sentence_transformers")
+
+
+@pytest.fixture(scope="module")
+def folder():
+    try:
+        return data_dir()
+    except InputFileError as err:
+        pytest.skip(str(err))
+
+
+def reference_spearman(reference, pairs) -> float:
+    try:
+        from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+    except ImportError:  # sentence-transformers < 6
+        from sentence_transformers.evaluation import EmbeddingSimilarityEvaluator
+    evaluator = EmbeddingSimilarityEvaluator(
+        [p.sentence1 for p in pairs], [p.sentence2 for p in pairs], [p.score for p in pairs], name="ref"
+    )
+    scores = evaluator(reference)
+    return 100 * scores["ref_spearman_cosine"]
+
+
+def test_default_model_scores_its_published_stsb_value(model, folder):
+    score = make_evaluator("stsb", folder)(model)["spearman_cosine"]
+    assert score == pytest.approx(82.03, abs=0.05)
+
+
+@pytest.mark.parametrize("task", ["sick-r", "sts12"])
+def test_same_score_as_sentence_transformers_evaluator(model, reference, folder, task):
+    evaluator = make_evaluator(task, folder)
+    pairs = evaluator.pairs if task == "sick-r" else [p for s in evaluator.subsets.values() for p in s]
+    ours = evaluator(model)
+    ours = ours["spearman_cosine"] if task == "sick-r" else ours["all_pooled/spearman_cosine"]
+    assert ours == pytest.approx(reference_spearman(reference, pairs), abs=0.01)
