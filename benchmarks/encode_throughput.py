@@ -30,6 +30,27 @@ def stsb_test_sentences(folder) -> list[str]:
     return [s for p in pairs for s in (p.sentence1, p.sentence2)]
 
 
+def timings(variants: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
+    """Seconds per call of each variant over ``rounds`` alternating rounds (after the caller's warm-up)."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for r in range(rounds):
+        for name, run in variants.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+        print(
+            f"round {r + 1}/{rounds}: " + ", ".join(f"{n} {t[-1]:.2f}s" for n, t in times.items()), flush=True
+        )
+    return times
+
+
+def throughput(variants: dict[str, Callable[[], object]], n_texts: int, rounds: int) -> dict[str, float]:
+    """Median texts per second of each variant: one warm-up call each, then alternating rounds."""
+    for run in variants.values():
+        run()
+    return {name: n_texts / statistics.median(t) for name, t in timings(variants, rounds).items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -61,14 +82,7 @@ def main() -> None:
         "sentence-transformers, input order": st_unsorted,
     }
     outputs = {name: run() for name, run in variants.items()}  # warm-up, and the outputs to compare
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for r in range(args.rounds):
-        for name, run in variants.items():
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
-        print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{n} {t[-1]:.2f}s" for n, t in times.items()))
-
+    times = timings(variants, args.rounds)
     rate = {name: len(texts) / statistics.median(t) for name, t in times.items()}
     ids, _ = ours.transformer.tokenize(texts)
     lengths = [len(i) for i in ids]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import environment_lines, markdown_table, write_result
+from common import WORK, environment_lines, markdown_table, write_result
 
 from sbert.data.nli import nli_to_triplets, read_nli
 from sbert.data.paths import data_dir
@@ -94,15 +94,18 @@ def main() -> None:
         return encoder, summary
 
     began = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
+    # Full-recipe models are kept in benchmarks/.work for reproduce.py; capped quick runs are thrown away.
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = WORK if args.max_steps is None else Path(scratch)
         record("default model, not fine-tuned", build_encoder("default", device="cpu"), None, triplets=True)
         nli_model = None
         if "classification" in parts or "nli-stsb" in parts:
             for init in ("pretrained", "random"):
                 torch.manual_seed(args.seed)
                 objective = Objective(nli, SoftmaxLoss(384, 3, "u,v,|u-v|"), "nli-classification")
-                model, summary = train(init, [objective], 1, tmp / f"cls-{init}")
+                model, summary = train(
+                    init, [objective], 1, tmp / ("ours-nli" if init == "pretrained" else "ours-random-nli")
+                )
                 start = "default model" if init == "pretrained" else "random weights"
                 record(f"classification on NLI, from {start}", model, summary, triplets=True)
                 if init == "pretrained":
@@ -112,7 +115,9 @@ def main() -> None:
             ("mnrl", MultipleNegativesRankingLoss()),
         ):
             if name in parts:
-                model, summary = train("pretrained", [Objective(triplets_train, loss, name)], 1, tmp / name)
+                model, summary = train(
+                    "pretrained", [Objective(triplets_train, loss, name)], 1, tmp / f"ours-{name}"
+                )
                 label = (
                     "triplet objective (euclidean, margin 1)" if name == "triplet" else "in-batch negatives"
                 )
@@ -120,7 +125,7 @@ def main() -> None:
         if "nli-stsb" in parts:
             stsb_train = list(read_stsb(folder / "stsbenchmark" / "sts-train.csv"))
             objective = Objective(stsb_train, CosineRegressionLoss((0.0, 5.0)), "stsb")
-            model, summary = train("pretrained", [objective], 4, tmp / "nli-stsb", encoder=nli_model)
+            model, summary = train("pretrained", [objective], 4, tmp / "ours-nli-stsb", encoder=nli_model)
             record("classification on NLI, then regression on STSb (4 epochs)", model, summary)
 
     lines = [
