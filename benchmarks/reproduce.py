@@ -48,6 +48,10 @@ SENTEVAL_COLUMNS = tuple(TRANSFER)  # mr, cr, subj, mpqa, sst2, trec, mrpc
 CONCATS = ("u,v", "|u-v|", "u*v", "|u-v|,u*v", "u,v,u*v", "u,v,|u-v|", "u,v,|u-v|,u*v")
 
 
+class NotTrained(Exception):
+    """A trained model is missing and --no-train forbids training it."""
+
+
 class Cache:
     """Results by key, saved after every new entry (a long run that stops keeps what it finished)."""
 
@@ -98,6 +102,8 @@ class Reproduction:
         """The folder of a trained model, training it (and caching its summary) when it is missing."""
         folder = self.work / f"{impl}-{name}"
         key = f"train/{impl}/{name}"
+        if self.args.no_train and not (folder / "modules.json").is_file():
+            raise NotTrained(folder)
         if not (folder / "modules.json").is_file() or self.args.force:
             self.cache.data.pop(key, None)
         self.cache.get(key, lambda: train(folder))
@@ -182,7 +188,12 @@ class Reproduction:
         except InputFileError:
             return None
         key = f"score/{impl}/{name}/{task}"
-        result = self.cache.get(key, lambda: {"value": headline(task, evaluator(self.model(impl, name)))[1]})
+        try:
+            result = self.cache.get(
+                key, lambda: {"value": headline(task, evaluator(self.model(impl, name)))[1]}
+            )
+        except NotTrained:
+            return None
         return result["value"]
 
     def _evaluator(self, task: str):
@@ -298,9 +309,14 @@ class Reproduction:
             examples, scale = self.stsb_train[:m], f"stsb{m}x{epochs}"
         name = f"abl-{scale}-{objective}-{pooling}-{tag}"
         train = self.train_ours if impl == "ours" else self.train_st
-        folder = self.trained(
-            impl, name, lambda out: train(out, objective, examples, epochs, pooling=pooling, concat=concat)
-        )
+        try:
+            folder = self.trained(
+                impl,
+                name,
+                lambda out: train(out, objective, examples, epochs, pooling=pooling, concat=concat),
+            )
+        except NotTrained:
+            return None
         key = f"score/{impl}/{name}/stsb-dev"
         evaluator = self._evaluator("stsb-dev")
         return self.cache.get(
@@ -381,6 +397,9 @@ def main() -> None:
     )
     parser.add_argument("--tables", default="1,2,5,6,7")
     parser.add_argument("--force", action="store_true", help="recompute everything, cached or not")
+    parser.add_argument(
+        "--no-train", action="store_true", help="leave rows whose trained model is missing empty"
+    )
     parser.add_argument("--ablation-nli-pairs", type=int, default=4000)
     parser.add_argument("--ablation-stsb-epochs", type=int, default=1)
     parser.add_argument("--ablation-stsb-pairs", type=int, default=5749, help="first N STSb train pairs")
