@@ -12,6 +12,14 @@ RESULTS = Path(__file__).resolve().parent / "results"
 WORK = Path(__file__).resolve().parent / ".work"  # trained models, reused across scripts (not in git)
 
 
+def paper_recipe(epochs: int, seed: int = 42, max_steps: int | None = None):
+    """The paper's training recipe (TrainConfig's defaults: batch 16, lr 2e-5, 10% warm-up), quiet and
+    without checkpoints, as every benchmark trains."""
+    from sbert.training import TrainConfig
+
+    return TrainConfig(epochs=epochs, seed=seed, max_steps=max_steps, checkpoint_every=None, progress=False)
+
+
 def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

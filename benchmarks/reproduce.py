@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import WORK, environment_lines
+from common import WORK, environment_lines, paper_recipe
 from reference import STEncoder, st_train
 
 import sbert
@@ -87,16 +87,7 @@ class Reproduction:
 
     # -- models ----------------------------------------------------------------------------------------
     def config(self, epochs: int, max_steps: int | None = None) -> TrainConfig:
-        return TrainConfig(
-            epochs=epochs,
-            batch_size=16,
-            lr=2e-5,
-            warmup=0.1,
-            seed=42,
-            max_steps=max_steps,
-            checkpoint_every=None,
-            progress=False,
-        )
+        return paper_recipe(epochs, 42, max_steps)
 
     def trained(self, impl: str, name: str, train: Callable[[Path], dict]) -> Path:
         """The folder of a trained model, training it (and caching its summary) when it is missing."""

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import WORK, environment_lines, markdown_table, write_result
+from common import WORK, environment_lines, markdown_table, paper_recipe, write_result
 
 from sbert.data.nli import nli_to_triplets, read_nli
 from sbert.data.paths import data_dir
@@ -66,16 +66,7 @@ def main() -> None:
     triplet_eval = TripletEvaluator(triplets_test, "held-out NLI triplets")
 
     def config(epochs: int) -> TrainConfig:
-        return TrainConfig(
-            epochs=epochs,
-            batch_size=16,
-            lr=2e-5,
-            warmup=0.1,
-            seed=args.seed,
-            max_steps=args.max_steps,
-            checkpoint_every=None,
-            progress=False,
-        )
+        return paper_recipe(epochs, args.seed, args.max_steps)
 
     rows: list[list[object]] = []
 

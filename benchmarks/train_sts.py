@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from common import WORK, environment_lines, markdown_table, write_result
+from common import WORK, environment_lines, markdown_table, paper_recipe, write_result
 from reference import st_train
 
 import sbert
@@ -51,16 +51,7 @@ def main() -> None:
     folder = data_dir(args.data) / "stsbenchmark"
     train = list(read_stsb(folder / "sts-train.csv"))
     test = STSEvaluator(list(read_stsb(folder / "sts-test.csv")), name="stsb-test")
-    config = TrainConfig(
-        epochs=args.epochs,
-        batch_size=16,
-        lr=2e-5,
-        warmup=0.1,
-        seed=args.seed,
-        max_steps=args.max_steps,
-        checkpoint_every=None,
-        progress=False,
-    )
+    config = paper_recipe(args.epochs, args.seed, args.max_steps)
     rows = []
     start_score = test(sbert.load("default", device="cpu"))["spearman_cosine"]
     rows.append(["default model, not fine-tuned", "-", f"{start_score:.2f}", "-", "-", "-"])

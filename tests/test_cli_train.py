@@ -34,9 +34,9 @@ def files(tmp_path):
     return tmp_path
 
 
-def test_train_regression_from_options_with_dev(files):
-    out = files / "model"
-    args = [
+def stsb_regression(files, out) -> list[str]:
+    """``sbert train`` arguments for regression on the STSb fixture, batch 8, quiet."""
+    return [
         "train",
         "--objective",
         "regression",
@@ -44,17 +44,24 @@ def test_train_regression_from_options_with_dev(files):
         str(files / "sts.csv"),
         "--format",
         "stsb",
+        "--out",
+        str(out),
+        "--batch-size",
+        "8",
+        "--no-progress",
+    ]
+
+
+def test_train_regression_from_options_with_dev(files):
+    out = files / "model"
+    args = [
+        *stsb_regression(files, out),
         "--dev",
         str(files / "sts.csv"),
         "--dev-format",
         "stsb",
-        "--out",
-        str(out),
         "--max-steps",
         "2",
-        "--batch-size",
-        "8",
-        "--no-progress",
     ]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
@@ -97,22 +104,7 @@ concat = "u,v,|u-v|,u*v"
 
 
 def test_resume_continues_after_the_checkpoint(files):
-    base = [
-        "train",
-        "--objective",
-        "regression",
-        "--train",
-        str(files / "sts.csv"),
-        "--format",
-        "stsb",
-        "--out",
-        str(files / "r"),
-        "--batch-size",
-        "8",
-        "--checkpoint-every",
-        "2",
-        "--no-progress",
-    ]
+    base = [*stsb_regression(files, files / "r"), "--checkpoint-every", "2"]
     assert CliRunner().invoke(main, [*base, "--max-steps", "3"]).exit_code == 0
     result = CliRunner().invoke(main, [*base, "--max-steps", "3", "--resume"])
     assert result.exit_code == 0, result.output
