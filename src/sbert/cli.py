@@ -178,6 +178,11 @@ def similarity(texts, model, device, allow_pickle, function, as_json) -> None:
 @click.option(
     "--pooling", type=click.Choice(["mean", "cls", "max", "mean_sqrt_len"]), help="Change the pooling."
 )
+@click.option(
+    "--normalize/--no-normalize",
+    default=None,
+    help="Add or remove a final Normalize layer (default: keep the model's). The paper has none.",
+)
 @click.option("--concat", help="Classification features, e.g. 'u,v,|u-v|' (default) or 'u,v,|u-v|,u*v'.")
 @click.option("--margin", type=float, help="Triplet margin [default: 1, the paper's].")
 @click.option("--distance", type=click.Choice(["euclidean", "cosine", "manhattan"]), help="Triplet distance.")
@@ -199,7 +204,7 @@ def train(run_file, train, fmt, resume, **options) -> None:
         overrides = {
             k: v
             for k, v in options.items()
-            if k in ("model", "out", "init", "pooling", "device") and v is not None
+            if k in ("model", "out", "init", "pooling", "normalize", "device") and v is not None
         }
         spec = load_run_file(run_file, overrides)
     else:

@@ -56,6 +56,7 @@ class RunSpec:
     model: str = "default"
     init: str = "pretrained"  # or "random": same architecture, random weights (the no-pre-training control)
     pooling: str | None = None  # replace the model's pooling mode
+    normalize: bool | None = None  # add (True) or remove (False) a final Normalize layer
     dev: str | None = None
     dev_format: str | None = None
     device: str | None = None
@@ -135,13 +136,24 @@ def make_evaluator(fmt: str, path: str | Path, seed: int = 0):
 
 
 def build_encoder(
-    model: str, init: str = "pretrained", pooling: str | None = None, seed: int = 0, **load_kwargs
+    model: str,
+    init: str = "pretrained",
+    pooling: str | None = None,
+    seed: int = 0,
+    normalize: bool | None = None,
+    **load_kwargs,
 ):
-    """Load the base model; optionally re-initialise its transformer and change its pooling."""
+    """Load the base model; optionally re-initialise its transformer, change its pooling, and add
+    (``normalize=True``) or remove (``False``) a final Normalize layer (``None`` keeps the model's)."""
     import sbert
-    from sbert.modules import Dense, Pooling
+    from sbert.encoder import Encoder
+    from sbert.modules import Dense, Normalize, Pooling
 
     encoder = sbert.load(model, **load_kwargs)
+    if normalize is not None:
+        modules = [m for m in encoder if not isinstance(m, Normalize)] + ([Normalize()] if normalize else [])
+        path, encoder = encoder.path, Encoder(modules, encoder.similarity_fn_name)
+        encoder.path = path
     if init == "random":
         encoder[0] = encoder.transformer.reinitialized(seed).to(encoder.device)
     if pooling is not None:
@@ -163,7 +175,13 @@ def run(spec: RunSpec, resume: bool = False) -> dict:
 
     seed = spec.config.seed
     encoder = build_encoder(
-        spec.model, spec.init, spec.pooling, seed, device=spec.device, allow_pickle=spec.allow_pickle
+        spec.model,
+        spec.init,
+        spec.pooling,
+        seed,
+        spec.normalize,
+        device=spec.device,
+        allow_pickle=spec.allow_pickle,
     )
     objectives = []
     for i, o in enumerate(spec.objectives):
@@ -219,7 +237,7 @@ def spec_from_options(options: dict[str, Any], train: Sequence[str]) -> RunSpec:
         train=list(train),
         **{k: v for k, v in options.items() if k in objective_fields and k != "train" and v is not None},
     )
-    run_keys = {"out", "model", "init", "pooling", "dev", "dev_format", "device", "allow_pickle"}
+    run_keys = {"out", "model", "init", "pooling", "normalize", "dev", "dev_format", "device", "allow_pickle"}
     return RunSpec(
         objectives=[objective],
         config=config,
