@@ -93,10 +93,14 @@ class Reproduction:
         """The folder of a trained model, training it (and caching its summary) when it is missing."""
         folder = self.work / f"{impl}-{name}"
         key = f"train/{impl}/{name}"
-        if self.args.no_train and not (folder / "modules.json").is_file():
+        present = (folder / "modules.json").is_file()
+        if present and not self.args.force:
+            # Possibly trained by train_sts.py / train_nli.py with the same recipe: use it as it is.
+            self.cache.get(key, lambda: {"note": f"found in {folder.name}; see results/train_*.md"})
+            return folder
+        if self.args.no_train:
             raise NotTrained(folder)
-        if not (folder / "modules.json").is_file() or self.args.force:
-            self.cache.data.pop(key, None)
+        self.cache.data.pop(key, None)
         self.cache.get(key, lambda: train(folder))
         return folder
 
