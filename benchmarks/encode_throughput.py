@@ -38,9 +38,7 @@ def timings(variants: dict[str, Callable[[], object]], rounds: int) -> dict[str,
             start = time.perf_counter()
             run()
             times[name].append(time.perf_counter() - start)
-        print(
-            f"round {r + 1}/{rounds}: " + ", ".join(f"{n} {t[-1]:.2f}s" for n, t in times.items()), flush=True
-        )
+        print(f"round {r + 1}/{rounds}: " + ", ".join(f"{n} {t[-1]:.2f}s" for n, t in times.items()), flush=True)
     return times
 
 
@@ -52,9 +50,7 @@ def throughput(variants: dict[str, Callable[[], object]], n_texts: int, rounds: 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="default")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -138,9 +134,7 @@ def main() -> None:
         "tokenising everything once; sentence-transformers sorts by character length and tokenises "
         "per batch.",
         "",
-        *environment_lines(
-            args.threads, ("sbert", "torch", "transformers", "tokenizers", "sentence-transformers")
-        ),
+        *environment_lines(args.threads, ("sbert", "torch", "transformers", "tokenizers", "sentence-transformers")),
     ]
     write_result(args.out, lines)
 

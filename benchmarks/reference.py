@@ -26,9 +26,7 @@ class STEncoder:
 
     def encode(self, texts, batch_size: int = 32, **_ignored) -> np.ndarray:
         single = isinstance(texts, str)
-        out = self.model.encode(
-            [texts] if single else list(texts), batch_size=batch_size, convert_to_numpy=True
-        )
+        out = self.model.encode([texts] if single else list(texts), batch_size=batch_size, convert_to_numpy=True)
         return out[0] if single else out
 
 
@@ -97,9 +95,7 @@ def st_train(
         disable_tqdm=True,
         use_cpu=True,
     )
-    trainer = SentenceTransformerTrainer(
-        model=model, args=args, train_dataset=Dataset.from_dict(columns), loss=loss
-    )
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=Dataset.from_dict(columns), loss=loss)
     began = time.perf_counter()
     result = trainer.train()
     seconds = time.perf_counter() - began

@@ -116,12 +116,8 @@ class Reproduction:
         concat="u,v,|u-v|",
     ) -> dict:
         # The paper's architecture: no Normalize layer (the shipped model's is removed).
-        encoder = build_encoder(
-            str(start), init=init, pooling=pooling, seed=42, normalize=False, device="cpu"
-        )
-        loss = (
-            SoftmaxLoss(encoder.dim, 3, concat) if objective == "classification" else CosineRegressionLoss()
-        )
+        encoder = build_encoder(str(start), init=init, pooling=pooling, seed=42, normalize=False, device="cpu")
+        loss = SoftmaxLoss(encoder.dim, 3, concat) if objective == "classification" else CosineRegressionLoss()
         s = Trainer(encoder, [Objective(examples, loss, objective)], self.config(epochs), out).train()
         return {"steps": s["steps"], "steps_per_second": s["steps_per_second"], "train_seconds": s["seconds"]}
 
@@ -177,9 +173,7 @@ class Reproduction:
             return self.trained(impl, name, lambda out: train(out, "regression", self.stsb_train, 4))
         if name == "nli-stsb":
             start = self._trained_folder(impl, "nli")
-            return self.trained(
-                impl, name, lambda out: train(out, "regression", self.stsb_train, 4, start=start)
-            )
+            return self.trained(impl, name, lambda out: train(out, "regression", self.stsb_train, 4, start=start))
         raise KeyError(name)
 
     # -- scores ----------------------------------------------------------------------------------------
@@ -193,9 +187,7 @@ class Reproduction:
             return None
         key = f"score/{impl}/{name}/{task}"
         try:
-            result = self.cache.get(
-                key, lambda: {"value": headline(task, evaluator(self.model(impl, name)))[1]}
-            )
+            result = self.cache.get(key, lambda: {"value": headline(task, evaluator(self.model(impl, name)))[1]})
         except NotTrained:
             return None
         return result["value"]
@@ -292,9 +284,7 @@ class Reproduction:
                 self.row_scores("st", name, SENTEVAL_COLUMNS),
                 self.row_scores("ours", name, SENTEVAL_COLUMNS),
             )
-            cells = [
-                self.cell(paper[i] if paper else None, st[i], ours[i]) for i in range(len(SENTEVAL_COLUMNS))
-            ]
+            cells = [self.cell(paper[i] if paper else None, st[i], ours[i]) for i in range(len(SENTEVAL_COLUMNS))]
             cells.append(self.cell(paper[-1] if paper else None, self.mean(st), self.mean(ours)))
             label = paper_row or f"— ({name}: all-MiniLM-L6-v2 as shipped)"
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -323,9 +313,9 @@ class Reproduction:
             return None
         key = f"score/{impl}/{name}/stsb-dev"
         evaluator = self._evaluator("stsb-dev")
-        return self.cache.get(
-            key, lambda: {"value": headline("stsb-dev", evaluator(self._load(impl, folder)))[1]}
-        )["value"]
+        return self.cache.get(key, lambda: {"value": headline("stsb-dev", evaluator(self._load(impl, folder)))[1]})[
+            "value"
+        ]
 
     def table6(self) -> list[str]:
         paper = PAPER["table6"]
@@ -374,12 +364,9 @@ class Reproduction:
             "| Model | paper (i7-5820K CPU) | sentence-transformers (this CPU) | sbert (this CPU) |",
             "|---|---|---|---|",
         ]
+        lines.append(f"| Avg. GloVe embeddings | {paper['Avg. GloVe embeddings'][0]} | – | {rates['glove']:,.0f} |")
         lines.append(
-            f"| Avg. GloVe embeddings | {paper['Avg. GloVe embeddings'][0]} | – | {rates['glove']:,.0f} |"
-        )
-        lines.append(
-            f"| SBERT-base | {paper['SBERT-base'][0]} | {rates['st-plain']:,.0f} | "
-            f"{rates['ours-plain']:,.0f} |"
+            f"| SBERT-base | {paper['SBERT-base'][0]} | {rates['st-plain']:,.0f} | {rates['ours-plain']:,.0f} |"
         )
         lines.append(
             f"| SBERT-base - smart batching | {paper['SBERT-base - smart batching'][0]} | "
@@ -396,14 +383,10 @@ class Reproduction:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", default="1,2,5,6,7")
     parser.add_argument("--force", action="store_true", help="recompute everything, cached or not")
-    parser.add_argument(
-        "--no-train", action="store_true", help="leave rows whose trained model is missing empty"
-    )
+    parser.add_argument("--no-train", action="store_true", help="leave rows whose trained model is missing empty")
     parser.add_argument("--ablation-nli-pairs", type=int, default=4000)
     parser.add_argument("--ablation-stsb-epochs", type=int, default=1)
     parser.add_argument("--ablation-stsb-pairs", type=int, default=5749, help="first N STSb train pairs")

@@ -44,9 +44,7 @@ def split_by_premise(triplets, share: float, seed: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parts", default=",".join(PARTS))
     parser.add_argument("--max-steps", type=int, default=None, help="cap every training run (quick runs)")
     parser.add_argument("--seed", type=int, default=42)
@@ -69,6 +67,7 @@ def main() -> None:
         return paper_recipe(epochs, args.seed, args.max_steps)
 
     rows: list[list[object]] = []
+    began = time.perf_counter()
 
     def record(name: str, model, summary: dict | None, triplets: bool = False) -> None:
         stsb, sick = stsb_test(model)["spearman_cosine"], sick_test(model)["spearman_cosine"]
@@ -78,15 +77,48 @@ def main() -> None:
         minutes = f"{summary['seconds'] / 60:.1f}" if summary else "-"
         rows.append([name, steps, f"{stsb:.2f}", f"{sick:.2f}", acc, speed, minutes])
         print(rows[-1], flush=True)
+        report()
+
+    def report(done: bool = False) -> None:
+        """Write the table as it stands: after every row, so a run that stops keeps what it finished."""
+        lines = [
+            "# NLI training (classification, triplet, in-batch negatives) and NLI then STSb",
+            "",
+            f"Training pairs: SNLI dev + test ({len(nli):,} labelled pairs; the only NLI data on this machine). "
+            f"Triplets (premise, entailment, contradiction) built from them: {len(triplets_train):,} for "
+            f"training, {len(triplets_test):,} held out (10% of premises, none seen in training). Recipe: batch "
+            "16, AdamW lr 2e-5, 10% linear warm-up, 1 epoch (STSb: 4 epochs), mean pooling, seed "
+            f"{args.seed}{f', capped at {args.max_steps} steps per run' if args.max_steps else ''}; "
+            "CPU, float32.",
+            "",
+            "Scores: Spearman x 100 of cosine similarity on STSb test (1,379 pairs) and SICK-R test (4,927 "
+            "pairs), with no STS training except in the last row; triplet accuracy x 100 (euclidean) on the "
+            "held-out triplets.",
+            "",
+            *markdown_table(["run", "steps", "STSb test", "SICK-R test", "triplet acc.", "steps/s", "minutes"], rows),
+            "",
+            "**Deviations from the paper.** The paper trains BERT-base (MLM-only pre-trained) on SNLI + "
+            "MultiNLI (~940k pairs); neither ships here. The start is all-MiniLM-L6-v2, already sentence-tuned "
+            "on a billion pairs including NLI, so NLI training from it mostly perturbs a strong model; the "
+            "'random weights' row (same architecture, random weights) is the no-pre-training control. 19.7k "
+            "NLI pairs are ~2% of the paper's training data. The paper's architecture has no normalisation, "
+            "so the shipped model's final Normalize layer is removed before training (transformer + mean "
+            "pooling). In a first run with it kept, the classification objective took STSb test from 82.0 "
+            "down to 42.1: the classifier sees unit vectors, its logits stay tiny at lr 2e-5 (loss 1.10 to "
+            "0.95 over the epoch) and the encoder is pulled apart instead.",
+            "",
+            f"Total wall time: {(time.perf_counter() - began) / 60:.1f} minutes"
+            f"{'' if done else ' so far (in progress: rows still to come)'}.",
+            "",
+            *environment_lines(torch.get_num_threads(), ("sbert", "torch", "transformers")),
+        ]
+        write_result(args.out, lines)
 
     def train(init: str, objectives: list[Objective], epochs: int, out: Path, encoder=None):
-        encoder = encoder or build_encoder(
-            "default", init=init, seed=args.seed, normalize=False, device="cpu"
-        )
+        encoder = encoder or build_encoder("default", init=init, seed=args.seed, normalize=False, device="cpu")
         summary = Trainer(encoder, objectives, config(epochs), out).train()
         return encoder, summary
 
-    began = time.perf_counter()
     # Full-recipe models are kept in benchmarks/.work for reproduce.py; capped quick runs are thrown away.
     with tempfile.TemporaryDirectory() as scratch:
         tmp = WORK if args.max_steps is None else Path(scratch)
@@ -114,12 +146,8 @@ def main() -> None:
             ("mnrl", MultipleNegativesRankingLoss()),
         ):
             if name in parts:
-                model, summary = train(
-                    "pretrained", [Objective(triplets_train, loss, name)], 1, tmp / f"ours-{name}"
-                )
-                label = (
-                    "triplet objective (euclidean, margin 1)" if name == "triplet" else "in-batch negatives"
-                )
+                model, summary = train("pretrained", [Objective(triplets_train, loss, name)], 1, tmp / f"ours-{name}")
+                label = "triplet objective (euclidean, margin 1)" if name == "triplet" else "in-batch negatives"
                 record(f"{label} on NLI triplets, from default model", model, summary, triplets=True)
         if "nli-stsb" in parts:
             stsb_train = list(read_stsb(folder / "stsbenchmark" / "sts-train.csv"))
@@ -127,39 +155,7 @@ def main() -> None:
             model, summary = train("pretrained", [objective], 4, tmp / "ours-nli-stsb", encoder=nli_model)
             record("classification on NLI, then regression on STSb (4 epochs)", model, summary)
 
-    lines = [
-        "# NLI training (classification, triplet, in-batch negatives) and NLI then STSb",
-        "",
-        f"Training pairs: SNLI dev + test ({len(nli):,} labelled pairs; the only NLI data on this machine). "
-        f"Triplets (premise, entailment, contradiction) built from them: {len(triplets_train):,} for "
-        f"training, {len(triplets_test):,} held out (10% of premises, none seen in training). Recipe: batch "
-        "16, AdamW lr 2e-5, 10% linear warm-up, 1 epoch (STSb: 4 epochs), mean pooling, seed "
-        f"{args.seed}{f', capped at {args.max_steps} steps per run' if args.max_steps else ''}; "
-        "CPU, float32.",
-        "",
-        "Scores: Spearman x 100 of cosine similarity on STSb test (1,379 pairs) and SICK-R test (4,927 "
-        "pairs), with no STS training except in the last row; triplet accuracy x 100 (euclidean) on the "
-        "held-out triplets.",
-        "",
-        *markdown_table(
-            ["run", "steps", "STSb test", "SICK-R test", "triplet acc.", "steps/s", "minutes"], rows
-        ),
-        "",
-        "**Deviations from the paper.** The paper trains BERT-base (MLM-only pre-trained) on SNLI + "
-        "MultiNLI (~940k pairs); neither ships here. The start is all-MiniLM-L6-v2, already sentence-tuned "
-        "on a billion pairs including NLI, so NLI training from it mostly perturbs a strong model; the "
-        "'random weights' row (same architecture, random weights) is the no-pre-training control. 19.7k "
-        "NLI pairs are ~2% of the paper's training data. The paper's architecture has no normalisation, "
-        "so the shipped model's final Normalize layer is removed before training (transformer + mean "
-        "pooling). In a first run with it kept, the classification objective took STSb test from 82.0 "
-        "down to 42.1: the classifier sees unit vectors, its logits stay tiny at lr 2e-5 (loss 1.10 to "
-        "0.95 over the epoch) and the encoder is pulled apart instead.",
-        "",
-        f"Total wall time: {(time.perf_counter() - began) / 60:.1f} minutes.",
-        "",
-        *environment_lines(torch.get_num_threads(), ("sbert", "torch", "transformers")),
-    ]
-    write_result(args.out, lines)
+    report(done=True)
 
 
 if __name__ == "__main__":

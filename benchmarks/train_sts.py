@@ -36,9 +36,7 @@ def train_ours(train, config: TrainConfig, out, init: str) -> tuple[sbert.Encode
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--max-steps", type=int, default=None, help="cap the steps (quick runs)")
     parser.add_argument("--seed", type=int, default=42)

@@ -39,9 +39,7 @@ def _write_gz(path, text):
 
 def test_stsb_reader_handles_extra_columns_and_quotes(tmp_path):
     path = tmp_path / "sts-test.csv.gz"
-    _write_gz(
-        path, 'g\tf\t2012\t1\t2.5\tHe said "hi.\tShe said hi.\ng\tf\t2012\t2\t5.000\tA\tB\tsrc1\tsrc2\n'
-    )
+    _write_gz(path, 'g\tf\t2012\t1\t2.5\tHe said "hi.\tShe said hi.\ng\tf\t2012\t2\t5.000\tA\tB\tsrc1\tsrc2\n')
     pairs = list(read_stsb(tmp_path / "sts-test.csv"))  # the .gz is found by itself
     assert [(p.sentence1, p.score) for p in pairs] == [('He said "hi.', 2.5), ("A", 5.0)]
 
@@ -75,9 +73,7 @@ def test_data_dir_option_and_env(tmp_path, monkeypatch):
 
 def test_sick_split_file_without_header(tmp_path):
     path = tmp_path / "SICK_train.txt"
-    path.write_text(
-        "1\tA dog runs\tA dog is running\t4.5\tENTAILMENT\n2\tA cat\tNo cat\t1.2\tCONTRADICTION\n"
-    )
+    path.write_text("1\tA dog runs\tA dog is running\t4.5\tENTAILMENT\n2\tA cat\tNo cat\t1.2\tCONTRADICTION\n")
     assert list(read_sick(path)) == [
         ScoredPair("A dog runs", "A dog is running", 4.5),
         ScoredPair("A cat", "No cat", 1.2),
@@ -92,9 +88,7 @@ def test_sick_full_file_with_header_crlf_and_split(tmp_path):
     (tmp_path / "SICK.txt").write_bytes("\r\n".join([header, *rows]).encode())  # no final newline
     assert list(read_sick(tmp_path / "SICK.txt")) == [ScoredPair("A", "B", 3.0), ScoredPair("C", "D", 4.0)]
     assert list(read_sick(tmp_path / "SICK.txt", split="test")) == [ScoredPair("C", "D", 4.0)]
-    assert list(read_sick(tmp_path / "SICK.txt", target="entailment", split="TEST")) == [
-        LabeledPair("C", "D", 1)
-    ]
+    assert list(read_sick(tmp_path / "SICK.txt", target="entailment", split="TEST")) == [LabeledPair("C", "D", 1)]
 
 
 def test_sick_errors(tmp_path):

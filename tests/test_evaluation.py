@@ -124,9 +124,7 @@ def test_pair_features_order():
 
 
 def test_word_vector_average():
-    avg = WordVectorAverage(
-        ["the", "cat", "'s", "."], np.array([[1, 0], [0, 1], [2, 2], [4, 4]], dtype=np.float32)
-    )
+    avg = WordVectorAverage(["the", "cat", "'s", "."], np.array([[1, 0], [0, 1], [2, 2], [4, 4]], dtype=np.float32))
     np.testing.assert_allclose(avg.encode(["The cat's."]), [[(1 + 0 + 2 + 4) / 4, (0 + 1 + 2 + 4) / 4]])
     np.testing.assert_array_equal(avg.encode("unknown words"), [0, 0])
 
@@ -185,13 +183,9 @@ def test_eval_command_on_a_fixture_data_folder(tmp_path, model):
     ]
     sts = tmp_path / "stsbenchmark"
     sts.mkdir()
-    (sts / "sts-test.csv").write_text(
-        "".join(f"g\tf\t2012\t{i}\t{s}\t{a}\t{b}\n" for i, (a, b, s) in enumerate(rows))
-    )
+    (sts / "sts-test.csv").write_text("".join(f"g\tf\t2012\t{i}\t{s}\t{a}\t{b}\n" for i, (a, b, s) in enumerate(rows)))
     out = tmp_path / "scores.json"
-    result = CliRunner().invoke(
-        main, ["eval", "--tasks", "stsb", "--data", str(tmp_path), "--json", str(out)]
-    )
+    result = CliRunner().invoke(main, ["eval", "--tasks", "stsb", "--data", str(tmp_path), "--json", str(out)])
     assert result.exit_code == 0, result.output
     assert "stsb" in result.stdout and "spearman_cosine" in result.stdout
     saved = json.loads(out.read_text())["tasks"]["stsb"]

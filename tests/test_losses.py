@@ -83,9 +83,7 @@ def test_regression_loss_by_hand():
 
 
 def test_triplet_loss_by_hand_for_each_distance():
-    enc = FixedEncoder(
-        {"a": [0.0, 0.0], "p": [3.0, 4.0], "n": [0.0, 1.0], "p2": [0.0, 0.5], "n2": [6.0, 8.0]}
-    )
+    enc = FixedEncoder({"a": [0.0, 0.0], "p": [3.0, 4.0], "n": [0.0, 1.0], "p2": [0.0, 0.5], "n2": [6.0, 8.0]})
     batch = [Triplet("a", "p", "n"), Triplet("a", "p2", "n2")]
     # euclidean: max(5 - 1 + 1, 0) = 5 and max(0.5 - 10 + 1, 0) = 0 -> mean 2.5 (torch adds eps 1e-6)
     assert TripletLoss()(enc, batch).item() == pytest.approx(2.5, abs=1e-5)

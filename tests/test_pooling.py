@@ -50,9 +50,7 @@ def test_mean_sqrt_len_divides_by_root_of_length():
 def test_lasttoken_finds_last_real_token_on_either_padding_side():
     torch.testing.assert_close(pool(TOKENS, MASK, "lasttoken"), torch.tensor([[2.0, 4.0], [-1.0, 5.0]]))
     left = torch.tensor([[[7.0, 7.0], [100.0, 100.0], [-1.0, 5.0]]])  # one pad row, then two real rows
-    torch.testing.assert_close(
-        pool(left, torch.tensor([[0, 1, 1]]), "lasttoken"), torch.tensor([[-1.0, 5.0]])
-    )
+    torch.testing.assert_close(pool(left, torch.tensor([[0, 1, 1]]), "lasttoken"), torch.tensor([[-1.0, 5.0]]))
 
 
 def test_weightedmean_weights_by_position():

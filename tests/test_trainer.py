@@ -52,9 +52,7 @@ def params(encoder) -> dict[str, torch.Tensor]:
 
 def regression_trainer(tmp_path, encoder, **overrides) -> Trainer:
     config = TrainConfig(batch_size=4, lr=1e-3, epochs=2, progress=False, **overrides)
-    return Trainer(
-        encoder, [Objective(scored_pairs(24), CosineRegressionLoss(), "sts")], config, tmp_path / "m"
-    )
+    return Trainer(encoder, [Objective(scored_pairs(24), CosineRegressionLoss(), "sts")], config, tmp_path / "m")
 
 
 def test_transformer_parameters_change_after_one_step(tmp_path, tiny_encoder):
@@ -131,9 +129,7 @@ def test_warmup_then_linear_decay(tmp_path, tiny_encoder):
     regression_trainer(tmp_path, tiny_encoder, warmup=0.25).train()  # 12 steps, 3 of warm-up
     rows = [json.loads(x) for x in (tmp_path / "m.train" / "log.jsonl").read_text().splitlines()]
     lrs = [r["lr"] for r in rows if "lr" in r]  # the rate after each step
-    expected = [
-        1e-3 * f for f in (1 / 3, 2 / 3, 1.0, 8 / 9, 7 / 9, 6 / 9, 5 / 9, 4 / 9, 3 / 9, 2 / 9, 1 / 9, 0.0)
-    ]
+    expected = [1e-3 * f for f in (1 / 3, 2 / 3, 1.0, 8 / 9, 7 / 9, 6 / 9, 5 / 9, 4 / 9, 3 / 9, 2 / 9, 1 / 9, 0.0)]
     assert lrs == pytest.approx(expected)
 
 

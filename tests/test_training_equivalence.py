@@ -62,9 +62,7 @@ def reference_loss(kind: str, model, head: dict):
         return loss
     if kind == "regression":
         return losses.CosineSimilarityLoss(model)
-    return losses.TripletLoss(
-        model, distance_metric=losses.TripletDistanceMetric.EUCLIDEAN, triplet_margin=1.0
-    )
+    return losses.TripletLoss(model, distance_metric=losses.TripletDistanceMetric.EUCLIDEAN, triplet_margin=1.0)
 
 
 def columns_and_labels(kind: str, batch):
@@ -72,9 +70,7 @@ def columns_and_labels(kind: str, batch):
         return [[p.sentence1 for p in batch], [p.sentence2 for p in batch]], [p.label for p in batch]
     if kind == "regression":
         return [[p.sentence1 for p in batch], [p.sentence2 for p in batch]], [p.score / 5.0 for p in batch]
-    return [[t.anchor for t in batch], [t.positive for t in batch], [t.negative for t in batch]], [0] * len(
-        batch
-    )
+    return [[t.anchor for t in batch], [t.positive for t in batch], [t.negative for t in batch]], [0] * len(batch)
 
 
 @pytest.mark.parametrize("kind", ["classification", "regression", "triplet"])
@@ -106,9 +102,7 @@ def test_a_few_steps_match_sentence_transformers(kind, data, tmp_path):
 
     reference = st.SentenceTransformer(str(ours.path), device="cpu")
     no_dropout(reference)
-    ref_loss = reference_loss(
-        kind, reference, {k.removeprefix("classifier."): v for k, v in head_at_start.items()}
-    )
+    ref_loss = reference_loss(kind, reference, {k.removeprefix("classifier."): v for k, v in head_at_start.items()})
     trainer.train()
 
     params = [p for p in ref_loss.parameters() if p.requires_grad]

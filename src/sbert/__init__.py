@@ -21,9 +21,7 @@ if TYPE_CHECKING:
     from sbert.encoder import Encoder
 
 
-def load(
-    name_or_path: str | Path = "default", *, allow_pickle: bool = False, device: str | None = None
-) -> Encoder:
+def load(name_or_path: str | Path = "default", *, allow_pickle: bool = False, device: str | None = None) -> Encoder:
     """Load a sentence encoder from a local folder or a shipped model name; never downloads.
 
     ``name_or_path``: ``"default"`` (all-MiniLM-L6-v2), a sentence-transformers folder, or a plain

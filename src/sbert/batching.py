@@ -20,9 +20,7 @@ def batches(lengths: Sequence[int], batch_size: int, sort_by_length: bool = True
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     n = len(lengths)
-    order = (
-        np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable") if sort_by_length else np.arange(n)
-    )
+    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable") if sort_by_length else np.arange(n)
     for start in range(0, n, batch_size):
         yield order[start : start + batch_size]
 

@@ -35,12 +35,8 @@ def _load(model: str, device: str | None, allow_pickle: bool):
 
 
 def _device_options(func: Callable) -> Callable:
-    func = click.option(
-        "--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code)."
-    )(func)
-    return click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if present).")(
-        func
-    )
+    func = click.option("--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code).")(func)
+    return click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if present).")(func)
 
 
 def _model_options(func: Callable) -> Callable:
@@ -57,19 +53,13 @@ def main() -> None:
 @main.command()
 @click.argument("source", default="-", metavar="[FILE|-]")
 @_model_options
-@click.option(
-    "--out", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Output file (.npy or .jsonl)."
-)
-@click.option(
-    "--format", "fmt", type=click.Choice(["npy", "jsonl"]), help="Output format (default: from --out)."
-)
+@click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Output file (.npy or .jsonl).")
+@click.option("--format", "fmt", type=click.Choice(["npy", "jsonl"]), help="Output format (default: from --out).")
 @click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1))
 @click.option("--normalize", is_flag=True, help="Scale each embedding to unit length.")
 @click.option("--max-seq-length", type=click.IntRange(min=2), help="Truncate texts to this many tokens.")
 @click.option("--skip-empty", is_flag=True, help="Skip empty lines instead of failing on them.")
-@click.option(
-    "--progress/--no-progress", default=None, help="Progress bar (default: on a terminal, long inputs)."
-)
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal, long inputs).")
 @_friendly_errors
 def encode(
     source, model, device, allow_pickle, out, fmt, batch_size, normalize, max_seq_length, skip_empty, progress
@@ -154,30 +144,20 @@ def similarity(texts, model, device, allow_pickle, function, as_json) -> None:
 )
 @click.option("--model", "-m", default=None, help=MODEL_HELP + " [default: default]")
 @click.option("--objective", type=click.Choice(["classification", "regression", "triplet", "mnrl"]))
-@click.option(
-    "--train", "train", multiple=True, help="Training data: a file, or a folder (SentEval NLI, SemEval STS)."
-)
+@click.option("--train", "train", multiple=True, help="Training data: a file, or a folder (SentEval NLI, SemEval STS).")
 @click.option("--format", "fmt", type=click.Choice(["stsb", "sick", "sts", "nli", "triplets"]))
-@click.option(
-    "--dev", help="Dev data, evaluated every --eval-every steps and at the end; the best model is kept."
-)
+@click.option("--dev", help="Dev data, evaluated every --eval-every steps and at the end; the best model is kept.")
 @click.option("--dev-format", type=click.Choice(["stsb", "sick", "sts", "nli", "triplets"]))
 @click.option("--out", "-o", help="Output folder: a sentence-transformers model (checkpoints in OUT.train/).")
 @click.option("--epochs", type=click.IntRange(min=1), help="[default: 1]")
 @click.option("--batch-size", type=click.IntRange(min=1), help="[default: 16]")
 @click.option("--lr", type=float, help="Peak learning rate of AdamW [default: 2e-5].")
-@click.option(
-    "--warmup", type=click.FloatRange(0, 1), help="Warm-up as a fraction of the steps [default: 0.1]."
-)
+@click.option("--warmup", type=click.FloatRange(0, 1), help="Warm-up as a fraction of the steps [default: 0.1].")
 @click.option("--max-steps", type=click.IntRange(min=1), help="Stop after this many steps.")
 @click.option("--seed", type=int, help="[default: 42]")
 @click.option("--eval-every", type=click.IntRange(min=1), help="Steps between dev evaluations.")
-@click.option(
-    "--checkpoint-every", type=click.IntRange(min=1), help="Steps between checkpoints [default: 500]."
-)
-@click.option(
-    "--pooling", type=click.Choice(["mean", "cls", "max", "mean_sqrt_len"]), help="Change the pooling."
-)
+@click.option("--checkpoint-every", type=click.IntRange(min=1), help="Steps between checkpoints [default: 500].")
+@click.option("--pooling", type=click.Choice(["mean", "cls", "max", "mean_sqrt_len"]), help="Change the pooling.")
 @click.option(
     "--normalize/--no-normalize",
     default=None,
@@ -245,9 +225,7 @@ def train(run_file, train, fmt, resume, **options) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Data folder (default: $SBERT_DATA, else ../shared/data).",
 )
-@click.option(
-    "--tokenized", is_flag=True, help="STS12-16: read SentEval's tokenised copies, not the release."
-)
+@click.option("--tokenized", is_flag=True, help="STS12-16: read SentEval's tokenised copies, not the release.")
 @click.option(
     "--inner-folds",
     default=5,

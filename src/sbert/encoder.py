@@ -40,9 +40,7 @@ def check_texts(texts: Any, allow_empty: bool = False) -> list[str]:
         if not isinstance(text, str):
             raise TypeError(f"texts[{i}] is {type(text).__name__}, expected str")
         if not allow_empty and not text.strip():
-            raise ValueError(
-                f"texts[{i}] is empty or only whitespace; pass allow_empty=True to encode it anyway"
-            )
+            raise ValueError(f"texts[{i}] is empty or only whitespace; pass allow_empty=True to encode it anyway")
     return items
 
 
@@ -142,9 +140,7 @@ class Encoder(nn.Sequential):
         from tqdm.auto import tqdm
 
         n = len(items)
-        out: np.ndarray | list = (
-            np.empty((n, self.dim), dtype=np.float32) if output == "sentence" else [None] * n
-        )
+        out: np.ndarray | list = np.empty((n, self.dim), dtype=np.float32) if output == "sentence" else [None] * n
         disable = (None if n >= PROGRESS_FROM else True) if show_progress is None else not show_progress
         device = self.device
         truncated_total = 0
@@ -244,9 +240,7 @@ class Encoder(nn.Sequential):
         """A summary for people: modules, dimension, maximum length, similarity."""
         return {
             "path": str(self.path) if self.path else None,
-            "modules": [
-                f"{type(m).__name__}({m.extra_repr()})" if m.extra_repr() else type(m).__name__ for m in self
-            ],
+            "modules": [f"{type(m).__name__}({m.extra_repr()})" if m.extra_repr() else type(m).__name__ for m in self],
             "dim": self.dim,
             "max_seq_length": self.max_seq_length,
             "similarity": self.similarity_fn_name,

@@ -42,8 +42,7 @@ def read_lines(source: str | Path | BinaryIO, *, skip_empty: bool = False) -> li
                 if skip_empty:
                     continue
                 raise InputFileError(
-                    f"{name}: line {number} is empty; expected one text per line "
-                    "(use --skip-empty to skip empty lines)"
+                    f"{name}: line {number} is empty; expected one text per line (use --skip-empty to skip empty lines)"
                 )
             lines.append(text)
     finally:

@@ -21,9 +21,7 @@ def _label(text: str, name: str, number: int) -> int | None:
     if label == "-":  # no annotator majority: dropped, as everyone does
         return None
     if label not in LABELS:
-        raise InputFileError(
-            f"{name}: line {number}: label {text!r} is not one of {', '.join(LABELS)} or '-'"
-        )
+        raise InputFileError(f"{name}: line {number}: label {text!r} is not one of {', '.join(LABELS)} or '-'")
     return LABELS.index(label)
 
 
@@ -83,8 +81,7 @@ def _read_jsonl(path: Path) -> Iterator[LabeledPair]:
                 a, b, text = row["sentence1"], row["sentence2"], row["gold_label"]
             except (json.JSONDecodeError, KeyError, TypeError) as err:
                 raise InputFileError(
-                    f"{path}: line {number}: expected a JSON object with sentence1, sentence2, "
-                    f"gold_label ({err})"
+                    f"{path}: line {number}: expected a JSON object with sentence1, sentence2, gold_label ({err})"
                 ) from None
             label = _label(str(text), str(path), number)
             if label is not None:
@@ -107,9 +104,7 @@ def _read_tsv(path: Path) -> Iterator[LabeledPair]:
             if cols == [""]:
                 continue
             if len(cols) <= max(i1, i2, il):
-                raise InputFileError(
-                    f"{path}: line {number} has {len(cols)} columns; the header has {len(header)}"
-                )
+                raise InputFileError(f"{path}: line {number} has {len(cols)} columns; the header has {len(header)}")
             label = _label(cols[il], str(path), number)
             if label is not None:
                 yield LabeledPair(cols[i1], cols[i2], label)

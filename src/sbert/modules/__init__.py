@@ -8,9 +8,7 @@ from sbert.modules.normalize import Normalize
 from sbert.modules.pooling import Pooling
 from sbert.modules.transformer import Transformer
 
-MODULE_TYPES: dict[str, type[Module]] = {
-    cls.__name__: cls for cls in (Transformer, Pooling, Dense, Normalize)
-}
+MODULE_TYPES: dict[str, type[Module]] = {cls.__name__: cls for cls in (Transformer, Pooling, Dense, Normalize)}
 
 
 def module_class(type_name: str) -> type[Module] | None:

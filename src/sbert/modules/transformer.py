@@ -75,9 +75,7 @@ class Transformer(Module):
         if not isinstance(value, int) or value < 2:
             raise ValueError(f"max_seq_length must be an integer >= 2, got {value!r}")
         if value > self._model_limit():
-            raise ValueError(
-                f"max_seq_length {value} exceeds what this model supports ({self._model_limit()})"
-            )
+            raise ValueError(f"max_seq_length {value} exceeds what this model supports ({self._model_limit()})")
         self._max_seq_length = value
         if self._fast is not None:
             side = getattr(self.tokenizer, "truncation_side", "right")
@@ -134,21 +132,16 @@ class Transformer(Module):
         with _no_transformers_progress():
             self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
-        write_json(
-            path / CONFIG_FILE, {"max_seq_length": self.max_seq_length, "do_lower_case": self.do_lower_case}
-        )
+        write_json(path / CONFIG_FILE, {"max_seq_length": self.max_seq_length, "do_lower_case": self.do_lower_case})
 
     @classmethod
-    def load(
-        cls, path: Path, *, allow_pickle: bool = False, max_seq_length: int | None = None
-    ) -> Transformer:
+    def load(cls, path: Path, *, allow_pickle: bool = False, max_seq_length: int | None = None) -> Transformer:
         """Load a Hugging Face model folder (config.json, weights, tokenizer); never downloads."""
         from transformers import AutoModel, AutoTokenizer
 
         if not (path / "config.json").is_file():
             raise ModelFormatError(
-                f"{path}: not a transformer folder (expected config.json, tokenizer files "
-                "and model.safetensors)"
+                f"{path}: not a transformer folder (expected config.json, tokenizer files and model.safetensors)"
             )
         has_safe = any((path / f).is_file() for f in _SAFE_WEIGHTS)
         has_pickle = any((path / f).is_file() for f in _PICKLE_WEIGHTS)
@@ -162,9 +155,7 @@ class Transformer(Module):
         settings = read_json(path / CONFIG_FILE) if (path / CONFIG_FILE).is_file() else {}
         try:
             with _no_transformers_progress():
-                tokenizer = AutoTokenizer.from_pretrained(
-                    str(path), local_files_only=True, trust_remote_code=False
-                )
+                tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
                 model = AutoModel.from_pretrained(
                     str(path), local_files_only=True, trust_remote_code=False, use_safetensors=has_safe
                 )

@@ -86,9 +86,7 @@ def read_examples(fmt: str, path: str | Path, objective: str, seed: int = 0) -> 
     if fmt == "stsb":
         examples = list(read_stsb(path))
     elif fmt == "sick":
-        examples = list(
-            read_sick(path, target="entailment" if objective == "classification" else "relatedness")
-        )
+        examples = list(read_sick(path, target="entailment" if objective == "classification" else "relatedness"))
     elif fmt == "sts":
         examples = [p for pairs in read_semeval_sts(path).values() for p in pairs]
     elif fmt == "nli":

@@ -102,9 +102,7 @@ class Trainer:
             eps=cfg.adam_eps,
             fused=True,  # 5x faster on CPU
         )
-        scheduler = warmup_then_linear_decay(
-            optimizer, warmup_steps(self.total_steps, cfg.warmup), self.total_steps
-        )
+        scheduler = warmup_then_linear_decay(optimizer, warmup_steps(self.total_steps, cfg.warmup), self.total_steps)
         autocast, scaler = self._mixed_precision()
 
         start = self._restore(encoder, losses, optimizer, scheduler, scaler) if resume else 0
