@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from common import WORK, environment_lines, markdown_table, paper_recipe, write_result
 
+import sbert
 from sbert.data.nli import nli_to_triplets, read_nli
 from sbert.data.paths import data_dir
 from sbert.data.sts import read_sick, read_stsb
@@ -130,7 +131,10 @@ def main() -> None:
             triplets=True,
         )
         nli_model = None
-        if "classification" in parts or "nli-stsb" in parts:
+        if "classification" not in parts and "nli-stsb" in parts and (tmp / "ours-nli" / "modules.json").is_file():
+            nli_model = sbert.load(tmp / "ours-nli", device="cpu")  # trained by an earlier run of this script
+            record("classification on NLI (earlier run), from default model", nli_model, None, triplets=True)
+        elif "classification" in parts or "nli-stsb" in parts:
             for init in ("pretrained", "random"):
                 torch.manual_seed(args.seed)
                 objective = Objective(nli, SoftmaxLoss(384, 3, "u,v,|u-v|"), "nli-classification")
