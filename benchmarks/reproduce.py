@@ -337,6 +337,8 @@ class Reproduction:
         return lines
 
     def table7(self) -> list[str]:
+        if self.args.cached_only and "speed/table7" not in self.cache.data:
+            return ["Not measured yet: run `python benchmarks/reproduce.py --tables 7` on an otherwise idle machine."]
         from encode_throughput import stsb_test_sentences, throughput
 
         texts = stsb_test_sentences(self.data)
