@@ -240,13 +240,18 @@ class Encoder(nn.Sequential):
         """A summary for people: modules, dimension, maximum length, similarity."""
         return {
             "path": str(self.path) if self.path else None,
-            "modules": [f"{type(m).__name__}({m.extra_repr()})" if m.extra_repr() else type(m).__name__ for m in self],
+            "modules": [_describe_module(m) for m in self],
             "dim": self.dim,
             "max_seq_length": self.max_seq_length,
             "similarity": self.similarity_fn_name,
             "parameters": sum(p.numel() for p in self.parameters()),
             "device": str(self.device),
         }
+
+
+def _describe_module(module: nn.Module) -> str:
+    details = module.extra_repr()
+    return f"{type(module).__name__}({details})" if details else type(module).__name__
 
 
 def _load_modules(path: Path, allow_pickle: bool) -> list[Module]:
