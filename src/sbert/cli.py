@@ -4,44 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
 
 import click
 
-MODEL_HELP = "Model name ('default' = all-MiniLM-L6-v2) or path to a local model folder."
-
-
-def _friendly_errors(func: Callable) -> Callable:
-    """Turn sbert's own errors and bad-input errors into a one-line message and exit status 1."""
-
-    @wraps(func)
-    def wrapper(*args, **kwargs):
-        from sbert.errors import SbertError
-
-        try:
-            return func(*args, **kwargs)
-        except (SbertError, ValueError, TypeError) as err:
-            raise click.ClickException(str(err)) from err
-
-    return wrapper
-
-
-def _load(model: str, device: str | None, allow_pickle: bool):
-    import sbert
-
-    return sbert.load(model, device=device, allow_pickle=allow_pickle)
-
-
-def _device_options(func: Callable) -> Callable:
-    func = click.option("--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code).")(func)
-    return click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if present).")(func)
-
-
-def _model_options(func: Callable) -> Callable:
-    func = _device_options(func)
-    return click.option("--model", "-m", default="default", show_default=True, help=MODEL_HELP)(func)
+from sbert.cli_common import MODEL_HELP, device_options, friendly_errors, load_model, model_options
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -52,7 +19,7 @@ def main() -> None:
 
 @main.command()
 @click.argument("source", default="-", metavar="[FILE|-]")
-@_model_options
+@model_options
 @click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Output file (.npy or .jsonl).")
 @click.option("--format", "fmt", type=click.Choice(["npy", "jsonl"]), help="Output format (default: from --out).")
 @click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1))
@@ -60,7 +27,7 @@ def main() -> None:
 @click.option("--max-seq-length", type=click.IntRange(min=2), help="Truncate texts to this many tokens.")
 @click.option("--skip-empty", is_flag=True, help="Skip empty lines instead of failing on them.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal, long inputs).")
-@_friendly_errors
+@friendly_errors
 def encode(
     source, model, device, allow_pickle, out, fmt, batch_size, normalize, max_seq_length, skip_empty, progress
 ) -> None:
@@ -72,7 +39,7 @@ def encode(
     if fmt == "npy" and out is None:
         raise click.UsageError("--format npy needs --out FILE.npy")
     texts = read_lines(source, skip_empty=skip_empty)
-    encoder = _load(model, device, allow_pickle)
+    encoder = load_model(model, device, allow_pickle)
     if max_seq_length:
         encoder.max_seq_length = max_seq_length
     embeddings = encoder.encode(texts, batch_size=batch_size, normalize=normalize, show_progress=progress)
@@ -97,7 +64,7 @@ def encode(
 
 @main.command()
 @click.argument("texts", nargs=-1, required=True)
-@_model_options
+@model_options
 @click.option(
     "--function",
     "-f",
@@ -107,14 +74,14 @@ def encode(
     help="Similarity function (default: the model's own, usually cosine).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the matrix as JSON.")
-@_friendly_errors
+@friendly_errors
 def similarity(texts, model, device, allow_pickle, function, as_json) -> None:
     """Print the similarity matrix of TEXTS (two or more)."""
     from sbert import similarity as sim
 
     if len(texts) < 2:
         raise click.UsageError("give at least two texts to compare")
-    encoder = _load(model, device, allow_pickle)
+    encoder = load_model(model, device, allow_pickle)
     embeddings = encoder.encode(list(texts))
     matrix = sim.get(function or encoder.similarity_fn_name)(embeddings, embeddings)
     if as_json:
@@ -174,7 +141,7 @@ def similarity(texts, model, device, allow_pickle, function, as_json) -> None:
 @click.option("--resume", is_flag=True, help="Go on from OUT.train/checkpoint.pt if there is one.")
 @click.option("--device", default=None, help="cpu, cuda ... (default: cuda if present).")
 @click.option("--progress/--no-progress", default=None)
-@_friendly_errors
+@friendly_errors
 def train(run_file, train, fmt, resume, **options) -> None:
     """Fine-tune a model with the paper's objectives (or in-batch negatives)."""
     from sbert.training.recipe import load_run_file, run, spec_from_options
@@ -240,8 +207,8 @@ def train(run_file, train, fmt, resume, **options) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write every metric to this JSON file.",
 )
-@_device_options
-@_friendly_errors
+@device_options
+@friendly_errors
 def evaluate(model, tasks, data, tokenized, inner_folds, batch_size, json_out, device, allow_pickle) -> None:
     """Score MODEL on STS (Spearman x 100 of cosine) and SentEval transfer tasks (accuracy x 100)."""
     import time
@@ -253,7 +220,7 @@ def evaluate(model, tasks, data, tokenized, inner_folds, batch_size, json_out, d
     names = expand(tasks)
     folder = data_dir(data)
     evaluators = {name: make_evaluator(name, folder, tokenized, inner_folds, batch_size) for name in names}
-    encoder = _load(model, device, allow_pickle)
+    encoder = load_model(model, device, allow_pickle)
     results, rows = {}, []
     for name, evaluator in evaluators.items():
         began = time.perf_counter()
@@ -274,10 +241,10 @@ def evaluate(model, tasks, data, tokenized, inner_folds, batch_size, json_out, d
 @click.argument("model", default="default")
 @click.option("--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code).")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-@_friendly_errors
+@friendly_errors
 def info(model, allow_pickle, as_json) -> None:
     """Show a model's modules, dimension and maximum sequence length."""
-    summary = _load(model, "cpu", allow_pickle).describe()
+    summary = load_model(model, "cpu", allow_pickle).describe()
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
@@ -289,6 +256,11 @@ def info(model, allow_pickle, as_json) -> None:
         else:
             click.echo(f"{key}: {value:,}" if isinstance(value, int) else f"{key}: {value}")
 
+
+from sbert.cli_search import cluster, index, mine, search  # noqa: E402 - the group must exist first
+
+for _command in (index, search, mine, cluster):
+    main.add_command(_command)
 
 if __name__ == "__main__":
     main()

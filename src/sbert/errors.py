@@ -17,3 +17,15 @@ class ModelFormatError(SbertError, ValueError):
 
 class InputFileError(SbertError, ValueError):
     """An input file that cannot be read as expected (names the file and the line)."""
+
+
+class IndexFormatError(SbertError, ValueError):
+    """A vector index folder that is missing, incomplete or malformed (names the folder and the file)."""
+
+
+class IndexMismatchError(SbertError, ValueError):
+    """Embeddings or a model that do not match the ones a vector index was built with."""
+
+
+class IndexExistsError(SbertError, FileExistsError):
+    """A vector index is already at the path a new one would be written to."""

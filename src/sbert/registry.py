@@ -43,3 +43,11 @@ def resolve(name_or_path: str | Path) -> Path:
         f"{name_or_path}: no such model folder, and not a model name sbert knows "
         f"({', '.join(known_names())}); sbert never downloads models: pass the path of a local folder"
     )
+
+
+def canonical_name(name_or_path: str | Path) -> str:
+    """A stable name for a model: the shipped name for known names, else the folder's absolute path."""
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return str(path.resolve())
+    return _ALIASES.get(str(name_or_path), str(name_or_path))

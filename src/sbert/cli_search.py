@@ -1,0 +1,252 @@
+"""``sbert index``, ``search``, ``mine`` and ``cluster``: the uses of embeddings, as thin shells over the library."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from sbert.cli_common import device_options, friendly_errors, load_model, model_options
+
+
+def _embed(encoder, texts: list[str], batch_size: int, progress: bool | None):
+    return encoder.encode(texts, batch_size=batch_size, show_progress=progress, on_truncation="ignore")
+
+
+def _echo_json(value) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, indent=1))
+
+
+def _clip(text: str | None, width: int = 100) -> str:
+    text = "" if text is None else " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _corpus_options(func):
+    func = click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")(func)
+    func = click.option("--skip-empty", is_flag=True, help="Skip empty lines instead of failing on them.")(func)
+    return click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1))(func)
+
+
+# -- index ---------------------------------------------------------------------------------------------
+@click.group()
+def index() -> None:
+    """Build and change a persistent vector index (embeddings, ids and texts in a folder)."""
+
+
+@index.command("build")
+@click.argument("corpus", metavar="CORPUS")
+@click.option("--out", "-o", required=True, type=click.Path(file_okay=False, path_type=Path), help="Index folder.")
+@model_options
+@click.option("--ann", is_flag=True, help="Also build an HNSW graph (FAISS) for approximate search.")
+@click.option("--quantization", type=click.Choice(["int8", "binary"]), help="Also build a quantised scan.")
+@click.option("--metric", type=click.Choice(["cosine", "dot"]), default="cosine", show_default=True)
+@click.option("--hnsw-m", default=32, show_default=True, type=click.IntRange(min=4), help="HNSW links per node.")
+@click.option("--ef-construction", default=128, show_default=True, type=click.IntRange(min=8))
+@click.option("--ef-search", default=64, show_default=True, type=click.IntRange(min=1), help="HNSW search breadth.")
+@click.option("--overwrite", is_flag=True, help="Replace an index already at --out.")
+@_corpus_options
+@friendly_errors
+def index_build(corpus, out, model, device, allow_pickle, metric, overwrite, batch_size, skip_empty, progress, **opts):
+    """Embed CORPUS (text, one per line; or .jsonl with 'text' and optional 'id') into an index at --out."""
+    from sbert.data.corpus import read_corpus
+    from sbert.search.index import VectorIndex
+
+    VectorIndex.check_target(out, overwrite)
+    ids, texts = read_corpus(corpus, skip_empty=skip_empty)
+    encoder = load_model(model, device, allow_pickle)
+    embeddings = _embed(encoder, texts, batch_size, progress)
+    built = VectorIndex.build(
+        out,
+        embeddings,
+        model=model,
+        ids=ids,
+        texts=texts,
+        metric=metric,
+        overwrite=overwrite,
+        show_progress=progress,
+        **opts,
+    )
+    click.echo(f"indexed {len(built):,} texts ({built.dim}-dim, {built.model}) in {out}", err=True)
+
+
+@index.command("add")
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("corpus")
+@device_options
+@_corpus_options
+@friendly_errors
+def index_add(folder, corpus, device, allow_pickle, batch_size, skip_empty, progress):
+    """Embed CORPUS with the index's own model and add it to the index in FOLDER."""
+    from sbert.data.corpus import read_corpus
+    from sbert.search.index import VectorIndex
+
+    existing = VectorIndex.open(folder)
+    ids, texts = read_corpus(corpus, skip_empty=skip_empty)
+    encoder = load_model(existing.model, device, allow_pickle)
+    existing.check_model(existing.model, encoder.dim)
+    existing.add(_embed(encoder, texts, batch_size, progress), ids=ids, texts=texts, show_progress=progress)
+    click.echo(f"added {len(texts):,} texts; the index holds {len(existing):,}", err=True)
+
+
+@index.command("delete")
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("ids", nargs=-1, required=True)
+@friendly_errors
+def index_delete(folder, ids):
+    """Delete rows by id from the index in FOLDER."""
+    from sbert.search.index import VectorIndex
+
+    existing = VectorIndex.open(folder)
+    try:
+        removed = existing.delete(ids)
+    except KeyError as err:
+        raise click.ClickException(err.args[0]) from err
+    click.echo(f"deleted {removed:,} rows; the index holds {len(existing):,}", err=True)
+
+
+@index.command("info")
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@friendly_errors
+def index_info(folder, as_json):
+    """Show what the index in FOLDER holds."""
+    from sbert.search.index import VectorIndex
+
+    existing = VectorIndex.open(folder)
+    summary = {
+        "rows": len(existing),
+        "deleted": len(existing.deleted),
+        "model": existing.model,
+        "dim": existing.dim,
+        "metric": existing.metric,
+        "structures": existing.manifest["structures"],
+        "default_method": existing.default_method(),
+        "segments": len(existing.manifest["segments"]),
+    }
+    if as_json:
+        _echo_json(summary)
+        return
+    for key, value in summary.items():
+        click.echo(f"{key}: {value}")
+
+
+# -- search --------------------------------------------------------------------------------------------
+@click.command()
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("queries", nargs=-1, required=True)
+@click.option("-k", "--top-k", "k", default=10, show_default=True, type=click.IntRange(min=1))
+@click.option("--model", "-m", default=None, help="Must be the index's model [default: the index's model].")
+@click.option(
+    "--method",
+    type=click.Choice(["exact", "hnsw", "int8", "binary"]),
+    help="How to search [default: hnsw if built, else the quantised scan if built, else exact].",
+)
+@click.option("--ef-search", type=click.IntRange(min=1), help="HNSW search breadth (more = better recall, slower).")
+@click.option("--rescore", type=click.IntRange(min=1), help="int8/binary: re-score k x this many with float vectors.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@device_options
+@friendly_errors
+def search(folder, queries, k, model, method, ef_search, rescore, as_json, device, allow_pickle):
+    """Find the texts in the index at FOLDER most similar to each of QUERIES."""
+    from sbert.search.index import VectorIndex
+
+    existing = VectorIndex.open(folder)
+    if model is not None:
+        existing.check_model(model)
+    encoder = load_model(model or existing.model, device, allow_pickle)
+    existing.check_model(model or existing.model, encoder.dim)
+    hits = existing.search(encoder.encode(list(queries)), k, method=method, ef_search=ef_search, rescore=rescore)
+    if as_json:
+        _echo_json([{"query": q, "hits": [h._asdict() for h in found]} for q, found in zip(queries, hits, strict=True)])
+        return
+    for query, found in zip(queries, hits, strict=True):
+        click.echo(f"query: {query}")
+        for rank, hit in enumerate(found, 1):
+            click.echo(f"{rank:>4}. {hit.score:.4f}  [{hit.id}] {_clip(hit.text)}")
+
+
+# -- mining and clustering ---------------------------------------------------------------------------
+def _read_and_embed(source, model, device, allow_pickle, batch_size, skip_empty, progress):
+    from sbert.data.corpus import read_corpus
+
+    ids, texts = read_corpus(source, skip_empty=skip_empty)
+    if not texts:
+        raise click.ClickException(f"{source}: no texts")
+    encoder = load_model(model, device, allow_pickle)
+    return ids or [str(i) for i in range(len(texts))], texts, _embed(encoder, texts, batch_size, progress)
+
+
+@click.command()
+@click.argument("source", metavar="FILE")
+@model_options
+@click.option("--top-k", default=100, show_default=True, type=click.IntRange(min=1), help="Partners kept per text.")
+@click.option("--max-pairs", default=500_000, show_default=True, type=click.IntRange(min=1))
+@click.option("--threshold", type=float, help="Keep pairs with cosine similarity at least this.")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=0), help="Pairs printed (0 = all).")
+@click.option("--json", "as_json", is_flag=True, help="Print all pairs as JSON.")
+@_corpus_options
+@friendly_errors
+def mine(source, model, device, allow_pickle, top_k, max_pairs, threshold, limit, as_json, **read):
+    """Paraphrase mining: the most similar pairs of texts in FILE (text lines, or .jsonl with 'text'/'id')."""
+    from sbert.search.mining import paraphrase_mining
+
+    ids, texts, embeddings = _read_and_embed(source, model, device, allow_pickle, **read)
+    pairs = paraphrase_mining(embeddings, top_k=top_k, max_pairs=max_pairs, threshold=threshold)
+    if as_json:
+        _echo_json(
+            [
+                {"score": p.score, "id_a": ids[p.i], "id_b": ids[p.j], "text_a": texts[p.i], "text_b": texts[p.j]}
+                for p in pairs
+            ]
+        )
+        return
+    for p in pairs[: limit or None]:
+        click.echo(f"{p.score:.4f}  [{ids[p.i]}] {_clip(texts[p.i], 60)}  <->  [{ids[p.j]}] {_clip(texts[p.j], 60)}")
+    click.echo(f"{len(pairs):,} pairs{f' (first {limit} shown)' if limit and len(pairs) > limit else ''}", err=True)
+
+
+@click.command()
+@click.argument("source", metavar="FILE")
+@model_options
+@click.option(
+    "--method", type=click.Choice(["agglomerative", "kmeans", "community"]), default="community", show_default=True
+)
+@click.option("--threshold", type=float, help="Cosine similarity: agglomerative [0.5], community [0.75].")
+@click.option("--k", "k", type=click.IntRange(min=1), help="kmeans: number of clusters (required).")
+@click.option("--min-size", default=10, show_default=True, type=click.IntRange(min=1), help="community: min size.")
+@click.option("--linkage", type=click.Choice(["average", "complete", "single"]), default="average", show_default=True)
+@click.option("--seed", default=0, show_default=True, type=int, help="kmeans: random seed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the clusters as JSON.")
+@_corpus_options
+@friendly_errors
+def cluster(source, model, device, allow_pickle, method, threshold, k, min_size, linkage, seed, as_json, **read):
+    """Group the texts in FILE by meaning (text lines, or .jsonl with 'text'/'id')."""
+    from sbert import cluster as clustering
+
+    if method == "kmeans" and k is None:
+        raise click.UsageError("--method kmeans needs --k")
+    ids, texts, embeddings = _read_and_embed(source, model, device, allow_pickle, **read)
+    if method == "agglomerative":
+        labels = clustering.agglomerative(embeddings, 0.5 if threshold is None else threshold, linkage)
+    elif method == "kmeans":
+        labels = clustering.kmeans(embeddings, k, seed)
+    else:
+        labels = clustering.community_detection(embeddings, 0.75 if threshold is None else threshold, min_size)
+    groups = clustering.clusters(labels)
+    if as_json:
+        _echo_json(
+            {
+                "method": method,
+                "clusters": [[{"id": ids[r], "text": texts[r]} for r in group] for group in groups],
+                "unclustered": [ids[r] for r in range(len(texts)) if labels[r] < 0],
+            }
+        )
+        return
+    for number, group in enumerate(groups):
+        click.echo(f"cluster {number} ({len(group)} texts)")
+        for row in group:
+            click.echo(f"    [{ids[row]}] {_clip(texts[row])}")
+    unclustered = int((labels < 0).sum())
+    click.echo(f"{len(groups)} clusters; {unclustered} texts in none", err=True)

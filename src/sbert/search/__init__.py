@@ -1,0 +1,6 @@
+"""Search over embeddings: exact top-k, paraphrase mining, and a persistent index (``sbert.search.index``)."""
+
+from sbert.search.exact import TopK, semantic_search
+from sbert.search.mining import Pair, paraphrase_mining
+
+__all__ = ["Pair", "TopK", "paraphrase_mining", "semantic_search"]

@@ -1,0 +1,92 @@
+"""Paraphrase mining: the most similar pairs among many texts, without an N x N matrix in memory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+import torch
+
+from sbert.search.exact import as_tensor, semantic_search
+from sbert.similarity import Array
+
+if TYPE_CHECKING:
+    from sbert.encoder import Encoder
+
+
+class Pair(NamedTuple):
+    """A mined pair: ``score`` and the two row numbers, ``i < j``."""
+
+    score: float
+    i: int
+    j: int
+
+
+def _reduce(s: np.ndarray, a: np.ndarray, b: np.ndarray, limit: int) -> tuple[np.ndarray, ...]:
+    """Distinct pairs (a < b), best first by (score desc, a, b), at most ``limit``; a pair seen twice keeps its best."""
+    order = np.lexsort((b, a, -s))
+    s, a, b = s[order], a[order], b[order]
+    _, first = np.unique(a.astype(np.int64) * (int(b.max(initial=0)) + 1) + b, return_index=True)
+    keep = np.sort(first)[:limit]  # first occurrence = best score for that pair, order preserved
+    return s[keep], a[keep], b[keep]
+
+
+def paraphrase_mining(
+    texts_or_embeddings: Sequence[str] | Array,
+    encoder: Encoder | None = None,
+    *,
+    top_k: int = 100,
+    max_pairs: int = 500_000,
+    threshold: float | None = None,
+    score: str = "cosine",
+    query_chunk_size: int = 1000,
+    corpus_chunk_size: int = 100_000,
+    batch_size: int = 32,
+    show_progress: bool | None = None,
+) -> list[Pair]:
+    """The most similar pairs: for each row its ``top_k`` best partners, merged, best ``max_pairs`` kept.
+
+    Give texts with an ``encoder``, or (n, d) embeddings. Pairs scoring below ``threshold`` are
+    dropped. Memory holds at most ``query_chunk_size x corpus_chunk_size`` scores plus ~2 x max_pairs
+    candidates. The output is deterministic: score descending, then ``i``, then ``j``.
+    """
+    if top_k < 1 or max_pairs < 1:
+        raise ValueError(f"top_k and max_pairs must be at least 1, got {top_k} and {max_pairs}")
+    if isinstance(texts_or_embeddings, Sequence) and not isinstance(texts_or_embeddings, np.ndarray):
+        if encoder is None:
+            raise ValueError("paraphrase_mining was given texts but no encoder to embed them")
+        emb = encoder.encode(list(texts_or_embeddings), batch_size=batch_size, show_progress=show_progress)
+    else:
+        emb = texts_or_embeddings
+    corpus = as_tensor(emb)
+    if score == "cosine":  # normalise once, not once per query chunk
+        corpus, score = torch.nn.functional.normalize(corpus, dim=1), "dot"
+    n = corpus.shape[0]
+    kept = [np.empty(0, np.float32), np.empty(0, np.int64), np.empty(0, np.int64)]
+    pending: list[tuple[np.ndarray, ...]] = []
+    pending_size = 0
+    for q0 in range(0, n, query_chunk_size):
+        found = semantic_search(
+            corpus[q0 : q0 + query_chunk_size],
+            corpus,
+            top_k + 1,
+            score=score,
+            query_chunk_size=query_chunk_size,
+            corpus_chunk_size=corpus_chunk_size,
+        )
+        rows = np.arange(q0, q0 + found.indices.shape[0])[:, None]
+        other = found.indices != rows
+        # Keep top_k partners per row: drop the row itself, or the last one when the row was not listed.
+        other &= np.cumsum(other, axis=1) <= top_k
+        if threshold is not None:
+            other &= found.scores >= threshold
+        i = np.broadcast_to(rows, other.shape)[other]
+        j = found.indices[other]
+        pending.append((found.scores[other], np.minimum(i, j), np.maximum(i, j)))
+        pending_size += len(i)
+        if pending_size > 2 * max_pairs:
+            kept = list(_reduce(*(np.concatenate(x) for x in zip(kept, *pending, strict=False)), max_pairs))
+            pending, pending_size = [], 0
+    s, a, b = _reduce(*(np.concatenate(x) for x in zip(kept, *pending, strict=False)), max_pairs)
+    return [Pair(float(x), int(y), int(z)) for x, y, z in zip(s, a, b, strict=True)]

@@ -1,0 +1,109 @@
+"""sbert index / search / mine / cluster, run in-process."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from sbert.cli import main
+
+TEXTS = [
+    "A man is playing a guitar.",
+    "A woman is slicing an onion.",
+    "Someone plays the guitar.",
+    "A cat sleeps on the sofa.",
+    "A kitten is sleeping on a couch.",
+    "The stock market fell today.",
+]
+
+
+@pytest.fixture(scope="module")
+def runner(model):
+    return CliRunner()
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    return path
+
+
+def run(runner, *args):
+    result = runner.invoke(main, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_index_build_search_add_delete(runner, model, corpus, tmp_path):
+    folder = tmp_path / "ix"
+    run(runner, "index", "build", corpus, "--out", folder, "--ann")
+    result = run(runner, "search", folder, "Someone is playing music on a guitar", "-k", "2", "--json")
+    hits = json.loads(result.stdout)[0]["hits"]
+    assert {h["id"] for h in hits} == {"0", "2"}
+    query = model.encode("Someone is playing music on a guitar", normalize=True)
+    best = model.encode(TEXTS[int(hits[0]["id"])], normalize=True)
+    assert hits[0]["score"] == pytest.approx(float(best @ query), abs=1e-5)
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"id": "news", "text": "Shares dropped sharply."}) + "\n", encoding="utf-8")
+    run(runner, "index", "add", folder, more)
+    text = run(runner, "search", folder, "stocks went down", "-k", "2").stdout
+    assert "[news] Shares dropped sharply." in text and text.splitlines()[0] == "query: stocks went down"
+    run(runner, "index", "delete", folder, "news")
+    info = json.loads(run(runner, "index", "info", folder, "--json").stdout)
+    assert (info["rows"], info["deleted"], info["default_method"]) == (6, 1, "hnsw")
+    bad = runner.invoke(main, ["index", "delete", str(folder), "nope"])
+    assert bad.exit_code == 1 and "nope" in bad.output
+
+
+def test_search_refuses_another_model_and_missing_index(runner, corpus, tmp_path):
+    folder = tmp_path / "ix"
+    run(runner, "index", "build", corpus, "--out", folder)
+    result = runner.invoke(main, ["search", str(folder), "q", "--model", str(tmp_path)])
+    assert result.exit_code == 1 and "was built with model 'all-MiniLM-L6-v2'" in result.output
+    result = runner.invoke(main, ["search", str(tmp_path / "none"), "q"])
+    assert result.exit_code == 1 and "no such index folder" in result.output
+    result = runner.invoke(main, ["index", "build", str(corpus), "--out", str(folder)])
+    assert result.exit_code != 0 and "overwrite" in result.output
+
+
+def test_mine_prints_pairs_and_json(runner, corpus):
+    text = run(runner, "mine", corpus, "--top-k", "1").stdout.splitlines()
+    assert "[3] A cat sleeps on the sofa.  <->  [4] A kitten is sleeping on a couch." in text[0]
+    pairs = json.loads(run(runner, "mine", corpus, "--threshold", "0.5", "--json").stdout)
+    assert {(p["id_a"], p["id_b"]) for p in pairs} == {("3", "4"), ("0", "2")}
+    assert all(p["score"] >= 0.5 for p in pairs)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--method", "community", "--min-size", "2", "--threshold", "0.6"],
+        ["--method", "agglomerative", "--threshold", "0.6"],
+        ["--method", "kmeans", "--k", "4"],
+    ],
+)
+def test_cluster_methods(runner, corpus, args):
+    out = json.loads(run(runner, "cluster", corpus, *args, "--json").stdout)
+    groups = [sorted(int(m["id"]) for m in c) for c in out["clusters"]]
+    assert [0, 2] in groups and [3, 4] in groups
+
+
+def test_cluster_kmeans_needs_k_and_bad_corpus_is_named(runner, corpus, tmp_path):
+    result = runner.invoke(main, ["cluster", str(corpus), "--method", "kmeans"])
+    assert result.exit_code == 2 and "--k" in result.output
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"txt": "oops"}\n', encoding="utf-8")
+    result = runner.invoke(main, ["mine", str(bad)])
+    assert result.exit_code == 1 and "bad.jsonl: line 2" in result.output
+
+
+def test_index_embeddings_equal_library(corpus, tmp_path, model, runner):
+    from sbert.search.index import VectorIndex
+
+    run(runner, "index", "build", corpus, "--out", tmp_path / "ix")
+    stored = np.asarray(VectorIndex.open(tmp_path / "ix").vectors)
+    np.testing.assert_allclose(stored, model.encode(TEXTS, normalize=True), atol=1e-6)

@@ -1,0 +1,166 @@
+"""The persistent vector index: round trips, add/delete, atomic writes, model checks, ANN and quantised recall."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from sbert.errors import IndexExistsError, IndexFormatError, IndexMismatchError
+from sbert.search import index as index_module
+from sbert.search import semantic_search
+from sbert.search.index import VectorIndex
+
+
+def clustered(n: int, dim: int = 64, centres: int = 100, seed: int = 0) -> np.ndarray:
+    """Vectors shaped like sentence embeddings: groups around shared directions, not uniform noise."""
+    c = np.random.default_rng(1234).normal(size=(centres, dim))
+    rng = np.random.default_rng(seed)
+    return (c[rng.integers(0, centres, n)] + 0.8 * rng.normal(size=(n, dim))).astype(np.float32)
+
+
+def recall(found: np.ndarray, exact: np.ndarray) -> float:
+    return float(np.mean([len(set(a) & set(b)) / len(b) for a, b in zip(found, exact, strict=True)]))
+
+
+@pytest.fixture
+def vectors():
+    return clustered(600, dim=32)
+
+
+def test_build_open_round_trip_equals_semantic_search(tmp_path, vectors):
+    texts = [f"text {i}" for i in range(600)]
+    built = VectorIndex.build(tmp_path / "ix", vectors, model="default", texts=texts)
+    opened = VectorIndex.open(tmp_path / "ix")
+    assert (len(opened), opened.dim, opened.model, opened.metric) == (600, 32, "all-MiniLM-L6-v2", "cosine")
+    queries = clustered(20, dim=32, seed=5)
+    expected = semantic_search(queries, vectors, 7)
+    for ix in (built, opened):
+        found = ix.search_rows(queries, 7)
+        np.testing.assert_array_equal(found.indices, expected.indices)
+        np.testing.assert_allclose(found.scores, expected.scores, atol=1e-6)
+    hit = opened.search(queries[:1], 1)[0][0]
+    assert hit.id == str(expected.indices[0, 0]) and hit.text == f"text {hit.row}"
+
+
+def test_add_and_delete_persist(tmp_path, vectors):
+    ix = VectorIndex.build(tmp_path / "ix", vectors[:400], model="default", ids=[f"a{i}" for i in range(400)])
+    ix.add(vectors[400:500], texts=["x"] * 100)  # default ids continue after the largest number (none here)
+    ix.add(vectors[500:], ids=[f"b{i}" for i in range(100)])
+    assert ix.ids[400] == "0" and ix.ids[-1] == "b99" and len(ix) == 600
+    with pytest.raises(ValueError, match="unique"):
+        ix.add(vectors[:1], ids=["a3"])
+    assert ix.delete(["a0", "b5", "7"]) == 3
+    with pytest.raises(KeyError, match="a0"):
+        ix.delete(["a0"])  # already deleted
+    opened = VectorIndex.open(tmp_path / "ix")
+    assert len(opened) == 597 and len(opened.manifest["segments"]) == 3
+    found = opened.search_rows(vectors[[0, 505]], 5, method="exact").indices
+    assert not np.isin(found, [0, 505, 407]).any()
+    assert opened.search(vectors[[1]], 1)[0][0].id == "a1"
+
+
+def test_deleting_a_quarter_compacts(tmp_path, vectors):
+    ix = VectorIndex.build(tmp_path / "ix", vectors, model="default", quantization="int8")
+    ix.delete([str(i) for i in range(0, 600, 3)])  # a third
+    assert len(ix.manifest["segments"]) == 1 and ix.manifest["deleted"] is None and len(ix.ids) == 400
+    assert ix.ids[:3] == ["1", "2", "4"]
+    files = sorted(p.name.split("-")[0] for p in (tmp_path / "ix").iterdir())
+    assert files == [".lock", "int8", "manifest.json", "seg", "seg"]  # old files collected
+    keep = [i for i in range(600) if i % 3]
+    expected = semantic_search(vectors[:5], vectors[keep], 5).indices
+    np.testing.assert_array_equal(ix.search_rows(vectors[:5], 5, method="exact").indices, expected)
+
+
+def test_interrupted_writes_leave_the_previous_index_intact(tmp_path, vectors, monkeypatch):
+    folder = tmp_path / "ix"
+    VectorIndex.build(folder, vectors[:300], model="default", ann=True)
+    before = VectorIndex.open(folder).search_rows(vectors[:10], 5)
+    manifest = (folder / "manifest.json").read_text()
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("simulated crash")
+
+    # 1. after the new segment and graph are written, before the manifest is replaced
+    ix = VectorIndex.open(folder)
+    monkeypatch.setattr(index_module, "_write_manifest", crash)
+    with pytest.raises(KeyboardInterrupt):
+        ix.add(vectors[300:])
+    assert len(ix) == 300  # the object went back to what is on disk
+    monkeypatch.undo()
+    # 2. halfway through writing the manifest itself
+    real_dump = json.dump
+
+    def half_dump(obj, handle, **kwargs):
+        handle.write(json.dumps(obj)[:50])
+        raise OSError("disk full")
+
+    monkeypatch.setattr(index_module.json, "dump", half_dump)
+    with pytest.raises(OSError):
+        VectorIndex.open(folder).delete(["3"])
+    monkeypatch.setattr(index_module.json, "dump", real_dump)
+    assert (folder / "manifest.json").read_text() == manifest
+    after = VectorIndex.open(folder)
+    assert len(after) == 300
+    np.testing.assert_array_equal(after.search_rows(vectors[:10], 5).indices, before.indices)
+    # the next successful write collects the orphans of the failed ones
+    after.add(vectors[300:])
+    names = {p.name for p in folder.iterdir()}
+    named = {s[k] for s in after.manifest["segments"] for k in ("vectors", "records")}
+    assert names == named | {"manifest.json", ".lock", after.manifest["structures"]["hnsw"]["file"]}
+
+
+def test_refuses_other_models_and_dimensions(tmp_path, vectors, model):
+    ix = VectorIndex.build(tmp_path / "ix", vectors, model="default")
+    with pytest.raises(IndexMismatchError, match="all-MiniLM-L6-v2"):
+        ix.check_model(tmp_path)
+    ix.check_model("all-MiniLM-L6-v2")
+    ix.check_model(model.path)  # the same folder, named by path
+    with pytest.raises(IndexMismatchError, match="32-dim"):
+        ix.search(np.ones((1, 384), np.float32))
+    with pytest.raises(IndexMismatchError, match="32-dim"):
+        ix.add(np.ones((1, 16), np.float32))
+    with pytest.raises(IndexMismatchError, match="384"):
+        ix.check_model("default", 384)
+
+
+def test_damaged_or_foreign_folders_give_clear_errors(tmp_path, vectors):
+    with pytest.raises(IndexFormatError, match="no such index folder"):
+        VectorIndex.open(tmp_path / "nothing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(IndexFormatError, match=r"manifest\.json missing"):
+        VectorIndex.open(tmp_path / "empty")
+    folder = tmp_path / "ix"
+    ix = VectorIndex.build(folder, vectors, model="default")
+    with pytest.raises(IndexExistsError, match="overwrite"):
+        VectorIndex.build(folder, vectors, model="default")
+    (folder / ix.manifest["segments"][0]["vectors"]).unlink()
+    with pytest.raises(IndexFormatError, match="missing"):
+        VectorIndex.open(folder)
+    (folder / "manifest.json").write_text("{not json")
+    with pytest.raises(IndexFormatError, match="malformed JSON"):
+        VectorIndex.open(folder)
+
+
+def test_hnsw_recall_at_10_on_20000_vectors(tmp_path):
+    corpus, queries = clustered(20_000, dim=128, centres=400), clustered(200, dim=128, centres=400, seed=9)
+    ix = VectorIndex.build(tmp_path / "ix", corpus, model="default", ann=True)
+    exact = ix.search_rows(queries, 10, method="exact").indices
+    assert ix.default_method() == "hnsw"
+    assert recall(ix.search_rows(queries, 10).indices, exact) >= 0.95
+    ix.delete([str(r) for r in exact[:, 0]])  # deleted rows never come back from the graph
+    assert not np.isin(ix.search_rows(queries, 10).indices, exact[:, 0]).any()
+
+
+def test_quantised_search_with_rescoring(tmp_path):
+    corpus, queries = clustered(5000, dim=128), clustered(100, dim=128, seed=3)
+    exact = semantic_search(queries, corpus, 10)
+    for kind, floor in (("int8", 0.97), ("binary", 0.85)):
+        ix = VectorIndex.build(tmp_path / kind, corpus, model="default", quantization=kind)
+        found = ix.search_rows(queries, 10)
+        assert recall(found.indices, exact.indices) >= floor, kind
+        rescored = found.indices[:, 0] == exact.indices[:, 0]  # rescoring gives float scores for the same rows
+        np.testing.assert_allclose(found.scores[rescored, 0], exact.scores[rescored, 0], atol=1e-5)
+        raw = ix.search_rows(queries, 10, rescore=1)
+        assert recall(raw.indices, exact.indices) <= recall(found.indices, exact.indices)
