@@ -239,11 +239,12 @@ class VectorIndex:
             params.efSearch = max(ef_search or self.manifest["structures"]["hnsw"]["ef_search"], fetch)
         if len(self.deleted):
             params.sel = self._selector()
-        if method == "binary":
-            dist, rows = index.search(_sign_bits(q), fetch, params=params)
-            scores = -dist.astype(np.float32)  # fewer differing bits = more similar
-        else:
-            scores, rows = index.search(q, fetch, params=params)
+        with _faiss_threads(1 if len(q) < 16 else None):
+            if method == "binary":
+                dist, rows = index.search(_sign_bits(q), fetch, params=params)
+                scores = -dist.astype(np.float32)  # fewer differing bits = more similar
+            else:
+                scores, rows = index.search(q, fetch, params=params)
         if method != "hnsw" and (rescore or DEFAULT_RESCORE[method]) > 1:
             scores = np.where(rows >= 0, np.einsum("qd,qkd->qk", q, self.vectors[np.maximum(rows, 0)]), -np.inf)
         return _pad(*_best(scores.astype(np.float32), rows.astype(np.int64), k), k)
@@ -489,6 +490,22 @@ class VectorIndex:
             )
             if file.is_file() and ours and file.name not in named:
                 file.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _faiss_threads(threads: int | None) -> Iterator[None]:
+    """Run FAISS with ``threads`` OpenMP threads (None: unchanged). A few queries run faster on one
+    thread: waking the others costs more than they save, and far more on a busy machine."""
+    if threads is None:
+        yield
+        return
+    faiss = _faiss()
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(threads)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 def _write_manifest(path: Path, manifest: dict) -> None:
