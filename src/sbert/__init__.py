@@ -21,17 +21,29 @@ if TYPE_CHECKING:
     from sbert.encoder import Encoder
 
 
-def load(name_or_path: str | Path = "default", *, allow_pickle: bool = False, device: str | None = None) -> Encoder:
+def load(
+    name_or_path: str | Path = "default",
+    *,
+    allow_pickle: bool = False,
+    device: str | None = None,
+    backend: str = "torch",
+    precision: str = "fp32",
+) -> Encoder:
     """Load a sentence encoder from a local folder or a shipped model name; never downloads.
 
     ``name_or_path``: ``"default"`` (all-MiniLM-L6-v2), a sentence-transformers folder, or a plain
     Hugging Face folder (mean pooling is added). ``allow_pickle`` permits ``pytorch_model.bin``
     weights, which can run code when loaded. ``device``: "cpu", "cuda", ... (default: cuda if present).
+    ``backend``/``precision``: "torch" with "fp32" or "bf16", or "onnx" with "fp32" or "int8" (CPU;
+    see ``Encoder.use_backend``).
     """
     from sbert.encoder import Encoder
     from sbert.registry import resolve
 
-    return Encoder.load(resolve(name_or_path), allow_pickle=allow_pickle, device=device)
+    encoder = Encoder.load(resolve(name_or_path), allow_pickle=allow_pickle, device=device)
+    if backend != "torch" or precision != "fp32":
+        encoder.use_backend(backend, precision)
+    return encoder
 
 
 def __getattr__(name: str):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from sbert.cli_common import MODEL_HELP, device_options, friendly_errors, load_model, model_options
+from sbert.cli_common import MODEL_HELP, Runtime, device_options, friendly_errors, load_model, model_options
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -29,7 +29,7 @@ def main() -> None:
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal, long inputs).")
 @friendly_errors
 def encode(
-    source, model, device, allow_pickle, out, fmt, batch_size, normalize, max_seq_length, skip_empty, progress
+    source, model, runtime, allow_pickle, out, fmt, batch_size, normalize, max_seq_length, skip_empty, progress
 ) -> None:
     """Embed FILE (one text per line, UTF-8; '-' or nothing = standard input)."""
     from sbert.atomic import atomic_file
@@ -39,7 +39,7 @@ def encode(
     if fmt == "npy" and out is None:
         raise click.UsageError("--format npy needs --out FILE.npy")
     texts = read_lines(source, skip_empty=skip_empty)
-    encoder = load_model(model, device, allow_pickle)
+    encoder = load_model(model, runtime, allow_pickle)
     if max_seq_length:
         encoder.max_seq_length = max_seq_length
     embeddings = encoder.encode(texts, batch_size=batch_size, normalize=normalize, show_progress=progress)
@@ -75,13 +75,13 @@ def encode(
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the matrix as JSON.")
 @friendly_errors
-def similarity(texts, model, device, allow_pickle, function, as_json) -> None:
+def similarity(texts, model, runtime, allow_pickle, function, as_json) -> None:
     """Print the similarity matrix of TEXTS (two or more)."""
     from sbert import similarity as sim
 
     if len(texts) < 2:
         raise click.UsageError("give at least two texts to compare")
-    encoder = load_model(model, device, allow_pickle)
+    encoder = load_model(model, runtime, allow_pickle)
     embeddings = encoder.encode(list(texts))
     matrix = sim.get(function or encoder.similarity_fn_name)(embeddings, embeddings)
     if as_json:
@@ -209,7 +209,7 @@ def train(run_file, train, fmt, resume, **options) -> None:
 )
 @device_options
 @friendly_errors
-def evaluate(model, tasks, data, tokenized, inner_folds, batch_size, json_out, device, allow_pickle) -> None:
+def evaluate(model, tasks, data, tokenized, inner_folds, batch_size, json_out, runtime, allow_pickle) -> None:
     """Score MODEL on STS (Spearman x 100 of cosine) and SentEval transfer tasks (accuracy x 100)."""
     import time
 
@@ -220,7 +220,7 @@ def evaluate(model, tasks, data, tokenized, inner_folds, batch_size, json_out, d
     names = expand(tasks)
     folder = data_dir(data)
     evaluators = {name: make_evaluator(name, folder, tokenized, inner_folds, batch_size) for name in names}
-    encoder = load_model(model, device, allow_pickle)
+    encoder = load_model(model, runtime, allow_pickle)
     results, rows = {}, []
     for name, evaluator in evaluators.items():
         began = time.perf_counter()
@@ -244,7 +244,7 @@ def evaluate(model, tasks, data, tokenized, inner_folds, batch_size, json_out, d
 @friendly_errors
 def info(model, allow_pickle, as_json) -> None:
     """Show a model's modules, dimension and maximum sequence length."""
-    summary = load_model(model, "cpu", allow_pickle).describe()
+    summary = load_model(model, Runtime("cpu"), allow_pickle).describe()
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import wraps
 
 import click
@@ -25,15 +26,52 @@ def friendly_errors(func: Callable) -> Callable:
     return wrapper
 
 
-def load_model(model: str, device: str | None, allow_pickle: bool):
+@dataclass(frozen=True)
+class Runtime:
+    """Where and how a command runs its model: device, backend and precision."""
+
+    device: str | None = None
+    backend: str = "torch"
+    precision: str = "fp32"
+
+
+def load_model(model: str, runtime: Runtime, allow_pickle: bool):
     import sbert
 
-    return sbert.load(model, device=device, allow_pickle=allow_pickle)
+    return sbert.load(
+        model,
+        device=runtime.device,
+        allow_pickle=allow_pickle,
+        backend=runtime.backend,
+        precision=runtime.precision,
+    )
 
 
 def device_options(func: Callable) -> Callable:
-    func = click.option("--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code).")(func)
-    return click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if present).")(func)
+    """--device, --backend, --precision (folded into one ``runtime`` argument) and --allow-pickle."""
+
+    @wraps(func)
+    def wrapper(*args, device, backend, precision, **kwargs):
+        precision = precision or ("int8" if backend == "onnx-int8" else "fp32")
+        backend = "onnx" if backend == "onnx-int8" else backend
+        return func(*args, runtime=Runtime(device, backend, precision), **kwargs)
+
+    wrapper = click.option("--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code).")(
+        wrapper
+    )
+    wrapper = click.option(
+        "--precision",
+        type=click.Choice(["fp32", "bf16", "int8"]),
+        help="torch: fp32 or bf16; onnx: fp32 or int8 [default: fp32].",
+    )(wrapper)
+    wrapper = click.option(
+        "--backend",
+        type=click.Choice(["torch", "onnx", "onnx-int8"]),
+        default="torch",
+        show_default=True,
+        help="How to run the model on the CPU: torch, or ONNX Runtime (export cached beside the model).",
+    )(wrapper)
+    return click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if present).")(wrapper)
 
 
 def model_options(func: Callable) -> Callable:

@@ -48,14 +48,14 @@ def index() -> None:
 @click.option("--overwrite", is_flag=True, help="Replace an index already at --out.")
 @_corpus_options
 @friendly_errors
-def index_build(corpus, out, model, device, allow_pickle, metric, overwrite, batch_size, skip_empty, progress, **opts):
+def index_build(corpus, out, model, runtime, allow_pickle, metric, overwrite, batch_size, skip_empty, progress, **opts):
     """Embed CORPUS (text, one per line; or .jsonl with 'text' and optional 'id') into an index at --out."""
     from sbert.data.corpus import read_corpus
     from sbert.search.index import VectorIndex
 
     VectorIndex.check_target(out, overwrite)
     ids, texts = read_corpus(corpus, skip_empty=skip_empty)
-    encoder = load_model(model, device, allow_pickle)
+    encoder = load_model(model, runtime, allow_pickle)
     embeddings = _embed(encoder, texts, batch_size, progress)
     built = VectorIndex.build(
         out,
@@ -77,14 +77,14 @@ def index_build(corpus, out, model, device, allow_pickle, metric, overwrite, bat
 @device_options
 @_corpus_options
 @friendly_errors
-def index_add(folder, corpus, device, allow_pickle, batch_size, skip_empty, progress):
+def index_add(folder, corpus, runtime, allow_pickle, batch_size, skip_empty, progress):
     """Embed CORPUS with the index's own model and add it to the index in FOLDER."""
     from sbert.data.corpus import read_corpus
     from sbert.search.index import VectorIndex
 
     existing = VectorIndex.open(folder)
     ids, texts = read_corpus(corpus, skip_empty=skip_empty)
-    encoder = load_model(existing.model, device, allow_pickle)
+    encoder = load_model(existing.model, runtime, allow_pickle)
     existing.check_model(existing.model, encoder.dim)
     existing.add(_embed(encoder, texts, batch_size, progress), ids=ids, texts=texts, show_progress=progress)
     click.echo(f"added {len(texts):,} texts; the index holds {len(existing):,}", err=True)
@@ -148,14 +148,14 @@ def index_info(folder, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @device_options
 @friendly_errors
-def search(folder, queries, k, model, method, ef_search, rescore, as_json, device, allow_pickle):
+def search(folder, queries, k, model, method, ef_search, rescore, as_json, runtime, allow_pickle):
     """Find the texts in the index at FOLDER most similar to each of QUERIES."""
     from sbert.search.index import VectorIndex
 
     existing = VectorIndex.open(folder)
     if model is not None:
         existing.check_model(model)
-    encoder = load_model(model or existing.model, device, allow_pickle)
+    encoder = load_model(model or existing.model, runtime, allow_pickle)
     existing.check_model(model or existing.model, encoder.dim)
     hits = existing.search(encoder.encode(list(queries)), k, method=method, ef_search=ef_search, rescore=rescore)
     if as_json:
@@ -168,13 +168,13 @@ def search(folder, queries, k, model, method, ef_search, rescore, as_json, devic
 
 
 # -- mining and clustering ---------------------------------------------------------------------------
-def _read_and_embed(source, model, device, allow_pickle, batch_size, skip_empty, progress):
+def _read_and_embed(source, model, runtime, allow_pickle, batch_size, skip_empty, progress):
     from sbert.data.corpus import read_corpus
 
     ids, texts = read_corpus(source, skip_empty=skip_empty)
     if not texts:
         raise click.ClickException(f"{source}: no texts")
-    encoder = load_model(model, device, allow_pickle)
+    encoder = load_model(model, runtime, allow_pickle)
     return ids or [str(i) for i in range(len(texts))], texts, _embed(encoder, texts, batch_size, progress)
 
 
@@ -188,11 +188,11 @@ def _read_and_embed(source, model, device, allow_pickle, batch_size, skip_empty,
 @click.option("--json", "as_json", is_flag=True, help="Print all pairs as JSON.")
 @_corpus_options
 @friendly_errors
-def mine(source, model, device, allow_pickle, top_k, max_pairs, threshold, limit, as_json, **read):
+def mine(source, model, runtime, allow_pickle, top_k, max_pairs, threshold, limit, as_json, **read):
     """Paraphrase mining: the most similar pairs of texts in FILE (text lines, or .jsonl with 'text'/'id')."""
     from sbert.search.mining import paraphrase_mining
 
-    ids, texts, embeddings = _read_and_embed(source, model, device, allow_pickle, **read)
+    ids, texts, embeddings = _read_and_embed(source, model, runtime, allow_pickle, **read)
     pairs = paraphrase_mining(embeddings, top_k=top_k, max_pairs=max_pairs, threshold=threshold)
     if as_json:
         _echo_json(
@@ -221,13 +221,13 @@ def mine(source, model, device, allow_pickle, top_k, max_pairs, threshold, limit
 @click.option("--json", "as_json", is_flag=True, help="Print the clusters as JSON.")
 @_corpus_options
 @friendly_errors
-def cluster(source, model, device, allow_pickle, method, threshold, k, min_size, linkage, seed, as_json, **read):
+def cluster(source, model, runtime, allow_pickle, method, threshold, k, min_size, linkage, seed, as_json, **read):
     """Group the texts in FILE by meaning (text lines, or .jsonl with 'text'/'id')."""
     from sbert import cluster as clustering
 
     if method == "kmeans" and k is None:
         raise click.UsageError("--method kmeans needs --k")
-    ids, texts, embeddings = _read_and_embed(source, model, device, allow_pickle, **read)
+    ids, texts, embeddings = _read_and_embed(source, model, runtime, allow_pickle, **read)
     if method == "agglomerative":
         labels = clustering.agglomerative(embeddings, 0.5 if threshold is None else threshold, linkage)
     elif method == "kmeans":

@@ -6,6 +6,7 @@ sentence-transformers folder format (``load``/``save``); the modules do the math
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
 from collections.abc import Iterable, Sequence
@@ -60,6 +61,8 @@ class Encoder(nn.Sequential):
             raise ValueError("an Encoder starts with a Transformer module")
         self.similarity_fn_name = similarity_fn_name
         self.path: Path | None = None
+        self.backend: Any = None  # None: torch; else a callable features -> (B, dim) numpy (see use_backend)
+        self.precision = "fp32"
 
     # -- shape -----------------------------------------------------------------------------------------
     @property
@@ -85,6 +88,32 @@ class Encoder(nn.Sequential):
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
+
+    # -- backends --------------------------------------------------------------------------------------
+    def use_backend(
+        self,
+        backend: Literal["torch", "onnx"] = "torch",
+        precision: str = "fp32",
+        cache_dir: str | Path | None = None,
+    ) -> Encoder:
+        """Choose how ``encode`` computes sentence vectors; returns self.
+
+        ``torch`` with ``fp32`` or ``bf16`` (autocast; fast where the CPU has AMX/AVX512-BF16), or
+        ``onnx`` with ``fp32`` or ``int8`` (ONNX Runtime on the CPU; the export is cached, see
+        ``sbert.backends.onnx``). Token output and training always use torch. Call it again after
+        changing the weights: an ONNX session is a snapshot of the weights it was exported from.
+        """
+        if backend == "torch":
+            if precision not in ("fp32", "bf16"):
+                raise ValueError(f"torch precision must be 'fp32' or 'bf16', got {precision!r}")
+            self.backend, self.precision = None, precision
+        elif backend == "onnx":
+            from sbert.backends.onnx import OnnxBackend
+
+            self.backend, self.precision = OnnxBackend(self, precision, cache_dir), precision
+        else:
+            raise ValueError(f"backend must be 'torch' or 'onnx', got {backend!r}")
+        return self
 
     # -- inference -------------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -156,7 +185,11 @@ class Encoder(nn.Sequential):
                 truncated_total += len(truncated)
                 for rows in batches([len(i) for i in ids], batch_size, sort_by_length):
                     features = self.transformer.collate([ids[r] for r in rows])
-                    features = self({k: v.to(device) for k, v in features.items()})
+                    if output == "sentence" and self.backend is not None:
+                        features = {"sentence_embedding": torch.from_numpy(self.backend(features))}
+                    else:
+                        with self._autocast(device):
+                            features = self({k: v.to(device) for k, v in features.items()})
                     if output == "sentence":
                         emb = features["sentence_embedding"]
                         if normalize:
@@ -166,6 +199,11 @@ class Encoder(nn.Sequential):
                         self._keep_tokens(out, start + rows, features, normalize)
                     bar.update(len(rows))
         return out, truncated_total
+
+    def _autocast(self, device: torch.device):
+        if self.precision == "bf16":
+            return torch.autocast(device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     @staticmethod
     def _keep_tokens(out: list, rows: np.ndarray, features: dict, normalize: bool) -> None:

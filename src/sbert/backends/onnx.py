@@ -1,0 +1,234 @@
+"""ONNX Runtime backend: the whole encoder (transformer, pooling, dense, normalise) as one ONNX graph.
+
+The export is cached beside the model (``<model>/onnx/``), or under ``$SBERT_CACHE`` (default
+``~/.cache/sbert``) when the model folder is read-only or the encoder has no folder. A cache entry is
+``model-<precision>-<key>.onnx`` plus a ``.json`` that records its SHA-256: the key covers the
+weights, the modules' settings, the precision and the library versions, so a changed model gets a new
+export; a file whose hash does not match (a partial copy, a corrupt disk) is rebuilt. Writes are
+atomic (write, then rename).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+import warnings
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import nn
+
+from sbert.atomic import atomic_file
+
+if TYPE_CHECKING:
+    from sbert.encoder import Encoder
+
+EXPORT_VERSION = 1  # bump when the export itself changes
+PRECISIONS = ("fp32", "int8")
+OPSET = 17
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def _require_onnxruntime():
+    try:
+        import onnxruntime
+    except ImportError as err:
+        raise ImportError("backend='onnx' needs ONNX Runtime: pip install 'sbert[onnx]'") from err
+    return onnxruntime
+
+
+class _SentenceGraph(nn.Module):
+    """The encoder as a function of tensors: (input_ids, attention_mask[, token_type_ids]) -> embeddings."""
+
+    def __init__(self, encoder: Encoder, names: list[str]) -> None:
+        super().__init__()
+        self.encoder, self.names = encoder, names
+
+    def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+        return self.encoder(dict(zip(self.names, tensors, strict=True)))["sentence_embedding"]
+
+
+def model_key(encoder: Encoder, precision: str) -> str:
+    """A hash of everything the export depends on: weights, module settings, precision, versions."""
+    digest = hashlib.sha256()
+    settings = {
+        "export": EXPORT_VERSION,
+        "precision": precision,
+        "modules": encoder.describe().get("modules"),
+        "max_seq_length": encoder.max_seq_length,
+        "versions": [_version(p) for p in ("sbert", "torch", "transformers", "onnx", "onnxruntime")],
+    }
+    digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    for name, tensor in encoder.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:20]
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("SBERT_CACHE", Path.home() / ".cache" / "sbert"))
+
+
+def _writable(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{uuid.uuid4().hex[:8]}"
+        probe.touch()
+        probe.unlink()
+        return True
+    except OSError:
+        return False
+
+
+def cache_folder(encoder: Encoder, cache_dir: str | Path | None = None) -> Path:
+    """Where exports go: ``cache_dir`` if given, else ``<model>/onnx`` if writable, else ``$SBERT_CACHE/onnx``."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    if encoder.path is not None and _writable(Path(encoder.path) / "onnx"):
+        return Path(encoder.path) / "onnx"
+    return cache_root() / "onnx"
+
+
+def _valid(onnx_path: Path, meta_path: Path, key: str) -> bool:
+    if not (onnx_path.is_file() and meta_path.is_file()):
+        return False
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        return meta.get("key") == key and meta.get("sha256") == file_sha256(onnx_path)
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+def _commit(tmp: Path, onnx_path: Path, meta_path: Path, key: str, precision: str) -> None:
+    sha = file_sha256(tmp)
+    os.replace(tmp, onnx_path)
+    with atomic_file(meta_path, "w", encoding="utf-8") as handle:
+        json.dump({"key": key, "precision": precision, "sha256": sha, "opset": OPSET}, handle, indent=1)
+
+
+def _export_fp32(encoder: Encoder, target: Path, names: list[str]) -> None:
+    ids, _ = encoder.transformer.tokenize(["an example sentence to trace", "a second, longer example sentence here"])
+    features = encoder.transformer.collate(ids)
+    example = tuple(features[n] for n in names)
+    axes = {n: {0: "batch", 1: "tokens"} for n in names} | {"sentence_embedding": {0: "batch"}}
+    graph = _SentenceGraph(encoder, names).eval()
+    device = encoder.device
+    try:
+        encoder.to("cpu")
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the tracer's notes on Python-level branches in transformers
+            torch.onnx.export(
+                graph,
+                example,
+                str(target),
+                input_names=names,
+                output_names=["sentence_embedding"],
+                dynamic_axes=axes,
+                opset_version=OPSET,
+                dynamo=False,
+            )
+    finally:
+        encoder.to(device)
+
+
+def _quantize_int8(source: Path, target: Path) -> None:
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # quantize_dynamic logs advice on pre-processing to the root logger
+    try:
+        # MatMul weights only, per channel, 7-bit range: the most accurate of the variants measured
+        # (STSb test 81.92 against 82.03 in fp32; all ops / per tensor: 81.75-81.85), at the same speed.
+        quantize_dynamic(
+            str(source),
+            str(target),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            reduce_range=True,
+            op_types_to_quantize=["MatMul"],
+        )
+    finally:
+        root.setLevel(level)
+
+
+def export(encoder: Encoder, precision: str = "fp32", cache_dir: str | Path | None = None) -> Path:
+    """The cached ONNX file of ``encoder`` at ``precision`` (fp32 or int8), exporting it if needed."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"ONNX precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    folder = cache_folder(encoder, cache_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    key = model_key(encoder, precision)
+    onnx_path = folder / f"model-{precision}-{key}.onnx"
+    meta_path = onnx_path.with_suffix(".json")
+    if _valid(onnx_path, meta_path, key):
+        return onnx_path
+    if onnx_path.exists():
+        warnings.warn(f"{onnx_path}: cached export is stale or corrupt; rebuilding it", stacklevel=3)
+    tmp = folder / f".{onnx_path.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        if precision == "fp32":
+            _export_fp32(encoder, tmp, _input_names(encoder))
+        else:
+            _quantize_int8(export(encoder, "fp32", folder), tmp)
+        _commit(tmp, onnx_path, meta_path, key, precision)
+    finally:
+        tmp.unlink(missing_ok=True)
+    for old in folder.glob(f"model-{precision}-*.onnx"):  # earlier exports of a changed model
+        if old != onnx_path:
+            old.unlink(missing_ok=True)
+            old.with_suffix(".json").unlink(missing_ok=True)
+    return onnx_path
+
+
+def _input_names(encoder: Encoder) -> list[str]:
+    ids, _ = encoder.transformer.tokenize(["x"])
+    return list(encoder.transformer.collate(ids))
+
+
+class OnnxBackend:
+    """Runs an encoder's ONNX export with ONNX Runtime on the CPU: features -> (B, dim) float32."""
+
+    name = "onnx"
+
+    def __init__(
+        self,
+        encoder: Encoder,
+        precision: str = "fp32",
+        cache_dir: str | Path | None = None,
+        threads: int | None = None,
+    ) -> None:
+        ort = _require_onnxruntime()
+        self.precision = precision
+        self.path = export(encoder, precision, cache_dir)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads or torch.get_num_threads()
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+        self.inputs = [i.name for i in self.session.get_inputs()]
+
+    def __call__(self, features: dict[str, torch.Tensor]) -> np.ndarray:
+        feeds = {name: features[name].cpu().numpy() for name in self.inputs}
+        return self.session.run(None, feeds)[0]
