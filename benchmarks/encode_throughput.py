@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from common import environment_lines, markdown_table, write_result
+from common import WORK, environment_lines, markdown_table, write_result
 
 import sbert
 from sbert.batching import padding_ratio
@@ -57,6 +57,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--data", default=None, help="data folder (default: $SBERT_DATA or ../shared/data)")
     parser.add_argument("--out", default="encode_throughput.md")
+    parser.add_argument("--no-backends", action="store_true", help="skip the CPU backends section")
+    parser.add_argument(
+        "--st-onnx-python",
+        default=str(WORK / "venv-st-onnx" / "bin" / "python"),
+        help="Python of an environment with sentence-transformers + optimum-onnx (see st_backends.py)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -134,8 +140,14 @@ def main() -> None:
         "tokenising everything once; sentence-transformers sorts by character length and tokenises "
         "per batch.",
         "",
-        *environment_lines(args.threads, ("sbert", "torch", "transformers", "tokenizers", "sentence-transformers")),
     ]
+    if not args.no_backends:
+        from cpu_backends import backends_section
+
+        lines += backends_section(args, texts, ours, theirs, rate["sentence-transformers, smart batching"])
+    lines += environment_lines(
+        args.threads, ("sbert", "torch", "transformers", "tokenizers", "sentence-transformers", "onnxruntime")
+    )
     write_result(args.out, lines)
 
 
