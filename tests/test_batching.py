@@ -29,3 +29,22 @@ def test_sorting_reduces_padding():
 def test_bad_batch_size():
     with pytest.raises(ValueError, match="batch_size"):
         list(batches([1, 2], 0))
+
+
+def test_token_budget_by_hand():
+    lengths = [5, 50, 3, 20, 20, 7, 1]
+    # sorted: 50, 20, 20, 7, 5, 3, 1; 50 alone (2 x 50 > 60); 3 x 20 = 60 fits, then the count cap of 3
+    assert [b.tolist() for b in batches(lengths, 3, True, max_tokens=60)] == [[1], [3, 4, 5], [0, 2, 6]]
+    # input order: the running longest row decides
+    assert [b.tolist() for b in batches(lengths, 10, False, max_tokens=60)] == [[0], [1], [2, 3, 4], [5, 6]]
+    # a text longer than the budget still gets a batch of its own
+    assert [b.tolist() for b in batches([100, 2], 8, True, max_tokens=10)] == [[0], [1]]
+    with pytest.raises(ValueError, match="max_tokens"):
+        list(batches(lengths, 3, True, max_tokens=0))
+
+
+def test_encode_with_token_budget_equals_count_batches(model, stsb_sentences):
+    texts = stsb_sentences[:120]
+    np.testing.assert_allclose(
+        model.encode(texts, batch_size=512, max_tokens=300), model.encode(texts, batch_size=16), atol=1e-5
+    )

@@ -11,18 +11,36 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 
-def batches(lengths: Sequence[int], batch_size: int, sort_by_length: bool = True) -> Iterator[np.ndarray]:
-    """Yield arrays of indices into ``lengths``, ``batch_size`` at a time.
+def batches(
+    lengths: Sequence[int], batch_size: int, sort_by_length: bool = True, max_tokens: int | None = None
+) -> Iterator[np.ndarray]:
+    """Yield arrays of indices into ``lengths``, at most ``batch_size`` at a time.
 
     With ``sort_by_length`` the longest texts come first (a memory error then shows at once, not at
     the end), so each batch holds texts of similar length and little padding; else input order.
+    ``max_tokens`` also caps each batch's padded size (rows x longest row): long texts then come in
+    small batches and short ones in large batches (never fewer than one text per batch).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    lengths = np.asarray(lengths, dtype=np.int64)
     n = len(lengths)
-    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable") if sort_by_length else np.arange(n)
-    for start in range(0, n, batch_size):
-        yield order[start : start + batch_size]
+    order = np.argsort(-lengths, kind="stable") if sort_by_length else np.arange(n)
+    if max_tokens is None:
+        for start in range(0, n, batch_size):
+            yield order[start : start + batch_size]
+        return
+    start, longest = 0, 0
+    for end in range(n):
+        longest_with = max(longest, int(lengths[order[end]]))
+        if end > start and ((end - start + 1) * longest_with > max_tokens or end - start == batch_size):
+            yield order[start:end]
+            start, longest_with = end, int(lengths[order[end]])
+        longest = longest_with
+    if start < n:
+        yield order[start:]
 
 
 def padding_ratio(lengths: Sequence[int], batch_size: int, sort_by_length: bool = True) -> float:

@@ -23,13 +23,30 @@ def main() -> None:
 @click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Output file (.npy or .jsonl).")
 @click.option("--format", "fmt", type=click.Choice(["npy", "jsonl"]), help="Output format (default: from --out).")
 @click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    help="Also cap each batch at this many padded tokens (with a larger --batch-size: big batches of "
+    "short texts, small batches of long ones).",
+)
 @click.option("--normalize", is_flag=True, help="Scale each embedding to unit length.")
 @click.option("--max-seq-length", type=click.IntRange(min=2), help="Truncate texts to this many tokens.")
 @click.option("--skip-empty", is_flag=True, help="Skip empty lines instead of failing on them.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal, long inputs).")
 @friendly_errors
 def encode(
-    source, model, runtime, allow_pickle, out, fmt, batch_size, normalize, max_seq_length, skip_empty, progress
+    source,
+    model,
+    runtime,
+    allow_pickle,
+    out,
+    fmt,
+    batch_size,
+    max_tokens,
+    normalize,
+    max_seq_length,
+    skip_empty,
+    progress,
 ) -> None:
     """Embed FILE (one text per line, UTF-8; '-' or nothing = standard input)."""
     from sbert.atomic import atomic_file
@@ -42,7 +59,9 @@ def encode(
     encoder = load_model(model, runtime, allow_pickle)
     if max_seq_length:
         encoder.max_seq_length = max_seq_length
-    embeddings = encoder.encode(texts, batch_size=batch_size, normalize=normalize, show_progress=progress)
+    embeddings = encoder.encode(
+        texts, batch_size=batch_size, max_tokens=max_tokens, normalize=normalize, show_progress=progress
+    )
     if fmt == "npy":
         import numpy as np
 

@@ -128,13 +128,15 @@ class Encoder(nn.Sequential):
         sort_by_length: bool = True,
         allow_empty: bool = False,
         on_truncation: Literal["warn", "error", "ignore"] = "warn",
+        max_tokens: int | None = None,
     ) -> np.ndarray | torch.Tensor | list:
         """Embed texts: (n, dim) float32 for a list, (dim,) for one string, (0, dim) for an empty list.
 
         ``output="token"`` gives instead, per text, its token vectors (n_tokens, hidden) without padding.
         ``normalize`` scales each vector to unit length. ``sort_by_length`` is smart batching; the
         result is in input order either way. Texts longer than ``max_seq_length`` tokens are
-        truncated, with a warning, an error or silently as ``on_truncation`` says.
+        truncated, with a warning, an error or silently as ``on_truncation`` says. ``max_tokens``
+        caps each batch at that many padded token slots (``batch_size`` still caps the count).
         """
         if convert_to not in ("numpy", "torch"):
             raise ValueError(f"convert_to must be 'numpy' or 'torch', got {convert_to!r}")
@@ -148,7 +150,7 @@ class Encoder(nn.Sequential):
         self.eval()
         try:
             result, truncated = self._run(
-                items, batch_size, normalize, show_progress, output, sort_by_length, on_truncation
+                items, batch_size, normalize, show_progress, output, sort_by_length, on_truncation, max_tokens
             )
         finally:
             self.train(was_training)
@@ -165,7 +167,7 @@ class Encoder(nn.Sequential):
             result = result[0]
         return torch.from_numpy(result) if convert_to == "torch" else result
 
-    def _run(self, items, batch_size, normalize, show_progress, output, sort_by_length, on_truncation):
+    def _run(self, items, batch_size, normalize, show_progress, output, sort_by_length, on_truncation, max_tokens):
         from tqdm.auto import tqdm
 
         n = len(items)
@@ -183,7 +185,7 @@ class Encoder(nn.Sequential):
                         "on_truncation='warn'"
                     )
                 truncated_total += len(truncated)
-                for rows in batches([len(i) for i in ids], batch_size, sort_by_length):
+                for rows in batches([len(i) for i in ids], batch_size, sort_by_length, max_tokens):
                     features = self.transformer.collate([ids[r] for r in rows])
                     if output == "sentence" and self.backend is not None:
                         features = {"sentence_embedding": torch.from_numpy(self.backend(features))}
