@@ -277,8 +277,9 @@ def info(model, allow_pickle, as_json) -> None:
 
 
 from sbert.cli_search import cluster, index, mine, search  # noqa: E402 - the group must exist first
+from sbert.cli_serve import serve  # noqa: E402
 
-for _command in (index, search, mine, cluster):
+for _command in (index, search, mine, cluster, serve):
     main.add_command(_command)
 
 if __name__ == "__main__":

@@ -1,0 +1,49 @@
+"""``sbert serve``: the HTTP embedding service, a thin shell over ``sbert.serve``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from sbert.cli_common import MODEL_HELP, device_options, friendly_errors, load_model
+
+
+@click.command()
+@click.option("--model", "-m", default="default", show_default=True, help=MODEL_HELP)
+@device_options
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--index", "index_dir", type=click.Path(file_okay=False, path_type=Path), help="Serve /search on it.")
+@click.option("--api-key", help="Require 'Authorization: Bearer KEY' (default: $SBERT_API_KEY; none = open).")
+@click.option("--max-inputs", default=2048, show_default=True, type=click.IntRange(min=1), help="Texts per request.")
+@click.option("--max-chars", default=100_000, show_default=True, type=click.IntRange(min=1), help="Per text.")
+@click.option("--max-body-mb", default=16.0, show_default=True, type=click.FloatRange(min=0.001))
+@click.option("--max-batch", default=256, show_default=True, type=click.IntRange(min=1), help="Texts per model batch.")
+@click.option("--max-wait-ms", default=5.0, show_default=True, type=click.FloatRange(min=0), help="Batch wait.")
+@friendly_errors
+def serve(model, runtime, allow_pickle, host, port, index_dir, api_key, max_inputs, max_chars, max_body_mb, **batching):
+    """Serve embeddings over HTTP: OpenAI-compatible /v1/embeddings, /similarity, /search, /health, /metrics."""
+    from sbert.serve import serve as run
+    from sbert.serve.app import Limits
+
+    index = None
+    if index_dir is not None:
+        from sbert.search.index import VectorIndex
+
+        index = VectorIndex.open(index_dir)
+    encoder = load_model(model, runtime, allow_pickle)
+    if index is not None:
+        index.check_model(model, encoder.dim)
+    limits = Limits(max_inputs=max_inputs, max_chars=max_chars, max_body_bytes=int(max_body_mb * 2**20))
+    run(
+        encoder,
+        model_name=model,
+        host=host,
+        port=port,
+        index=index,
+        api_key=api_key,
+        limits=limits,
+        max_batch_texts=batching["max_batch"],
+        max_wait_ms=batching["max_wait_ms"],
+    )

@@ -1,0 +1,302 @@
+"""The HTTP service: an OpenAI-compatible /v1/embeddings plus /similarity, /search, /health, /metrics.
+
+``create_app(encoder, ...)`` builds a FastAPI app; ``sbert serve`` runs it with uvicorn. Embedding
+runs on the dynamic batcher's worker thread, never on the event loop. Errors use OpenAI's shape:
+``{"error": {"message", "type", "param", "code"}}`` with a 4xx status for bad requests.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from sbert.serve.batcher import DynamicBatcher
+
+
+@dataclass
+class Limits:
+    """Request limits: inputs per request, characters per input, request body bytes."""
+
+    max_inputs: int = 2048
+    max_chars: int = 100_000
+    max_body_bytes: int = 16 * 2**20
+
+
+class ApiError(Exception):
+    """A request error with its HTTP status, in OpenAI's error shape."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+
+    def body(self) -> dict:
+        kind = {401: "authentication_error", 404: "not_found_error", 413: "invalid_request_error"}
+        return {
+            "error": {
+                "message": self.message,
+                "type": kind.get(self.status, "invalid_request_error" if self.status < 500 else "server_error"),
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+def _texts(value: Any, param: str, limits: Limits) -> list[str]:
+    """A string or a list of strings, checked against the limits; ApiError(400) naming what is wrong."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items:
+        raise ApiError(400, f"'{param}' must be a non-empty string or a non-empty list of strings", param)
+    if len(items) > limits.max_inputs:
+        raise ApiError(
+            400, f"'{param}' has {len(items)} items; the limit is {limits.max_inputs}", param, "too_many_inputs"
+        )
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            kind = "token arrays are not supported; send text" if isinstance(text, (int, list)) else type(text).__name__
+            raise ApiError(400, f"'{param}[{i}]' must be a string ({kind})", param)
+        if not text.strip():
+            raise ApiError(400, f"'{param}[{i}]' is empty; empty strings cannot be embedded", param, "empty_input")
+        if len(text) > limits.max_chars:
+            raise ApiError(
+                400,
+                f"'{param}[{i}]' has {len(text)} characters; the limit is {limits.max_chars}",
+                param,
+                "input_too_long",
+            )
+    return items
+
+
+def _json(payload: Any, status: int = 200) -> Response:
+    return Response(json.dumps(payload, separators=(",", ":")), status_code=status, media_type="application/json")
+
+
+class _BodyLimit:
+    """ASGI middleware: 413 for bodies over ``limit`` bytes, by Content-Length or while streaming."""
+
+    def __init__(self, app, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        too_big = ApiError(413, f"request body over the limit of {self.limit} bytes", code="body_too_large")
+        if length is not None and length.isdigit() and int(length) > self.limit:
+            return await _json(too_big.body(), 413)(scope, receive, send)
+        seen = 0
+
+        async def counted():
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _TooBig
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _TooBig:
+            await _json(too_big.body(), 413)(scope, receive, send)
+
+
+class _TooBig(Exception):
+    pass
+
+
+def create_app(
+    encoder,
+    *,
+    model_name: str = "default",
+    index=None,
+    api_key: str | None = None,
+    limits: Limits | None = None,
+    max_batch_texts: int = 256,
+    max_wait_ms: float = 5.0,
+):
+    """The FastAPI app serving ``encoder`` (and ``index``, a VectorIndex, for /search)."""
+    limits = limits or Limits()
+    registry = CollectorRegistry()
+    requests = Counter("sbert_requests", "HTTP requests", ["endpoint", "status"], registry=registry)
+    latency = Histogram(
+        "sbert_request_seconds",
+        "Request latency",
+        ["endpoint"],
+        registry=registry,
+        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+    )
+    batch_sizes = Histogram(
+        "sbert_batch_texts", "Texts per model batch", registry=registry, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+    )
+    batch_seconds = Histogram("sbert_batch_seconds", "Seconds per model batch", registry=registry)
+    embedded = Counter("sbert_texts_embedded", "Texts embedded", registry=registry)
+
+    def encode(texts: list[str]) -> np.ndarray:
+        return encoder.encode(texts, show_progress=False, on_truncation="ignore")
+
+    batcher = DynamicBatcher(encode, max_batch_texts=max_batch_texts, max_wait_ms=max_wait_ms)
+
+    def on_batch(n: int, seconds: float) -> None:
+        batch_sizes.observe(n)
+        batch_seconds.observe(seconds)
+        embedded.inc(n)
+
+    batcher.stats.on_batch = on_batch
+
+    @asynccontextmanager
+    async def lifespan(app):
+        yield
+        batcher.close()  # uvicorn stops accepting first; this drains what is queued
+
+    app = FastAPI(title="sbert", lifespan=lifespan)
+    app.add_middleware(_BodyLimit, limit=limits.max_body_bytes)
+    app.state.batcher = batcher
+
+    @app.middleware("http")
+    async def observe(request: Request, call_next):
+        path = request.url.path
+        if api_key and path not in ("/health", "/metrics"):
+            header = request.headers.get("authorization", "")
+            token = header[7:] if header.lower().startswith("bearer ") else ""
+            if not hmac.compare_digest(token.encode(), api_key.encode()):
+                error = ApiError(
+                    401, "missing or wrong API key (send 'Authorization: Bearer <key>')", code="invalid_api_key"
+                )
+                requests.labels(path, "401").inc()
+                return _json(error.body(), 401)
+        began = time.perf_counter()
+        response = await call_next(request)
+        latency.labels(path).observe(time.perf_counter() - began)
+        requests.labels(path, str(response.status_code)).inc()
+        return response
+
+    @app.exception_handler(ApiError)
+    async def api_error(request, err: ApiError):
+        return _json(err.body(), err.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request, err: RequestValidationError):
+        first = err.errors()[0] if err.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        return _json(
+            ApiError(400, f"invalid request: {where}: {first.get('msg', 'bad value')}", where or None).body(), 400
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request, err: StarletteHTTPException):
+        return _json(ApiError(err.status_code, str(err.detail)).body(), err.status_code)
+
+    @app.exception_handler(Exception)
+    async def crash(request, err: Exception):
+        return _json(ApiError(500, f"internal error: {type(err).__name__}").body(), 500)
+
+    async def body_of(request: Request) -> dict:
+        try:
+            payload = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ApiError(400, f"request body is not valid JSON: {err}") from err
+        if not isinstance(payload, dict):
+            raise ApiError(400, "request body must be a JSON object")
+        return payload
+
+    async def tokens_of(texts: list[str]) -> tuple[list[int], list[int]]:
+        ids, truncated = await run_in_threadpool(encoder.transformer.tokenize, texts)
+        return [len(i) for i in ids], truncated
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "model": model_name, "dim": encoder.dim, "index": index is not None}
+
+    @app.get("/metrics")
+    async def metrics():
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request):
+        body = await body_of(request)
+        texts = _texts(body.get("input"), "input", limits)
+        fmt = body.get("encoding_format", "float")
+        if fmt not in ("float", "base64"):
+            raise ApiError(400, "'encoding_format' must be 'float' or 'base64'", "encoding_format")
+        dims = body.get("dimensions")
+        if dims is not None and (not isinstance(dims, int) or isinstance(dims, bool) or not 1 <= dims <= encoder.dim):
+            raise ApiError(400, f"'dimensions' must be an integer from 1 to {encoder.dim}", "dimensions")
+        truncate = body.get("truncate", True)
+        if not isinstance(truncate, bool):
+            raise ApiError(400, "'truncate' must be true or false", "truncate")
+        counts, truncated = await tokens_of(texts)
+        if truncated and not truncate:
+            raise ApiError(
+                400,
+                f"input[{truncated[0]}] is longer than the model's {encoder.max_seq_length} tokens "
+                "(send truncate=true to cut it)",
+                "input",
+                "input_too_long",
+            )
+        vectors = await batcher.embed(texts)
+        if dims is not None and dims < vectors.shape[1]:
+            vectors = vectors[:, :dims]
+            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        vectors = np.ascontiguousarray(vectors, dtype="<f4")
+        data = [
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": base64.b64encode(v.tobytes()).decode() if fmt == "base64" else v.tolist(),
+            }
+            for i, v in enumerate(vectors)
+        ]
+        usage = {"prompt_tokens": sum(counts), "total_tokens": sum(counts)}
+        return _json({"object": "list", "data": data, "model": body.get("model") or model_name, "usage": usage})
+
+    @app.post("/similarity")
+    async def similarity(request: Request):
+        from sbert import similarity as sim
+
+        body = await body_of(request)
+        a = _texts(body.get("a"), "a", limits)
+        b = _texts(body["b"], "b", limits) if body.get("b") is not None else None
+        mode = body.get("mode", "matrix")
+        if mode not in ("matrix", "pairwise"):
+            raise ApiError(400, "'mode' must be 'matrix' or 'pairwise'", "mode")
+        if mode == "pairwise" and (b is None or len(a) != len(b)):
+            raise ApiError(400, "'pairwise' needs 'a' and 'b' of the same length", "b")
+        vectors = await batcher.embed(a + (b or []))
+        va, vb = vectors[: len(a)], vectors[len(a) :] if b is not None else vectors[: len(a)]
+        fn = sim.get(encoder.similarity_fn_name, pairwise=mode == "pairwise")
+        return _json({"mode": mode, "similarity": encoder.similarity_fn_name, "scores": fn(va, vb).tolist()})
+
+    @app.post("/search")
+    async def search(request: Request):
+        if index is None:
+            raise ApiError(404, "no index is loaded: start the server with --index DIR", code="no_index")
+        body = await body_of(request)
+        queries = _texts(body.get("query"), "query", limits)
+        k = body.get("k", 10)
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 1000:
+            raise ApiError(400, "'k' must be an integer from 1 to 1000", "k")
+        method = body.get("method")
+        if method not in (None, "exact", *index.structures):
+            raise ApiError(400, f"'method' must be exact or one of {index.structures}", "method")
+        vectors = await batcher.embed(queries)
+        hits = await run_in_threadpool(index.search, vectors, k, method=method)
+        results = [
+            {"query": q, "hits": [{"id": h.id, "score": h.score, "text": h.text} for h in found]}
+            for q, found in zip(queries, hits, strict=True)
+        ]
+        return _json({"results": results})
+
+    return app

@@ -1,0 +1,132 @@
+"""Dynamic batching: concurrent requests' texts merged into batches and embedded on one worker thread.
+
+Requests call ``await batcher.embed(texts)``. A worker thread (never the event loop) takes queued
+requests until the batch holds ``max_batch_texts`` texts or ``max_batch_tokens`` characters/4, or
+``max_wait_ms`` has passed since the first one, embeds them in one ``encode`` call (which sorts by
+length inside) and hands each request its rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class _Job:
+    texts: list[str]
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+    enqueued: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class BatchStats:
+    """What the worker did, for /metrics: batches run, texts per batch, seconds per batch."""
+
+    batches: int = 0
+    texts: int = 0
+    on_batch: Callable[[int, float], None] | None = None
+
+
+class DynamicBatcher:
+    """Merges concurrent ``embed`` calls into batches run by ``encode_fn(texts) -> (n, dim) array``."""
+
+    def __init__(
+        self,
+        encode_fn: Callable[[list[str]], np.ndarray],
+        max_batch_texts: int = 256,
+        max_wait_ms: float = 5.0,
+        max_batch_chars: int = 64_000,
+    ) -> None:
+        if max_batch_texts < 1 or max_wait_ms < 0 or max_batch_chars < 1:
+            raise ValueError("max_batch_texts and max_batch_chars must be >= 1 and max_wait_ms >= 0")
+        self.encode_fn = encode_fn
+        self.max_batch_texts, self.max_wait, self.max_batch_chars = max_batch_texts, max_wait_ms / 1000, max_batch_chars
+        self.stats = BatchStats()
+        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._thread = threading.Thread(target=self._work, name="sbert-batcher", daemon=True)
+        self._closed = False
+        self._thread.start()
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        """The (len(texts), dim) embeddings of ``texts``, computed in a shared batch."""
+        if self._closed:
+            raise RuntimeError("the batcher is shut down")
+        loop = asyncio.get_running_loop()
+        job = _Job(list(texts), loop.create_future(), loop)
+        with self._lock:
+            self._pending += 1
+        self._queue.put(job)
+        return await job.future
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Finish every queued job, then stop the worker (graceful shutdown)."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._pending == 0, timeout=timeout)
+        self._closed = True
+        self._queue.put(None)
+        self._thread.join(timeout=timeout)
+
+    # -- worker thread -----------------------------------------------------------------------------------
+    def _collect(self, first: _Job) -> list[_Job]:
+        jobs, count, chars = [first], len(first.texts), sum(len(t) for t in first.texts)
+        deadline = time.perf_counter() + self.max_wait
+        while count < self.max_batch_texts and chars < self.max_batch_chars:
+            remaining = deadline - time.perf_counter()
+            try:
+                job = self._queue.get(timeout=max(remaining, 0)) if remaining > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is None:  # shutdown marker: put it back for the main loop
+                self._queue.put(None)
+                break
+            jobs.append(job)
+            count += len(job.texts)
+            chars += sum(len(t) for t in job.texts)
+        return jobs
+
+    def _work(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            jobs = self._collect(first)
+            texts = [t for job in jobs for t in job.texts]
+            began = time.perf_counter()
+            try:
+                embeddings = self.encode_fn(texts)
+                error = None
+            except Exception as err:  # handed to every waiting request
+                embeddings, error = None, err
+            seconds = time.perf_counter() - began
+            self.stats.batches += 1
+            self.stats.texts += len(texts)
+            if self.stats.on_batch is not None:
+                self.stats.on_batch(len(texts), seconds)
+            start = 0
+            for job in jobs:
+                rows = None if embeddings is None else embeddings[start : start + len(job.texts)]
+                start += len(job.texts)
+                job.loop.call_soon_threadsafe(_settle, job.future, rows, error)
+            with self._idle:
+                self._pending -= len(jobs)
+                self._idle.notify_all()
+
+
+def _settle(future: asyncio.Future, rows, error) -> None:
+    if future.done():  # the client went away
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(rows)
