@@ -21,6 +21,8 @@ from sbert.cli_common import MODEL_HELP, device_options, friendly_errors, load_m
 @click.option("--max-body-mb", default=16.0, show_default=True, type=click.FloatRange(min=0.001))
 @click.option("--max-batch", default=256, show_default=True, type=click.IntRange(min=1), help="Texts per model batch.")
 @click.option("--max-wait-ms", default=5.0, show_default=True, type=click.FloatRange(min=0), help="Batch wait.")
+@click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1), help="Model forward batch.")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Also cap forward batches at this many padded tokens.")
 @friendly_errors
 def serve(model, runtime, allow_pickle, host, port, index_dir, api_key, max_inputs, max_chars, max_body_mb, **batching):
     """Serve embeddings over HTTP: OpenAI-compatible /v1/embeddings, /similarity, /search, /health, /metrics."""
@@ -46,4 +48,6 @@ def serve(model, runtime, allow_pickle, host, port, index_dir, api_key, max_inpu
         limits=limits,
         max_batch_texts=batching["max_batch"],
         max_wait_ms=batching["max_wait_ms"],
+        encode_batch_size=batching["batch_size"],
+        max_tokens=batching["max_tokens"],
     )

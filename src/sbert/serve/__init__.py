@@ -18,6 +18,8 @@ def serve(
     limits=None,
     max_batch_texts: int = 256,
     max_wait_ms: float = 5.0,
+    encode_batch_size: int = 32,
+    max_tokens: int | None = None,
     graceful_seconds: float = 30.0,
 ) -> None:
     """Run the service with uvicorn until SIGINT/SIGTERM; in-flight requests finish first."""
@@ -33,5 +35,7 @@ def serve(
         limits=limits,
         max_batch_texts=max_batch_texts,
         max_wait_ms=max_wait_ms,
+        encode_batch_size=encode_batch_size,
+        max_tokens=max_tokens,
     )
     uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=graceful_seconds)

@@ -11,11 +11,13 @@ import base64
 import hmac
 import json
 import time
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -81,23 +83,38 @@ def _texts(value: Any, param: str, limits: Limits) -> list[str]:
 
 
 def _json(payload: Any, status: int = 200) -> Response:
-    return Response(json.dumps(payload, separators=(",", ":")), status_code=status, media_type="application/json")
+    """A JSON response; numpy arrays in ``payload`` are written directly (orjson), not via lists."""
+    return Response(
+        orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY), status_code=status, media_type="application/json"
+    )
 
 
-class _BodyLimit:
-    """ASGI middleware: 413 for bodies over ``limit`` bytes, by Content-Length or while streaming."""
+class _Gate:
+    """Pure ASGI middleware (cheaper than Starlette's ``@app.middleware``): bearer-token auth, the body
+    size limit (413, by Content-Length or while streaming), and request counts and latency."""
 
-    def __init__(self, app, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app, limit: int, api_key: str | None, observe: Callable[[str, int, float], None]) -> None:
+        self.app, self.limit, self.api_key, self.observe = app, limit, api_key, observe
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        length = dict(scope.get("headers") or []).get(b"content-length")
+        path, headers, began = scope["path"], dict(scope.get("headers") or []), time.perf_counter()
+        if self.api_key and path not in ("/health", "/metrics"):
+            header = headers.get(b"authorization", b"").decode("latin-1")
+            token = header[7:] if header.lower().startswith("bearer ") else ""
+            if not hmac.compare_digest(token.encode(), self.api_key.encode()):
+                error = ApiError(
+                    401, "missing or wrong API key (send 'Authorization: Bearer <key>')", code="invalid_api_key"
+                )
+                self.observe(path, 401, time.perf_counter() - began)
+                return await _json(error.body(), 401)(scope, receive, send)
         too_big = ApiError(413, f"request body over the limit of {self.limit} bytes", code="body_too_large")
+        length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
+            self.observe(path, 413, time.perf_counter() - began)
             return await _json(too_big.body(), 413)(scope, receive, send)
-        seen = 0
+        seen, status = 0, 500
 
         async def counted():
             nonlocal seen
@@ -107,10 +124,19 @@ class _BodyLimit:
                 raise _TooBig
             return message
 
+        async def sent(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
         try:
-            await self.app(scope, counted, send)
+            await self.app(scope, counted, sent)
         except _TooBig:
+            status = 413
             await _json(too_big.body(), 413)(scope, receive, send)
+        finally:
+            self.observe(path, status, time.perf_counter() - began)
 
 
 class _TooBig(Exception):
@@ -126,8 +152,14 @@ def create_app(
     limits: Limits | None = None,
     max_batch_texts: int = 256,
     max_wait_ms: float = 5.0,
+    encode_batch_size: int = 32,
+    max_tokens: int | None = None,
 ):
-    """The FastAPI app serving ``encoder`` (and ``index``, a VectorIndex, for /search)."""
+    """The FastAPI app serving ``encoder`` (and ``index``, a VectorIndex, for /search).
+
+    Each merged batch of up to ``max_batch_texts`` texts is embedded by one ``encode`` call with
+    ``encode_batch_size`` and ``max_tokens`` (see ``Encoder.encode``).
+    """
     limits = limits or Limits()
     registry = CollectorRegistry()
     requests = Counter("sbert_requests", "HTTP requests", ["endpoint", "status"], registry=registry)
@@ -144,8 +176,14 @@ def create_app(
     batch_seconds = Histogram("sbert_batch_seconds", "Seconds per model batch", registry=registry)
     embedded = Counter("sbert_texts_embedded", "Texts embedded", registry=registry)
 
-    def encode(texts: list[str]) -> np.ndarray:
-        return encoder.encode(texts, show_progress=False, on_truncation="ignore")
+    def encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Embeddings and token counts (for ``usage``), on the batcher's worker thread."""
+        ids, _ = encoder.transformer.tokenize(texts)
+        counts = np.array([len(i) for i in ids])
+        vectors = encoder.encode(
+            texts, batch_size=encode_batch_size, max_tokens=max_tokens, show_progress=False, on_truncation="ignore"
+        )
+        return vectors, counts
 
     batcher = DynamicBatcher(encode, max_batch_texts=max_batch_texts, max_wait_ms=max_wait_ms)
 
@@ -162,26 +200,13 @@ def create_app(
         batcher.close()  # uvicorn stops accepting first; this drains what is queued
 
     app = FastAPI(title="sbert", lifespan=lifespan)
-    app.add_middleware(_BodyLimit, limit=limits.max_body_bytes)
-    app.state.batcher = batcher
 
-    @app.middleware("http")
-    async def observe(request: Request, call_next):
-        path = request.url.path
-        if api_key and path not in ("/health", "/metrics"):
-            header = request.headers.get("authorization", "")
-            token = header[7:] if header.lower().startswith("bearer ") else ""
-            if not hmac.compare_digest(token.encode(), api_key.encode()):
-                error = ApiError(
-                    401, "missing or wrong API key (send 'Authorization: Bearer <key>')", code="invalid_api_key"
-                )
-                requests.labels(path, "401").inc()
-                return _json(error.body(), 401)
-        began = time.perf_counter()
-        response = await call_next(request)
-        latency.labels(path).observe(time.perf_counter() - began)
-        requests.labels(path, str(response.status_code)).inc()
-        return response
+    def observe(path: str, status: int, seconds: float) -> None:
+        requests.labels(path, str(status)).inc()
+        latency.labels(path).observe(seconds)
+
+    app.add_middleware(_Gate, limit=limits.max_body_bytes, api_key=api_key, observe=observe)
+    app.state.batcher = batcher
 
     @app.exception_handler(ApiError)
     async def api_error(request, err: ApiError):
@@ -212,9 +237,9 @@ def create_app(
             raise ApiError(400, "request body must be a JSON object")
         return payload
 
-    async def tokens_of(texts: list[str]) -> tuple[list[int], list[int]]:
-        ids, truncated = await run_in_threadpool(encoder.transformer.tokenize, texts)
-        return [len(i) for i in ids], truncated
+    async def embed(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        vectors, counts = await batcher.embed(texts)
+        return vectors, counts
 
     @app.get("/health")
     async def health():
@@ -237,8 +262,9 @@ def create_app(
         truncate = body.get("truncate", True)
         if not isinstance(truncate, bool):
             raise ApiError(400, "'truncate' must be true or false", "truncate")
-        counts, truncated = await tokens_of(texts)
-        if truncated and not truncate:
+        if not truncate:
+            _, truncated = await run_in_threadpool(encoder.transformer.tokenize, texts)
+        if not truncate and truncated:
             raise ApiError(
                 400,
                 f"input[{truncated[0]}] is longer than the model's {encoder.max_seq_length} tokens "
@@ -246,7 +272,7 @@ def create_app(
                 "input",
                 "input_too_long",
             )
-        vectors = await batcher.embed(texts)
+        vectors, counts = await embed(texts)
         if dims is not None and dims < vectors.shape[1]:
             vectors = vectors[:, :dims]
             vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
@@ -255,11 +281,12 @@ def create_app(
             {
                 "object": "embedding",
                 "index": i,
-                "embedding": base64.b64encode(v.tobytes()).decode() if fmt == "base64" else v.tolist(),
+                "embedding": base64.b64encode(v.tobytes()).decode() if fmt == "base64" else v,
             }
             for i, v in enumerate(vectors)
         ]
-        usage = {"prompt_tokens": sum(counts), "total_tokens": sum(counts)}
+        tokens = int(counts.sum())
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
         return _json({"object": "list", "data": data, "model": body.get("model") or model_name, "usage": usage})
 
     @app.post("/similarity")
@@ -274,10 +301,10 @@ def create_app(
             raise ApiError(400, "'mode' must be 'matrix' or 'pairwise'", "mode")
         if mode == "pairwise" and (b is None or len(a) != len(b)):
             raise ApiError(400, "'pairwise' needs 'a' and 'b' of the same length", "b")
-        vectors = await batcher.embed(a + (b or []))
+        vectors, _ = await embed(a + (b or []))
         va, vb = vectors[: len(a)], vectors[len(a) :] if b is not None else vectors[: len(a)]
         fn = sim.get(encoder.similarity_fn_name, pairwise=mode == "pairwise")
-        return _json({"mode": mode, "similarity": encoder.similarity_fn_name, "scores": fn(va, vb).tolist()})
+        return _json({"mode": mode, "similarity": encoder.similarity_fn_name, "scores": fn(va, vb)})
 
     @app.post("/search")
     async def search(request: Request):
@@ -291,7 +318,7 @@ def create_app(
         method = body.get("method")
         if method not in (None, "exact", *index.structures):
             raise ApiError(400, f"'method' must be exact or one of {index.structures}", "method")
-        vectors = await batcher.embed(queries)
+        vectors, _ = await embed(queries)
         hits = await run_in_threadpool(index.search, vectors, k, method=method)
         results = [
             {"query": q, "hits": [{"id": h.id, "score": h.score, "text": h.text} for h in found]}

@@ -1,6 +1,7 @@
 """Dynamic batching: concurrent requests' texts merged into batches and embedded on one worker thread.
 
-Requests call ``await batcher.embed(texts)``. A worker thread (never the event loop) takes queued
+Requests call ``await batcher.embed(texts)``; ``encode_fn(texts)`` returns an array, or a tuple of
+arrays (say embeddings and token counts), with one row per text. A worker thread (never the event loop) takes queued
 requests until the batch holds ``max_batch_texts`` texts or ``max_batch_tokens`` characters/4, or
 ``max_wait_ms`` has passed since the first one, embeds them in one ``encode`` call (which sorts by
 length inside) and hands each request its rows.
@@ -40,7 +41,7 @@ class DynamicBatcher:
 
     def __init__(
         self,
-        encode_fn: Callable[[list[str]], np.ndarray],
+        encode_fn: Callable[[list[str]], np.ndarray | tuple[np.ndarray, ...]],
         max_batch_texts: int = 256,
         max_wait_ms: float = 5.0,
         max_batch_chars: int = 64_000,
@@ -58,8 +59,8 @@ class DynamicBatcher:
         self._closed = False
         self._thread.start()
 
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        """The (len(texts), dim) embeddings of ``texts``, computed in a shared batch."""
+    async def embed(self, texts: list[str]) -> np.ndarray | tuple[np.ndarray, ...]:
+        """``encode_fn``'s rows for ``texts``, computed in a batch shared with other requests."""
         if self._closed:
             raise RuntimeError("the batcher is shut down")
         loop = asyncio.get_running_loop()
@@ -115,8 +116,14 @@ class DynamicBatcher:
                 self.stats.on_batch(len(texts), seconds)
             start = 0
             for job in jobs:
-                rows = None if embeddings is None else embeddings[start : start + len(job.texts)]
-                start += len(job.texts)
+                end = start + len(job.texts)
+                if embeddings is None:
+                    rows = None
+                elif isinstance(embeddings, tuple):
+                    rows = tuple(part[start:end] for part in embeddings)
+                else:
+                    rows = embeddings[start:end]
+                start = end
                 job.loop.call_soon_threadsafe(_settle, job.future, rows, error)
             with self._idle:
                 self._pending -= len(jobs)
