@@ -36,6 +36,20 @@ def _no_transformers_progress() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """No progress bars and no load report (e.g. "newly initialized" heads, which are expected here)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with _no_transformers_progress():
+            yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
 class Transformer(Module):
     """A Hugging Face encoder and its tokenizer; writes ``features['token_embeddings']``."""
 

@@ -1,0 +1,191 @@
+"""CrossEncoder: both sentences through one transformer, ``[CLS] a [SEP] b [SEP]``, and a head on top.
+
+The paper's starting point (BERT for sentence-pair regression and classification): accurate, but it
+scores pairs, not sentences, so comparing n sentences costs n(n-1)/2 passes. Here it re-ranks a
+bi-encoder's candidates. The folder format is Hugging Face's sequence-classification one (config.json
+with ``num_labels``, weights, tokenizer), which sentence-transformers' CrossEncoder also reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from sbert.atomic import atomic_dir
+from sbert.batching import batches
+from sbert.errors import ModelFormatError, ModelNotFoundError
+from sbert.modules.transformer import quiet_transformers
+
+Pair = tuple[str, str]
+ACTIVATIONS = ("sigmoid", "softmax", "identity")
+# How sentence-transformers names the activation in config.json ("sentence_transformers.activation_fn")
+ST_ACTIVATIONS = {"sigmoid": "torch.nn.modules.activation.Sigmoid", "identity": "torch.nn.modules.linear.Identity"}
+
+
+class CrossEncoder(nn.Module):
+    """A sequence-classification transformer over sentence pairs: ``num_labels`` scores per pair.
+
+    ``activation`` turns logits into scores in ``predict``: "sigmoid" (the default for one label, as
+    sentence-transformers does), "softmax", or "identity" (the default for several labels).
+    """
+
+    def __init__(self, model, tokenizer, max_length: int | None = None, activation: str | None = None) -> None:
+        super().__init__()
+        self.model, self.tokenizer = model, tokenizer
+        limit = getattr(tokenizer, "model_max_length", 512)
+        self.max_length = int(max_length or min(limit if limit < 10**6 else 512, 512))
+        activation = activation or ("sigmoid" if self.num_labels == 1 else "identity")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
+        self.activation = activation
+        self.path: Path | None = None
+
+    @property
+    def num_labels(self) -> int:
+        return int(self.model.config.num_labels)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    # -- construction ----------------------------------------------------------------------------------
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        num_labels: int | None = None,
+        max_length: int | None = None,
+        activation: str | None = None,
+        allow_pickle: bool = False,
+        device: str | None = None,
+    ) -> CrossEncoder:
+        """Load a Hugging Face folder (or a shipped model name, e.g. "default": then the head is new).
+
+        ``num_labels`` sets the head's width when the folder has none (a plain encoder's folder).
+        Never downloads; ``allow_pickle`` is needed for ``pytorch_model.bin``-only folders.
+        """
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from sbert.registry import resolve
+
+        folder = resolve(path)
+        if (folder / "modules.json").is_file() and not (folder / "config.json").is_file():
+            raise ModelFormatError(f"{folder}: a sentence-transformers folder without config.json")
+        if not (folder / "config.json").is_file():
+            raise ModelNotFoundError(f"{folder}: no config.json; expected a Hugging Face model folder")
+        if not allow_pickle and not any(folder.glob("*.safetensors")):
+            raise ModelFormatError(f"{folder}: weights only in pickle form; pass allow_pickle=True to load them")
+        kwargs = {"num_labels": num_labels} if num_labels else {}
+        with quiet_transformers():
+            model = AutoModelForSequenceClassification.from_pretrained(
+                folder, local_files_only=True, use_safetensors=not allow_pickle or None, **kwargs
+            )
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        saved = getattr(model.config, "sbert_activation", None)
+        st_saved = (getattr(model.config, "sentence_transformers", None) or {}).get("activation_fn", "")
+        saved = saved or next((k for k, v in ST_ACTIVATIONS.items() if v == st_saved), None)
+        encoder = cls(model, tokenizer, max_length, activation or saved)
+        encoder.path = folder
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        return encoder.to(device)
+
+    # -- inference -------------------------------------------------------------------------------------
+    def tokenize(self, pairs: Sequence[Pair]) -> dict[str, list[list[int]]]:
+        """Token ids of each pair as ``[CLS] a [SEP] b [SEP]`` (with token type ids), cut to
+        ``max_length`` by trimming the longer side first."""
+        pairs = _check_pairs(pairs)
+        return self.tokenizer(
+            [a for a, _ in pairs],
+            [b for _, b in pairs],
+            truncation="longest_first",
+            max_length=self.max_length,
+            padding=False,
+        )
+
+    def forward(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Logits (B, num_labels) of padded features."""
+        return self.model(**features, return_dict=True).logits
+
+    def _collate(self, encoded, rows: np.ndarray) -> dict[str, torch.Tensor]:
+        batch = [{k: encoded[k][r] for k in encoded} for r in rows]
+        padded = self.tokenizer.pad(batch, padding=True, return_tensors="pt")
+        return {k: v.to(self.device) for k, v in padded.items()}
+
+    @torch.inference_mode()
+    def predict(
+        self,
+        pairs: Sequence[Pair],
+        batch_size: int = 32,
+        show_progress: bool | None = None,
+        activation: str | None = None,
+    ) -> np.ndarray:
+        """Scores of each pair, in input order: (n,) for one label, (n, num_labels) otherwise.
+
+        Pairs are sorted by length and padded per batch (smart batching).
+        """
+        from tqdm.auto import tqdm
+
+        activation = activation or self.activation
+        encoded = self.tokenize(pairs)
+        lengths = [len(ids) for ids in encoded["input_ids"]]
+        out = np.empty((len(lengths), self.num_labels), dtype=np.float32)
+        was_training = self.training
+        self.eval()
+        disable = (None if len(lengths) >= 5000 else True) if show_progress is None else not show_progress
+        try:
+            with tqdm(total=len(lengths), desc="predict", unit="pair", disable=disable) as bar:
+                for rows in batches(lengths, batch_size):
+                    logits = self(self._collate(encoded, rows)).float()
+                    out[rows] = _activate(logits, activation).cpu().numpy()
+                    bar.update(len(rows))
+        finally:
+            self.train(was_training)
+        return out[:, 0] if self.num_labels == 1 else out
+
+    def rank(
+        self, query: str, documents: Sequence[str], top_k: int | None = None, batch_size: int = 32
+    ) -> list[tuple[int, float]]:
+        """(document index, score) of the best ``top_k`` documents for ``query``, best first (ties: lower index)."""
+        if self.num_labels != 1:
+            raise ValueError(f"rank needs a one-label cross-encoder; this one has {self.num_labels} labels")
+        scores = self.predict([(query, d) for d in documents], batch_size=batch_size)
+        order = np.lexsort((np.arange(len(scores)), -scores))[: top_k or len(scores)]
+        return [(int(i), float(scores[i])) for i in order]
+
+    # -- disk ------------------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write the Hugging Face sequence-classification folder atomically; returns its path."""
+        self.model.config.sbert_activation = self.activation
+        if self.activation in ST_ACTIVATIONS:
+            self.model.config.sentence_transformers = {"activation_fn": ST_ACTIVATIONS[self.activation]}
+        with atomic_dir(path) as tmp, quiet_transformers():
+            self.model.save_pretrained(tmp)
+            self.tokenizer.save_pretrained(tmp)
+        return Path(path)
+
+
+def _activate(logits: torch.Tensor, activation: str) -> torch.Tensor:
+    if activation == "sigmoid":
+        return torch.sigmoid(logits)
+    if activation == "softmax":
+        return torch.softmax(logits, dim=-1)
+    if activation == "identity":
+        return logits
+    raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
+
+
+def _check_pairs(pairs) -> list[Pair]:
+    if isinstance(pairs, tuple) and len(pairs) == 2 and all(isinstance(p, str) for p in pairs):
+        raise TypeError("predict takes a list of (text_a, text_b) pairs; wrap a single pair in a list")
+    items = list(pairs)
+    for i, pair in enumerate(items):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
+            raise TypeError(f"pairs[{i}] must be a (str, str) pair, got {pair!r}"[:200])
+        if not pair[0].strip() or not pair[1].strip():
+            raise ValueError(f"pairs[{i}] has an empty text")
+    return [tuple(p) for p in items]

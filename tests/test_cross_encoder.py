@@ -1,0 +1,109 @@
+"""CrossEncoder: pair encoding, smart-batched predict in input order, save/load, equivalence with
+sentence-transformers' CrossEncoder, and that a few optimiser steps move its score."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from sbert.cross_encoder import CrossEncoder
+from sbert.errors import ModelNotFoundError
+
+PAIRS = [
+    ("A man eats food.", "Someone is eating."),
+    ("A cat sleeps.", "The stock market fell sharply today, analysts said."),
+    ("Hi", "Hello there, how are you doing on this fine day?"),
+    ("Two dogs run through a field of tall grass.", "Dogs run."),
+]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """A cross-encoder made from the default model's transformer with a seeded one-label head."""
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("ce") / "model"
+    CrossEncoder.load("default", num_labels=1, device="cpu").save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def cross(folder):
+    return CrossEncoder.load(folder, device="cpu")
+
+
+def test_pair_encoding_and_longest_first_truncation(cross):
+    tok = cross.tokenizer
+    enc = cross.tokenize([("a cat", "the dog barks")])
+    ids, types = enc["input_ids"][0], enc["token_type_ids"][0]
+    a, b = (
+        tok("a cat", add_special_tokens=False)["input_ids"],
+        tok("the dog barks", add_special_tokens=False)["input_ids"],
+    )
+    assert ids == [tok.cls_token_id, *a, tok.sep_token_id, *b, tok.sep_token_id]
+    assert types == [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    cross_short = CrossEncoder(cross.model, cross.tokenizer, max_length=10)
+    long_a = "one two three four five six seven eight nine ten"
+    enc = cross_short.tokenize([(long_a, "cat dog")])
+    assert len(enc["input_ids"][0]) == 10
+    kept_b = enc["input_ids"][0][-3:-1]
+    assert kept_b == tok("cat dog", add_special_tokens=False)["input_ids"]  # the longer side was cut
+
+
+def test_predict_keeps_input_order_under_smart_batching(cross):
+    pairs = PAIRS * 3
+    together = cross.predict(pairs, batch_size=3)
+    alone = np.array([cross.predict([p])[0] for p in pairs])
+    assert together.shape == (12,)
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    assert len(set(np.round(together[:4], 4))) == 4  # distinct scores, so order matters
+
+
+def test_save_load_round_trip(cross, tmp_path):
+    cross.save(tmp_path / "again")
+    again = CrossEncoder.load(tmp_path / "again", device="cpu")
+    assert again.activation == "sigmoid" and again.num_labels == 1
+    np.testing.assert_array_equal(again.predict(PAIRS), cross.predict(PAIRS))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again"]  # no temporary folder left
+
+
+def test_equivalent_to_sentence_transformers(folder, cross):
+    st = pytest.importorskip("sentence_transformers.cross_encoder")
+    reference = st.CrossEncoder(str(folder), device="cpu").predict(PAIRS * 2, batch_size=3)
+    assert np.abs(cross.predict(PAIRS * 2, batch_size=5) - reference).max() <= 1e-5
+
+
+def test_rank_sorts_documents(cross):
+    docs = [b for _, b in PAIRS]
+    ranked = cross.rank(PAIRS[0][0], docs, top_k=3)
+    scores = cross.predict([(PAIRS[0][0], d) for d in docs])
+    assert [i for i, _ in ranked] == list(np.argsort(-scores, kind="stable")[:3])
+    assert ranked[0][1] == pytest.approx(float(scores.max()))
+
+
+def test_a_few_steps_move_the_score(folder):
+    model = CrossEncoder.load(folder, device="cpu")
+    pair, target = [PAIRS[1]], torch.tensor([[1.0]])
+    before = model.predict(pair)[0]
+    optimiser = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    encoded = model.tokenize(pair)
+    model.train()
+    for _ in range(5):
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(
+            model(model._collate(encoded, np.arange(1))), target
+        )
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    assert model.predict(pair)[0] > before + 0.05
+
+
+def test_bad_inputs(cross, tmp_path):
+    with pytest.raises(TypeError, match="list of"):
+        cross.predict(("a", "b"))
+    with pytest.raises(TypeError, match=r"pairs\[1\]"):
+        cross.predict([("a", "b"), ("only one",)])
+    with pytest.raises(ValueError, match="empty"):
+        cross.predict([("a", " ")])
+    with pytest.raises(ModelNotFoundError, match=r"no config\.json"):
+        CrossEncoder.load(tmp_path)
