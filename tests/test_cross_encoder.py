@@ -107,3 +107,40 @@ def test_bad_inputs(cross, tmp_path):
         cross.predict([("a", " ")])
     with pytest.raises(ModelNotFoundError, match=r"no config\.json"):
         CrossEncoder.load(tmp_path)
+
+
+def test_sts_evaluation_of_a_cross_encoder(cross):
+    from scipy.stats import spearmanr
+
+    from sbert.data.examples import ScoredPair
+    from sbert.evaluation.sts import STSEvaluator
+    from sbert.evaluation.tasks import headline
+
+    pairs = [ScoredPair(a, b, float(i)) for i, (a, b) in enumerate(PAIRS)]
+    metrics = STSEvaluator(pairs)(cross)
+    expected = 100 * spearmanr([p.score for p in pairs], cross.predict(PAIRS)).statistic
+    assert headline("sts", metrics) == ("spearman_score", pytest.approx(expected))
+
+
+def test_rerank_library_and_cli(cross, folder, model, tmp_path):
+    from click.testing import CliRunner
+
+    from sbert.cli import main
+    from sbert.search.index import VectorIndex
+    from sbert.search.rerank import rerank
+
+    docs = [b for _, b in PAIRS]
+    index = VectorIndex.build(tmp_path / "ix", model.encode(docs), model="default", texts=docs)
+    hits = index.search(model.encode([PAIRS[0][0]]), 4)[0]
+    reranked = rerank(cross, PAIRS[0][0], hits, top_k=2)
+    scores = cross.predict([(PAIRS[0][0], d) for d in docs])
+    assert [h.row for h in reranked] == list(np.argsort(-scores, kind="stable")[:2])
+    assert reranked[0].score == pytest.approx(float(scores.max()))
+    result = CliRunner().invoke(
+        main, ["search", str(tmp_path / "ix"), PAIRS[0][0], "-k", "2", "--rerank", str(folder), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    import json
+
+    got = json.loads(result.stdout)[0]["hits"]
+    assert [h["row"] for h in got] == [h.row for h in reranked]

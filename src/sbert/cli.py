@@ -226,9 +226,12 @@ def train(run_file, train, fmt, resume, **options) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write every metric to this JSON file.",
 )
+@click.option("--cross-encoder", is_flag=True, help="MODEL is a cross-encoder: STS tasks score its pair outputs.")
 @device_options
 @friendly_errors
-def evaluate(model, tasks, data, tokenized, inner_folds, batch_size, json_out, runtime, allow_pickle) -> None:
+def evaluate(
+    model, tasks, data, tokenized, inner_folds, batch_size, json_out, cross_encoder, runtime, allow_pickle
+) -> None:
     """Score MODEL on STS (Spearman x 100 of cosine) and SentEval transfer tasks (accuracy x 100)."""
     import time
 
@@ -239,7 +242,12 @@ def evaluate(model, tasks, data, tokenized, inner_folds, batch_size, json_out, r
     names = expand(tasks)
     folder = data_dir(data)
     evaluators = {name: make_evaluator(name, folder, tokenized, inner_folds, batch_size) for name in names}
-    encoder = load_model(model, runtime, allow_pickle)
+    if cross_encoder:
+        from sbert.cross_encoder import CrossEncoder
+
+        encoder = CrossEncoder.load(model, device=runtime.device, allow_pickle=allow_pickle)
+    else:
+        encoder = load_model(model, runtime, allow_pickle)
     results, rows = {}, []
     for name, evaluator in evaluators.items():
         began = time.perf_counter()

@@ -145,10 +145,12 @@ def index_info(folder, as_json):
 )
 @click.option("--ef-search", type=click.IntRange(min=1), help="HNSW search breadth (more = better recall, slower).")
 @click.option("--rescore", type=click.IntRange(min=1), help="int8/binary: re-score k x this many with float vectors.")
+@click.option("--rerank", help="A cross-encoder (folder) that re-scores the candidates.")
+@click.option("--candidates", default=100, show_default=True, type=click.IntRange(min=1), help="With --rerank.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @device_options
 @friendly_errors
-def search(folder, queries, k, model, method, ef_search, rescore, as_json, runtime, allow_pickle):
+def search(folder, queries, k, model, method, ef_search, rescore, rerank, candidates, as_json, runtime, allow_pickle):
     """Find the texts in the index at FOLDER most similar to each of QUERIES."""
     from sbert.search.index import VectorIndex
 
@@ -157,7 +159,14 @@ def search(folder, queries, k, model, method, ef_search, rescore, as_json, runti
         existing.check_model(model)
     encoder = load_model(model or existing.model, runtime, allow_pickle)
     existing.check_model(model or existing.model, encoder.dim)
-    hits = existing.search(encoder.encode(list(queries)), k, method=method, ef_search=ef_search, rescore=rescore)
+    fetch = max(k, candidates) if rerank else k
+    hits = existing.search(encoder.encode(list(queries)), fetch, method=method, ef_search=ef_search, rescore=rescore)
+    if rerank:
+        from sbert.cross_encoder import CrossEncoder
+        from sbert.search.rerank import rerank as rescore_hits
+
+        cross = CrossEncoder.load(rerank, device=runtime.device, allow_pickle=allow_pickle)
+        hits = [rescore_hits(cross, q, found, k) for q, found in zip(queries, hits, strict=True)]
     if as_json:
         _echo_json([{"query": q, "hits": [h._asdict() for h in found]} for q, found in zip(queries, hits, strict=True)])
         return

@@ -28,6 +28,20 @@ def embed_pairs(encoder, pairs: Sequence, batch_size: int = 32, **encode_kwargs)
     return vectors[[index[s] for s in firsts]], vectors[[index[s] for s in seconds]]
 
 
+def is_cross_encoder(model) -> bool:
+    """A model that scores pairs (``predict``) instead of embedding sentences (``encode``)."""
+    return hasattr(model, "predict") and not hasattr(model, "encode")
+
+
+def cross_encoder_metrics(model, pairs: Sequence[ScoredPair], batch_size: int) -> dict[str, float]:
+    """Spearman / Pearson x 100 of a one-label cross-encoder's scores against the gold scores."""
+    scores = model.predict([(p.sentence1, p.sentence2) for p in pairs], batch_size=batch_size)
+    if scores.ndim != 1:
+        raise ValueError(f"STS evaluation needs a one-label cross-encoder; this one gives {scores.shape[1]} scores")
+    spearman, pearson = correlations([p.score for p in pairs], scores)
+    return {"spearman_score": spearman, "pearson_score": pearson}
+
+
 class STSEvaluator:
     """Correlation of cosine, euclidean, manhattan and dot similarity with gold scores."""
 
@@ -39,8 +53,10 @@ class STSEvaluator:
         self.pairs, self.name, self.batch_size = list(pairs), name, batch_size
 
     def __call__(self, encoder) -> dict[str, float]:
-        u, v = embed_pairs(encoder, self.pairs, self.batch_size, on_truncation="ignore")
         gold = [p.score for p in self.pairs]
+        if is_cross_encoder(encoder):
+            return cross_encoder_metrics(encoder, self.pairs, self.batch_size)
+        u, v = embed_pairs(encoder, self.pairs, self.batch_size, on_truncation="ignore")
         metrics: dict[str, float] = {}
         for name, fn in similarity.PAIRWISE.items():
             spearman, pearson = correlations(gold, fn(u, v))
@@ -65,6 +81,9 @@ class STSSubsetsEvaluator:
 
     def __call__(self, encoder) -> dict[str, float]:
         pairs = [p for subset in self.subsets.values() for p in subset]
+        if is_cross_encoder(encoder):
+            metrics = cross_encoder_metrics(encoder, pairs, self.batch_size)
+            return {f"all_pooled/{k}": v for k, v in metrics.items()}
         u, v = embed_pairs(encoder, pairs, self.batch_size, on_truncation="ignore")
         metrics: dict[str, float] = {}
         for fn_name, fn in similarity.PAIRWISE.items():

@@ -69,8 +69,15 @@ def make_evaluator(name: str, data: Path, tokenized: bool = False, inner_folds: 
 
 
 def headline(name: str, metrics: dict[str, float]) -> tuple[str, float]:
-    """The number a table shows for a task: Spearman x 100 of cosine, or accuracy x 100."""
-    for key in ("spearman_cosine", "all_pooled/spearman_cosine", "accuracy"):
+    """The number a table shows for a task: Spearman x 100 of cosine (of the scores, for a
+    cross-encoder), or accuracy x 100."""
+    for key in (
+        "spearman_cosine",
+        "all_pooled/spearman_cosine",
+        "spearman_score",
+        "all_pooled/spearman_score",
+        "accuracy",
+    ):
         if key in metrics:
             return key, metrics[key]
     raise KeyError(f"{name}: no headline metric in {sorted(metrics)}")
