@@ -144,3 +144,32 @@ def test_rerank_library_and_cli(cross, folder, model, tmp_path):
 
     got = json.loads(result.stdout)[0]["hits"]
     assert [h["row"] for h in got] == [h.row for h in reranked]
+
+
+def test_sbert_train_cross_encoder_moves_scores_toward_gold(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from sbert.cli import main
+
+    rows = [("A man plays a guitar.", "A man plays music.", 4.8), ("A cat sleeps.", "The market fell.", 0.2)] * 8
+    data = tmp_path / "train.csv"
+    data.write_text(
+        "".join(f"main-captions\tMSRvid\t2012test\t{i:04d}\t{s:.3f}\t{a}\t{b}\n" for i, (a, b, s) in enumerate(rows)),
+        encoding="utf-8",
+    )
+    out = tmp_path / "ce"
+    args = ["train", "--cross-encoder", "--objective", "regression", "--format", "stsb", "--train", str(data)]
+    args += ["--dev", str(data), "--dev-format", "stsb", "--out", str(out), "--lr", "1e-4", "--epochs", "3"]
+    args += ["--batch-size", "4", "--eval-every", "4", "--no-progress"]
+    pairs = [(a, b) for a, b, _ in rows[:2]]
+    torch.manual_seed(42)  # the run seeds its new head the same way
+    start = CrossEncoder.load("default", num_labels=1, device="cpu").predict(pairs)
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    scores = CrossEncoder.load(out, device="cpu").predict(pairs)
+    assert scores[0] - scores[1] > (start[0] - start[1]) + 0.08  # the similar pair moved up relative to the other
+    log = [json.loads(line) for line in (tmp_path / "ce.train" / "log.jsonl").read_text().splitlines()]
+    dev = [row for row in log if "dev" in row]
+    assert dev and dev[-1]["primary"] == "spearman_score"

@@ -157,6 +157,13 @@ def similarity(texts, model, runtime, allow_pickle, function, as_json) -> None:
     type=click.Choice(["pretrained", "random"]),
     help="'random': same architecture, random weights (the no-pre-training control).",
 )
+@click.option(
+    "--cross-encoder",
+    is_flag=True,
+    default=None,
+    help="Train a cross-encoder (both sentences through the transformer, a new head) instead: "
+    "regression (1 score, BCE on scores scaled to [0,1]) or classification.",
+)
 @click.option("--resume", is_flag=True, help="Go on from OUT.train/checkpoint.pt if there is one.")
 @click.option("--device", default=None, help="cpu, cuda ... (default: cuda if present).")
 @click.option("--progress/--no-progress", default=None)

@@ -61,6 +61,7 @@ class RunSpec:
     dev_format: str | None = None
     device: str | None = None
     allow_pickle: bool = False
+    cross_encoder: bool = False  # train a CrossEncoder (regression: 1 label; classification: num_labels)
     config: Any = None  # TrainConfig
 
     def __post_init__(self) -> None:
@@ -72,6 +73,12 @@ class RunSpec:
             raise ValueError(f"dev format {self.dev_format!r}: expected one of {', '.join(FORMATS)}")
         if self.config is None:
             self.config = TrainConfig()
+        if self.cross_encoder:
+            if self.init != "pretrained" or self.pooling is not None or self.normalize is not None:
+                raise ValueError("a cross-encoder run takes no --init random, --pooling or --normalize")
+            kinds = {o.objective for o in self.objectives}
+            if not kinds <= {"regression", "classification"} or len(kinds) > 1:
+                raise ValueError("a cross-encoder trains one kind of objective: regression or classification")
 
 
 def read_examples(fmt: str, path: str | Path, objective: str, seed: int = 0) -> list:
@@ -167,11 +174,21 @@ def build_encoder(
     return encoder
 
 
+def make_cross_loss(spec: ObjectiveSpec):
+    from sbert.losses.cross_encoder import CrossEncoderClassificationLoss, CrossEncoderScoreLoss
+
+    if spec.objective == "regression":
+        return CrossEncoderScoreLoss(SCORE_RANGES.get(spec.format, (0.0, 5.0)))
+    return CrossEncoderClassificationLoss()
+
+
 def run(spec: RunSpec, resume: bool = False) -> dict:
     """Build everything ``spec`` names, train, and return the trainer's summary."""
     from sbert.training.trainer import Objective, Trainer
 
     seed = spec.config.seed
+    if spec.cross_encoder:
+        return _run_cross_encoder(spec, resume)
     encoder = build_encoder(
         spec.model,
         spec.init,
@@ -188,6 +205,36 @@ def run(spec: RunSpec, resume: bool = False) -> dict:
     evaluator = make_evaluator(spec.dev_format, spec.dev, seed) if spec.dev else None
     trainer = Trainer(encoder, objectives, spec.config, spec.out, evaluator=evaluator, device=spec.device)
     return trainer.train(resume=resume)
+
+
+def _run_cross_encoder(spec: RunSpec, resume: bool) -> dict:
+    """A cross-encoder from ``spec.model``'s transformer (a new head) trained on pairs."""
+    from sbert.cross_encoder import CrossEncoder
+    from sbert.training.trainer import Objective, Trainer
+
+    seed = spec.config.seed
+    first = spec.objectives[0]
+    labels = 1 if first.objective == "regression" else first.num_labels
+    torch_seed(seed)
+    model = CrossEncoder.load(spec.model, num_labels=labels, device=spec.device, allow_pickle=spec.allow_pickle)
+    objectives = []
+    for i, o in enumerate(spec.objectives):
+        examples = [e for path in o.train for e in read_examples(o.format, path, o.objective, seed)]
+        objectives.append(Objective(examples, make_cross_loss(o), f"{i}:cross-{o.objective}:{o.format}"))
+    evaluator = None
+    if spec.dev:
+        if spec.dev_format not in ("stsb", "sick", "sts"):
+            raise ValueError("a cross-encoder's dev data must be scored pairs (stsb, sick or sts)")
+        evaluator = make_evaluator(spec.dev_format, spec.dev, seed)
+    trainer = Trainer(model, objectives, spec.config, spec.out, evaluator=evaluator, device=spec.device)
+    return trainer.train(resume=resume)
+
+
+def torch_seed(seed: int) -> None:
+    """Seed the new classification head's initialisation."""
+    import torch
+
+    torch.manual_seed(seed)
 
 
 def load_run_file(path: str | Path, overrides: dict[str, Any] | None = None) -> RunSpec:
@@ -235,7 +282,18 @@ def spec_from_options(options: dict[str, Any], train: Sequence[str]) -> RunSpec:
         train=list(train),
         **{k: v for k, v in options.items() if k in objective_fields and k != "train" and v is not None},
     )
-    run_keys = {"out", "model", "init", "pooling", "normalize", "dev", "dev_format", "device", "allow_pickle"}
+    run_keys = {
+        "out",
+        "model",
+        "init",
+        "pooling",
+        "normalize",
+        "dev",
+        "dev_format",
+        "device",
+        "allow_pickle",
+        "cross_encoder",
+    }
     return RunSpec(
         objectives=[objective],
         config=config,

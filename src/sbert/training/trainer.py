@@ -207,12 +207,15 @@ class Trainer:
         if self.evaluator is None:
             return None
         metrics = self.evaluator(self.encoder)
-        score = metrics[self.evaluator.primary]
+        primary = self.evaluator.primary
+        if primary not in metrics:  # a cross-encoder's STS metrics are named after its scores, not cosine
+            primary = primary.replace("cosine", "score")
+        score = metrics[primary]
         improved = self.best is None or score > self.best
         if improved:
             self.best = score
             self.encoder.save(self.out)  # keep the best model so far
-        self._log({"step": step, "dev": metrics, "primary": self.evaluator.primary, "best": improved})
+        self._log({"step": step, "dev": metrics, "primary": primary, "best": improved})
         return score
 
     def _log(self, row: dict) -> None:
