@@ -59,10 +59,18 @@ def index(model, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server(model, index):
-    app = create_app(
-        model, model_name="default", index=index, api_key=KEY, limits=Limits(max_inputs=8, max_body_bytes=20_000)
-    )
+def cross():
+    from sbert.cross_encoder import CrossEncoder
+
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    return CrossEncoder.load("default", num_labels=1, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def server(model, index, cross):
+    limits = Limits(max_inputs=8, max_body_bytes=20_000)
+    app = create_app(model, model_name="default", index=index, api_key=KEY, limits=limits, cross_encoder=cross)
     running = Server(app)
     yield running
     running.stop()
@@ -141,6 +149,17 @@ def test_similarity_and_search(server, model):
     results = post(server, "/search", {"query": "how to bake bread", "k": 2}).json()["results"]
     assert results[0]["hits"][0]["text"] == "Bread is baked in an oven." and len(results[0]["hits"]) == 2
     assert post(server, "/search", {"query": "x", "k": 0}).status_code == 400
+
+
+def test_search_rerank_uses_the_cross_encoder(server, cross, index):
+    query = "how to bake bread"
+    got = post(server, "/search", {"query": query, "k": 2, "rerank": True, "candidates": 4}).json()["results"][0]
+    texts = [t for t in index.texts]
+    scores = cross.predict([(query, t) for t in texts])
+    best = [texts[i] for i in np.argsort(-scores, kind="stable")[:2]]
+    assert [h["text"] for h in got["hits"]] == best
+    assert got["hits"][0]["score"] == pytest.approx(float(scores.max()), abs=1e-5)
+    assert post(server, "/search", {"query": query, "rerank": "yes"}).status_code == 400
 
 
 def test_concurrent_requests_share_batches_and_metrics_count_them(server, model):

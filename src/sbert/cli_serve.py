@@ -15,6 +15,7 @@ from sbert.cli_common import MODEL_HELP, device_options, friendly_errors, load_m
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--index", "index_dir", type=click.Path(file_okay=False, path_type=Path), help="Serve /search on it.")
+@click.option("--rerank", "rerank_model", help="A cross-encoder folder: /search re-ranks on request.")
 @click.option("--api-key", help="Require 'Authorization: Bearer KEY' (default: $SBERT_API_KEY; none = open).")
 @click.option("--max-inputs", default=2048, show_default=True, type=click.IntRange(min=1), help="Texts per request.")
 @click.option("--max-chars", default=100_000, show_default=True, type=click.IntRange(min=1), help="Per text.")
@@ -24,7 +25,20 @@ from sbert.cli_common import MODEL_HELP, device_options, friendly_errors, load_m
 @click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1), help="Model forward batch.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Also cap forward batches at this many padded tokens.")
 @friendly_errors
-def serve(model, runtime, allow_pickle, host, port, index_dir, api_key, max_inputs, max_chars, max_body_mb, **batching):
+def serve(
+    model,
+    runtime,
+    allow_pickle,
+    host,
+    port,
+    index_dir,
+    rerank_model,
+    api_key,
+    max_inputs,
+    max_chars,
+    max_body_mb,
+    **batching,
+):
     """Serve embeddings over HTTP: OpenAI-compatible /v1/embeddings, /similarity, /search, /health, /metrics."""
     from sbert.serve import serve as run
     from sbert.serve.app import Limits
@@ -37,6 +51,11 @@ def serve(model, runtime, allow_pickle, host, port, index_dir, api_key, max_inpu
     encoder = load_model(model, runtime, allow_pickle)
     if index is not None:
         index.check_model(model, encoder.dim)
+    cross = None
+    if rerank_model is not None:
+        from sbert.cross_encoder import CrossEncoder
+
+        cross = CrossEncoder.load(rerank_model, device=runtime.device, allow_pickle=allow_pickle)
     limits = Limits(max_inputs=max_inputs, max_chars=max_chars, max_body_bytes=int(max_body_mb * 2**20))
     run(
         encoder,
@@ -50,4 +69,5 @@ def serve(model, runtime, allow_pickle, host, port, index_dir, api_key, max_inpu
         max_wait_ms=batching["max_wait_ms"],
         encode_batch_size=batching["batch_size"],
         max_tokens=batching["max_tokens"],
+        cross_encoder=cross,
     )

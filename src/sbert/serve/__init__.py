@@ -20,6 +20,7 @@ def serve(
     max_wait_ms: float = 5.0,
     encode_batch_size: int = 32,
     max_tokens: int | None = None,
+    cross_encoder=None,
     graceful_seconds: float = 30.0,
 ) -> None:
     """Run the service with uvicorn until SIGINT/SIGTERM; in-flight requests finish first."""
@@ -37,5 +38,6 @@ def serve(
         max_wait_ms=max_wait_ms,
         encode_batch_size=encode_batch_size,
         max_tokens=max_tokens,
+        cross_encoder=cross_encoder,
     )
     uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=graceful_seconds)

@@ -154,11 +154,13 @@ def create_app(
     max_wait_ms: float = 5.0,
     encode_batch_size: int = 32,
     max_tokens: int | None = None,
+    cross_encoder=None,
 ):
     """The FastAPI app serving ``encoder`` (and ``index``, a VectorIndex, for /search).
 
     Each merged batch of up to ``max_batch_texts`` texts is embedded by one ``encode`` call with
-    ``encode_batch_size`` and ``max_tokens`` (see ``Encoder.encode``).
+    ``encode_batch_size`` and ``max_tokens`` (see ``Encoder.encode``). With a ``cross_encoder``,
+    /search re-ranks its candidates on request (``"rerank": true``, ``"candidates": 100``).
     """
     limits = limits or Limits()
     registry = CollectorRegistry()
@@ -318,8 +320,24 @@ def create_app(
         method = body.get("method")
         if method not in (None, "exact", *index.structures):
             raise ApiError(400, f"'method' must be exact or one of {index.structures}", "method")
+        want_rerank = body.get("rerank", False)
+        if not isinstance(want_rerank, bool):
+            raise ApiError(400, "'rerank' must be true or false", "rerank")
+        if want_rerank and cross_encoder is None:
+            raise ApiError(400, "no cross-encoder is loaded: start the server with --rerank MODEL", "rerank")
+        candidates = body.get("candidates", 100)
+        if not isinstance(candidates, int) or isinstance(candidates, bool) or not 1 <= candidates <= 1000:
+            raise ApiError(400, "'candidates' must be an integer from 1 to 1000", "candidates")
         vectors, _ = await embed(queries)
-        hits = await run_in_threadpool(index.search, vectors, k, method=method)
+        fetch = max(k, candidates) if want_rerank else k
+        hits = await run_in_threadpool(index.search, vectors, fetch, method=method)
+        if want_rerank:
+            from sbert.search.rerank import rerank
+
+            hits = [
+                await run_in_threadpool(rerank, cross_encoder, q, found, k)
+                for q, found in zip(queries, hits, strict=True)
+            ]
         results = [
             {"query": q, "hits": [{"id": h.id, "score": h.score, "text": h.text} for h in found]}
             for q, found in zip(queries, hits, strict=True)
