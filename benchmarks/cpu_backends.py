@@ -48,7 +48,7 @@ def st_onnx(python: str, model: Path, texts: list[str], args) -> tuple[dict, str
     return json.loads(done.stdout.strip().splitlines()[-1]), ""
 
 
-def backends_section(args, texts: list[str], ours, theirs, st_rate: float) -> list[str]:
+def backends_section(args, texts: list[str], ours, theirs) -> list[str]:
     from encode_throughput import throughput
 
     from sbert.data.paths import data_dir
@@ -89,6 +89,7 @@ def backends_section(args, texts: list[str], ours, theirs, st_rate: float) -> li
     if why:
         notes.append(f"sentence-transformers' ONNX backends: {why}")
     reference = outputs["sbert torch fp32"]
+    st_rate = rates["sentence-transformers torch"]  # measured in this section's rounds
     rows = [
         [
             name,

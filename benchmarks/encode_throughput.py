@@ -144,7 +144,7 @@ def main() -> None:
     if not args.no_backends:
         from cpu_backends import backends_section
 
-        lines += backends_section(args, texts, ours, theirs, rate["sentence-transformers, smart batching"])
+        lines += backends_section(args, texts, ours, theirs)
     lines += environment_lines(
         args.threads, ("sbert", "torch", "transformers", "tokenizers", "sentence-transformers", "onnxruntime")
     )
