@@ -118,8 +118,8 @@ def backends_section(args, texts: list[str], ours, theirs) -> list[str]:
         f"{rates[best_ours] / rates[best_st]:.2f}x sentence-transformers' best ({best_st}).**",
         "",
         *[f"- {note}" for note in notes],
-        "- sentence-transformers' ONNX rows run in their own environment (optimum-onnx needs transformers 4.x): "
-        "see st_backends.py."
+        "- sentence-transformers' ONNX rows run in their own environment (optimum-onnx needs transformers 4.x; "
+        f"there: {', '.join(f'{k} {v}' for k, v in st_extra.get('versions', {}).items())}): see st_backends.py."
         if st_extra
         else "",
         "",

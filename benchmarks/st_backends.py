@@ -45,7 +45,16 @@ def main() -> None:
     quantized = SentenceTransformer(
         str(folder), device="cpu", backend="onnx", model_kwargs={"file_name": "onnx/model_qint8_avx512_vnni.onnx"}
     )
-    results = {"versions": {"sentence-transformers": sentence_transformers.__version__}}
+    import optimum.version
+    import transformers
+
+    results = {
+        "versions": {
+            "sentence-transformers": sentence_transformers.__version__,
+            "transformers": transformers.__version__,
+            "optimum": optimum.version.__version__,
+        }
+    }
     for name, model in (("st-onnx", onnx), ("st-onnx-int8", quantized)):
         emb = model.encode(texts, batch_size=args.batch_size)  # warm-up
         times = []
