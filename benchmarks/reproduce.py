@@ -348,7 +348,7 @@ class Reproduction:
             lines.append(f"| {label} | {self.cell(paper['concatenation'][key][0], *nli)} | – |")
         lines += [
             "",
-            "Read the spread across rows, not the level: the paper trains BERT from MLM-only weights on 570k+ "
+            "Read the spread across rows, not the level: the paper trains BERT from MLM-only weights on ~1M NLI "
             "pairs, so the objective shapes the whole space; here a model already sentence-tuned (on NLI "
             "among much else) is trained for a few hundred steps, which moves it little. The 'STSb' column "
             "starts from all-MiniLM-L6-v2 with the named pooling in place of its mean pooling.",
