@@ -432,8 +432,9 @@ def main() -> None:
         "5": ("Table 5: SentEval transfer tasks (accuracy x 100, logistic regression)", rep.table5),
         "6": (
             f"Table 6: ablation on STSb dev (Spearman x 100); NLI: classification on the first "
-            f"{args.ablation_nli_pairs:,} SNLI pairs, 1 epoch; STSb: regression, "
-            f"{args.ablation_stsb_epochs} epoch(s); one seed (the paper: 10)",
+            f"{args.ablation_nli_pairs:,} SNLI pairs, 1 epoch; STSb: regression on the first "
+            f"{args.ablation_stsb_pairs:,} STSb train pairs, {args.ablation_stsb_epochs} epoch(s); one seed "
+            "(the paper: 10)",
             rep.table6,
         ),
         "7": ("Table 7: encoding speed (sentences per second)", rep.table7),
@@ -489,7 +490,8 @@ def write_doc(body: list[str], args, seconds: float) -> None:
         "## How this was made",
         "",
         f"- `python benchmarks/reproduce.py --tables {args.tables} "
-        f"--ablation-nli-pairs {args.ablation_nli_pairs} --ablation-stsb-epochs {args.ablation_stsb_epochs} "
+        f"--ablation-nli-pairs {args.ablation_nli_pairs} --ablation-stsb-pairs {args.ablation_stsb_pairs} "
+        f"--ablation-stsb-epochs {args.ablation_stsb_epochs} "
         f"--inner-folds {args.inner_folds}`; cached results "
         "with their own command and time: `benchmarks/results/reproduction.json`.",
         "- Training recipe for every trained row: batch 16, AdamW lr 2e-5, 10% linear warm-up, linear "
