@@ -239,10 +239,6 @@ def create_app(
             raise ApiError(400, "request body must be a JSON object")
         return payload
 
-    async def embed(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        vectors, counts = await batcher.embed(texts)
-        return vectors, counts
-
     @app.get("/health")
     async def health():
         return {"status": "ok", "model": model_name, "dim": encoder.dim, "index": index is not None}
@@ -274,7 +270,7 @@ def create_app(
                 "input",
                 "input_too_long",
             )
-        vectors, counts = await embed(texts)
+        vectors, counts = await batcher.embed(texts)
         if dims is not None and dims < vectors.shape[1]:
             vectors = vectors[:, :dims]
             vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
@@ -303,7 +299,7 @@ def create_app(
             raise ApiError(400, "'mode' must be 'matrix' or 'pairwise'", "mode")
         if mode == "pairwise" and (b is None or len(a) != len(b)):
             raise ApiError(400, "'pairwise' needs 'a' and 'b' of the same length", "b")
-        vectors, _ = await embed(a + (b or []))
+        vectors, _ = await batcher.embed(a + (b or []))
         va, vb = vectors[: len(a)], vectors[len(a) :] if b is not None else vectors[: len(a)]
         fn = sim.get(encoder.similarity_fn_name, pairwise=mode == "pairwise")
         return _json({"mode": mode, "similarity": encoder.similarity_fn_name, "scores": fn(va, vb)})
@@ -328,7 +324,7 @@ def create_app(
         candidates = body.get("candidates", 100)
         if not isinstance(candidates, int) or isinstance(candidates, bool) or not 1 <= candidates <= 1000:
             raise ApiError(400, "'candidates' must be an integer from 1 to 1000", "candidates")
-        vectors, _ = await embed(queries)
+        vectors, _ = await batcher.embed(queries)
         fetch = max(k, candidates) if want_rerank else k
         hits = await run_in_threadpool(index.search, vectors, fetch, method=method)
         if want_rerank:

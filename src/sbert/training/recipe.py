@@ -215,7 +215,9 @@ def _run_cross_encoder(spec: RunSpec, resume: bool) -> dict:
     seed = spec.config.seed
     first = spec.objectives[0]
     labels = 1 if first.objective == "regression" else first.num_labels
-    torch_seed(seed)
+    import torch
+
+    torch.manual_seed(seed)  # seeds the new head's initialisation
     model = CrossEncoder.load(spec.model, num_labels=labels, device=spec.device, allow_pickle=spec.allow_pickle)
     objectives = []
     for i, o in enumerate(spec.objectives):
@@ -228,13 +230,6 @@ def _run_cross_encoder(spec: RunSpec, resume: bool) -> dict:
         evaluator = make_evaluator(spec.dev_format, spec.dev, seed)
     trainer = Trainer(model, objectives, spec.config, spec.out, evaluator=evaluator, device=spec.device)
     return trainer.train(resume=resume)
-
-
-def torch_seed(seed: int) -> None:
-    """Seed the new classification head's initialisation."""
-    import torch
-
-    torch.manual_seed(seed)
 
 
 def load_run_file(path: str | Path, overrides: dict[str, Any] | None = None) -> RunSpec:
