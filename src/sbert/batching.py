@@ -12,14 +12,19 @@ import numpy as np
 
 
 def batches(
-    lengths: Sequence[int], batch_size: int, sort_by_length: bool = True, max_tokens: int | None = None
+    lengths: Sequence[int],
+    batch_size: int,
+    sort_by_length: bool = True,
+    max_tokens: int | None = None,
+    packed: bool = False,
 ) -> Iterator[np.ndarray]:
     """Yield arrays of indices into ``lengths``, at most ``batch_size`` at a time.
 
     With ``sort_by_length`` the longest texts come first (a memory error then shows at once, not at
     the end), so each batch holds texts of similar length and little padding; else input order.
     ``max_tokens`` also caps each batch's padded size (rows x longest row): long texts then come in
-    small batches and short ones in large batches (never fewer than one text per batch).
+    small batches and short ones in large batches (never fewer than one text per batch). With
+    ``packed`` (batches that ``pack_rows`` lays end to end, no padding) it caps the real tokens.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -33,14 +38,40 @@ def batches(
             yield order[start : start + batch_size]
         return
     start, longest = 0, 0
+    total = 0
     for end in range(n):
-        longest_with = max(longest, int(lengths[order[end]]))
-        if end > start and ((end - start + 1) * longest_with > max_tokens or end - start == batch_size):
+        size = int(lengths[order[end]])
+        longest_with, total_with = max(longest, size), total + size
+        cost = total_with if packed else (end - start + 1) * longest_with
+        if end > start and (cost > max_tokens or end - start == batch_size):
             yield order[start:end]
-            start, longest_with = end, int(lengths[order[end]])
-        longest = longest_with
+            start, longest_with, total_with = end, size, size
+        longest, total = longest_with, total_with
     if start < n:
         yield order[start:]
+
+
+def pack_rows(lengths: Sequence[int], width: int) -> list[list[int]]:
+    """Group indices into rows whose lengths sum to at most ``width`` (first fit, longest first).
+
+    Used to run a batch without padding: each row holds several texts end to end, and attention is
+    kept within each text (see ``Transformer.collate_packed``). A text longer than ``width`` is an error.
+    """
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda k: -int(lengths[k])):
+        size = int(lengths[i])
+        if size > width:
+            raise ValueError(f"a text of {size} tokens does not fit in packed rows of {width}")
+        for r, free in enumerate(room):
+            if size <= free:
+                rows[r].append(i)
+                room[r] -= size
+                break
+        else:
+            rows.append([i])
+            room.append(width - size)
+    return rows
 
 
 def padding_ratio(lengths: Sequence[int], batch_size: int, sort_by_length: bool = True) -> float:

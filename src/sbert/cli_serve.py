@@ -23,7 +23,12 @@ from sbert.cli_common import MODEL_HELP, device_options, friendly_errors, load_m
 @click.option("--max-batch", default=256, show_default=True, type=click.IntRange(min=1), help="Texts per model batch.")
 @click.option("--max-wait-ms", default=5.0, show_default=True, type=click.FloatRange(min=0), help="Batch wait.")
 @click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1), help="Model forward batch.")
-@click.option("--max-tokens", type=click.IntRange(min=1), help="Also cap forward batches at this many padded tokens.")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Cap forward passes at this many tokens.")
+@click.option(
+    "--packing/--no-packing",
+    default=None,
+    help="Run merged batches unpadded (default: on for BERT-family models on the torch backend).",
+)
 @friendly_errors
 def serve(
     model,
@@ -70,4 +75,5 @@ def serve(
         encode_batch_size=batching["batch_size"],
         max_tokens=batching["max_tokens"],
         cross_encoder=cross,
+        packing=batching["packing"],
     )

@@ -26,6 +26,7 @@ from sbert.modules import MODULE_TYPES, Module, Pooling, Transformer, module_cla
 from sbert.modules.base import read_json, write_json
 
 CHUNK = 65_536  # texts tokenised at a time: bounds the memory for ids, keeps sorting near-global
+PACKED_TOKENS = 8_192  # real tokens per packed forward pass when max_tokens is not given
 PROGRESS_FROM = 5_000  # with show_progress=None, a bar appears from this many texts (on a terminal)
 ST_CONFIG = "config_sentence_transformers.json"
 
@@ -129,6 +130,7 @@ class Encoder(nn.Sequential):
         allow_empty: bool = False,
         on_truncation: Literal["warn", "error", "ignore"] = "warn",
         max_tokens: int | None = None,
+        packing: bool = False,
     ) -> np.ndarray | torch.Tensor | list:
         """Embed texts: (n, dim) float32 for a list, (dim,) for one string, (0, dim) for an empty list.
 
@@ -137,6 +139,11 @@ class Encoder(nn.Sequential):
         result is in input order either way. Texts longer than ``max_seq_length`` tokens are
         truncated, with a warning, an error or silently as ``on_truncation`` says. ``max_tokens``
         caps each batch at that many padded token slots (``batch_size`` still caps the count).
+
+        ``packing`` runs each batch without padding: its texts are laid end to end in rows with
+        attention kept within each text (same results to float rounding; BERT-family models, torch
+        backend). ``max_tokens`` then caps the real tokens per pass (default 8,192); it pays when
+        batches mix lengths, e.g. with a large ``batch_size`` or ``sort_by_length=False``.
         """
         if convert_to not in ("numpy", "torch"):
             raise ValueError(f"convert_to must be 'numpy' or 'torch', got {convert_to!r}")
@@ -144,13 +151,19 @@ class Encoder(nn.Sequential):
             raise ValueError(f"output must be 'sentence' or 'token', got {output!r}")
         if on_truncation not in ("warn", "error", "ignore"):
             raise ValueError(f"on_truncation must be 'warn', 'error' or 'ignore', got {on_truncation!r}")
+        if packing and self.backend is not None and output == "sentence":
+            raise ValueError("packing runs on the torch backend only; call use_backend('torch') or drop packing")
+        if packing and not self.transformer.can_pack:
+            raise ValueError(
+                f"packing supports BERT-family models; this one is {self.transformer.model.config.model_type!r}"
+            )
         single = isinstance(texts, str)
         items = check_texts(texts, allow_empty)
         was_training = self.training
         self.eval()
         try:
             result, truncated = self._run(
-                items, batch_size, normalize, show_progress, output, sort_by_length, on_truncation, max_tokens
+                items, batch_size, normalize, show_progress, output, sort_by_length, on_truncation, max_tokens, packing
             )
         finally:
             self.train(was_training)
@@ -167,7 +180,9 @@ class Encoder(nn.Sequential):
             result = result[0]
         return torch.from_numpy(result) if convert_to == "torch" else result
 
-    def _run(self, items, batch_size, normalize, show_progress, output, sort_by_length, on_truncation, max_tokens):
+    def _run(
+        self, items, batch_size, normalize, show_progress, output, sort_by_length, on_truncation, max_tokens, packing
+    ):
         from tqdm.auto import tqdm
 
         n = len(items)
@@ -175,6 +190,9 @@ class Encoder(nn.Sequential):
         disable = (None if n >= PROGRESS_FROM else True) if show_progress is None else not show_progress
         device = self.device
         truncated_total = 0
+        collate = self.transformer.collate_packed if packing else self.transformer.collate
+        if packing and max_tokens is None:
+            max_tokens = PACKED_TOKENS
         with tqdm(total=n, desc="encode", unit="text", disable=disable, dynamic_ncols=True) as bar:
             for start in range(0, n, CHUNK):
                 ids, truncated = self.transformer.tokenize(items[start : start + CHUNK])
@@ -185,8 +203,8 @@ class Encoder(nn.Sequential):
                         "on_truncation='warn'"
                     )
                 truncated_total += len(truncated)
-                for rows in batches([len(i) for i in ids], batch_size, sort_by_length, max_tokens):
-                    features = self.transformer.collate([ids[r] for r in rows])
+                for rows in batches([len(i) for i in ids], batch_size, sort_by_length, max_tokens, packing):
+                    features = collate([ids[r] for r in rows])
                     if output == "sentence" and self.backend is not None:
                         features = {"sentence_embedding": torch.from_numpy(self.backend(features))}
                     else:

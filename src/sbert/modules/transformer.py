@@ -14,12 +14,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from sbert.batching import pack_rows
 from sbert.errors import ModelFormatError
 from sbert.modules.base import Features, Module, read_json, write_json
 
 CONFIG_FILE = "sentence_bert_config.json"
 _SAFE_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
 _PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+PACK_WIDTH = 128  # tokens per packed row (or the batch's longest text, if longer)
+# Architectures whose position embeddings are read from explicit ``position_ids`` counted from 0,
+# so several texts can share a row (checked against padded batching in tests/test_packing.py).
+PACKABLE_TYPES = ("bert",)
 
 
 @contextlib.contextmanager
@@ -134,10 +139,80 @@ class Transformer(Module):
             features["token_type_ids"] = torch.zeros_like(features["input_ids"])
         return features
 
+    @property
+    def can_pack(self) -> bool:
+        """Whether ``collate_packed`` batches give this model's exact results (its architecture is known)."""
+        return getattr(self.model.config, "model_type", None) in PACKABLE_TYPES
+
+    def collate_packed(self, batch: Sequence[Sequence[int]], width: int | None = None) -> Features:
+        """A batch without padding: texts laid end to end in rows of ``width`` tokens.
+
+        Each text keeps its own positions (from 0) and attends only to itself (a block-diagonal
+        mask), so results equal ``collate``'s up to float rounding while no compute goes to padding.
+        ``forward`` gives back ``token_embeddings`` (B, T, H) and ``attention_mask`` (B, T) in the
+        padded layout, so pooling is unchanged.
+        """
+        if not self.can_pack:
+            raise ValueError(
+                f"packed batches support model types {', '.join(PACKABLE_TYPES)}; this model is "
+                f"{getattr(self.model.config, 'model_type', 'unknown')!r}"
+            )
+        lengths = [len(ids) for ids in batch]
+        longest = max(lengths)
+        width = max(width or PACK_WIDTH, longest)
+        rows = pack_rows(lengths, width)
+        input_ids = np.full((len(rows), width), self.tokenizer.pad_token_id or 0, dtype=np.int64)
+        positions = np.zeros((len(rows), width), dtype=np.int64)
+        segment = np.full((len(rows), width), -1, dtype=np.int64)
+        unpack = np.full((len(batch), longest), len(rows) * width, dtype=np.int64)  # -> a zero row
+        mask = np.zeros((len(batch), longest), dtype=np.int64)
+        for r, members in enumerate(rows):
+            offset = 0
+            for k, i in enumerate(members):
+                n = lengths[i]
+                input_ids[r, offset : offset + n] = batch[i]
+                positions[r, offset : offset + n] = np.arange(n)
+                segment[r, offset : offset + n] = k
+                unpack[i, :n] = r * width + offset + np.arange(n)
+                mask[i, :n] = 1
+                offset += n
+        segment_t = torch.from_numpy(segment)
+        # Padding slots attend to themselves only: finite values, never seen by a real token.
+        attend = (segment_t[:, :, None] == segment_t[:, None, :]) | torch.eye(width, dtype=torch.bool)
+        return {
+            "input_ids": torch.from_numpy(input_ids),
+            "position_ids": torch.from_numpy(positions),
+            "token_type_ids": torch.zeros_like(torch.from_numpy(input_ids)),
+            "packed_attention": attend[:, None],
+            "unpack_index": torch.from_numpy(unpack),
+            "attention_mask": torch.from_numpy(mask),
+        }
+
     def forward(self, features: Features) -> Features:
+        if "unpack_index" in features:
+            return self._forward_packed(features)
         inputs = {k: features[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in features}
         output = self.model(**inputs, return_dict=True)
         features["token_embeddings"] = output.last_hidden_state
+        return features
+
+    def _forward_packed(self, features: Features) -> Features:
+        attend = features["packed_attention"]
+        if getattr(self.model.config, "_attn_implementation", "eager") != "sdpa":  # additive for eager attention
+            dtype = next(self.model.parameters()).dtype
+            attend = torch.zeros(attend.shape, dtype=dtype, device=attend.device).masked_fill(
+                ~attend, torch.finfo(dtype).min
+            )
+        output = self.model(
+            input_ids=features["input_ids"],
+            position_ids=features["position_ids"],
+            token_type_ids=features["token_type_ids"],
+            attention_mask=attend,
+            return_dict=True,
+        )
+        hidden = output.last_hidden_state
+        flat = torch.cat([hidden.reshape(-1, hidden.shape[-1]), hidden.new_zeros(1, hidden.shape[-1])])
+        features["token_embeddings"] = flat[features["unpack_index"]]
         return features
 
     # -- disk ----------------------------------------------------------------------------------------

@@ -155,13 +155,21 @@ def create_app(
     encode_batch_size: int = 32,
     max_tokens: int | None = None,
     cross_encoder=None,
+    packing: bool | None = None,
 ):
     """The FastAPI app serving ``encoder`` (and ``index``, a VectorIndex, for /search).
 
-    Each merged batch of up to ``max_batch_texts`` texts is embedded by one ``encode`` call with
-    ``encode_batch_size`` and ``max_tokens`` (see ``Encoder.encode``). With a ``cross_encoder``,
-    /search re-ranks its candidates on request (``"rerank": true``, ``"candidates": 100``).
+    Each merged batch of up to ``max_batch_texts`` texts is embedded by one ``encode`` call. With
+    ``packing`` (default: on where the model and backend allow it) the batch runs unpadded, in
+    forward passes of up to ``max_tokens`` real tokens; without it, in sorted batches of
+    ``encode_batch_size`` texts and ``max_tokens`` padded slots (see ``Encoder.encode``). With a
+    ``cross_encoder``, /search re-ranks its candidates on request (``"rerank": true``, ``"candidates": 100``).
     """
+    can_pack = encoder.backend is None and encoder.transformer.can_pack
+    if packing and not can_pack:
+        raise ValueError("packing needs the torch backend and a BERT-family model")
+    packing = can_pack if packing is None else packing
+    forward_texts = max_batch_texts if packing else encode_batch_size
     limits = limits or Limits()
     registry = CollectorRegistry()
     requests = Counter("sbert_requests", "HTTP requests", ["endpoint", "status"], registry=registry)
@@ -183,7 +191,12 @@ def create_app(
         ids, _ = encoder.transformer.tokenize(texts)
         counts = np.array([len(i) for i in ids])
         vectors = encoder.encode(
-            texts, batch_size=encode_batch_size, max_tokens=max_tokens, show_progress=False, on_truncation="ignore"
+            texts,
+            batch_size=forward_texts,
+            max_tokens=max_tokens,
+            packing=packing,
+            show_progress=False,
+            on_truncation="ignore",
         )
         return vectors, counts
 
