@@ -173,3 +173,32 @@ def test_sbert_train_cross_encoder_moves_scores_toward_gold(tmp_path):
     log = [json.loads(line) for line in (tmp_path / "ce.train" / "log.jsonl").read_text().splitlines()]
     dev = [row for row in log if "dev" in row]
     assert dev and dev[-1]["primary"] == "spearman_score"
+
+
+def test_nli_classification_training_then_a_new_head_for_sts(tmp_path):
+    """Classification on NLI-style pairs learns the labels; loading it with num_labels=1 keeps the
+    transformer and puts a fresh one-label head on it (the paper's NLI -> STSb route)."""
+    from sbert.data.examples import LabeledPair
+    from sbert.losses.cross_encoder import CrossEncoderClassificationLoss
+    from sbert.training import Objective, TrainConfig, Trainer
+
+    rows = [
+        LabeledPair("A man plays a guitar.", "A man plays music.", 0),  # entailment
+        LabeledPair("A man plays a guitar.", "A woman sings opera.", 1),  # neutral
+        LabeledPair("A man plays a guitar.", "Nobody plays anything.", 2),  # contradiction
+    ] * 6
+    torch.manual_seed(0)
+    model = CrossEncoder.load("default", num_labels=3, device="cpu")
+    pairs = [(r.sentence1, r.sentence2) for r in rows[:3]]
+    config = TrainConfig(epochs=4, batch_size=6, lr=1e-4, seed=0, progress=False)
+    Trainer(model, [Objective(rows, CrossEncoderClassificationLoss(), "nli")], config, tmp_path / "nli").train()
+    logits = model.predict(pairs)
+    assert logits.shape == (3, 3) and logits.argmax(axis=1).tolist() == [0, 1, 2]
+
+    sts = CrossEncoder.load(tmp_path / "nli", num_labels=1, device="cpu")
+    assert sts.num_labels == 1 and sts.activation == "sigmoid"
+    body = {k: v for k, v in model.model.state_dict().items() if "classifier" not in k}
+    for name, value in sts.model.state_dict().items():
+        if "classifier" not in name:
+            assert torch.equal(value, body[name]), name
+    assert sts.predict(pairs).shape == (3,)

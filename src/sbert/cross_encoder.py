@@ -66,10 +66,11 @@ class CrossEncoder(nn.Module):
     ) -> CrossEncoder:
         """Load a Hugging Face folder (or a shipped model name, e.g. "default": then the head is new).
 
-        ``num_labels`` sets the head's width when the folder has none (a plain encoder's folder).
-        Never downloads; ``allow_pickle`` is needed for ``pytorch_model.bin``-only folders.
+        ``num_labels`` sets the head's width when the folder has none (a plain encoder's folder); given
+        for a folder whose head has another width (say 3 NLI labels), it puts a new head on that
+        transformer (NLI -> STSb). Never downloads; ``allow_pickle`` is needed for ``pytorch_model.bin``-only folders.
         """
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
         from sbert.registry import resolve
 
@@ -80,14 +81,19 @@ class CrossEncoder(nn.Module):
             raise ModelNotFoundError(f"{folder}: no config.json; expected a Hugging Face model folder")
         if not allow_pickle and not any(folder.glob("*.safetensors")):
             raise ModelFormatError(f"{folder}: weights only in pickle form; pass allow_pickle=True to load them")
-        kwargs = {"num_labels": num_labels} if num_labels else {}
+        config = AutoConfig.from_pretrained(folder, local_files_only=True)
+        has_head = any(a.endswith("ForSequenceClassification") for a in config.architectures or [])
+        new_head = has_head and num_labels is not None and num_labels != config.num_labels
+        kwargs = {"num_labels": num_labels, "ignore_mismatched_sizes": new_head} if num_labels else {}
         with quiet_transformers():
             model = AutoModelForSequenceClassification.from_pretrained(
                 folder, local_files_only=True, use_safetensors=not allow_pickle or None, **kwargs
             )
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-        saved = getattr(model.config, "sbert_activation", None)
-        st_saved = (getattr(model.config, "sentence_transformers", None) or {}).get("activation_fn", "")
+        saved = None if new_head else getattr(model.config, "sbert_activation", None)
+        st_saved = (
+            "" if new_head else (getattr(model.config, "sentence_transformers", None) or {}).get("activation_fn", "")
+        )
         saved = saved or next((k for k, v in ST_ACTIVATIONS.items() if v == st_saved), None)
         encoder = cls(model, tokenizer, max_length, activation or saved)
         encoder.path = folder
