@@ -103,6 +103,73 @@ def st_train(
     return {"steps": result.global_step, "seconds": seconds, "steps_per_second": result.global_step / seconds}
 
 
+class STCrossEncoder:
+    """sentence-transformers' CrossEncoder seen through sbert's ``predict`` (for sbert's STS evaluator)."""
+
+    def __init__(self, path: str | Path) -> None:
+        from sentence_transformers.cross_encoder import CrossEncoder
+
+        self.model = CrossEncoder(str(path), device="cpu")
+        self.path = Path(path)
+
+    def predict(self, pairs, batch_size: int = 32, **_ignored) -> np.ndarray:
+        return np.asarray(self.model.predict(list(pairs), batch_size=batch_size, show_progress_bar=False))
+
+
+def st_train_cross(
+    start: str | Path,
+    examples: Sequence[ScoredPair | LabeledPair],
+    objective: str,
+    config: TrainConfig,
+    out: Path,
+    score_range: tuple[float, float] = (0.0, 5.0),
+) -> dict:
+    """Train sentence-transformers' CrossEncoder with its CrossEncoderTrainer from the folder ``start``.
+
+    "regression": BinaryCrossEntropyLoss on scores scaled to [0, 1] (one label); "classification":
+    CrossEntropyLoss over the folder's labels. Saves to ``out``; returns steps, seconds, steps/s.
+    """
+    from datasets import Dataset
+    from sentence_transformers.cross_encoder import (
+        CrossEncoder,
+        CrossEncoderTrainer,
+        CrossEncoderTrainingArguments,
+        losses,
+    )
+
+    model = CrossEncoder(str(start), device="cpu")
+    columns = {"sentence1": [e.sentence1 for e in examples], "sentence2": [e.sentence2 for e in examples]}
+    if objective == "classification":
+        loss = losses.CrossEntropyLoss(model)
+        columns["label"] = [e.label for e in examples]
+    else:
+        low, high = score_range
+        loss = losses.BinaryCrossEntropyLoss(model)
+        columns["label"] = [(e.score - low) / (high - low) for e in examples]
+    args = CrossEncoderTrainingArguments(
+        output_dir=str(out.with_name(out.name + ".st-trainer")),
+        num_train_epochs=config.epochs,
+        max_steps=config.max_steps or -1,
+        per_device_train_batch_size=config.batch_size,
+        learning_rate=config.lr,
+        warmup_steps=config.warmup,
+        lr_scheduler_type="linear",
+        weight_decay=config.weight_decay,
+        max_grad_norm=config.max_grad_norm,
+        seed=config.seed,
+        save_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        use_cpu=True,
+    )
+    trainer = CrossEncoderTrainer(model=model, args=args, train_dataset=Dataset.from_dict(columns), loss=loss)
+    began = time.perf_counter()
+    result = trainer.train()
+    seconds = time.perf_counter() - began
+    model.save(str(out))
+    return {"steps": result.global_step, "seconds": seconds, "steps_per_second": result.global_step / seconds}
+
+
 def _dimension(model) -> int:
     for name in ("get_embedding_dimension", "get_sentence_embedding_dimension"):  # 6.x, older
         if hasattr(model, name):
