@@ -61,7 +61,6 @@ def st_train(
     if pooling is not None:
         _set_pooling(model, pooling)
     losses = _losses()
-    columns = {"sentence1": [e.sentence1 for e in examples], "sentence2": [e.sentence2 for e in examples]}
     if objective == "classification":
         parts = concat.replace(" ", "").strip("()").split(",")
         if ("u" in parts) != ("v" in parts):
@@ -74,28 +73,46 @@ def st_train(
             concatenation_sent_difference="|u-v|" in parts,
             concatenation_sent_multiplication="u*v" in parts,
         )
+    else:
+        loss = losses.CosineSimilarityLoss(model)
+    columns = _columns(examples, objective, score_range, score_column="score")
+    args = SentenceTransformerTrainingArguments(**_recipe_args(config, out))
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=Dataset.from_dict(columns), loss=loss)
+    return _run(trainer, model, out)
+
+
+def _columns(examples, objective: str, score_range: tuple[float, float], score_column: str) -> dict:
+    """Dataset columns: the pairs, and the label (classification) or the score scaled to [0, 1]."""
+    columns = {"sentence1": [e.sentence1 for e in examples], "sentence2": [e.sentence2 for e in examples]}
+    if objective == "classification":
         columns["label"] = [e.label for e in examples]
     else:
         low, high = score_range
-        loss = losses.CosineSimilarityLoss(model)
-        columns["score"] = [(e.score - low) / (high - low) for e in examples]
-    args = SentenceTransformerTrainingArguments(
-        output_dir=str(out.with_name(out.name + ".st-trainer")),
-        num_train_epochs=config.epochs,
-        max_steps=config.max_steps or -1,
-        per_device_train_batch_size=config.batch_size,
-        learning_rate=config.lr,
-        warmup_steps=config.warmup,  # a float below 1 is a ratio of the steps
-        lr_scheduler_type="linear",
-        weight_decay=config.weight_decay,
-        max_grad_norm=config.max_grad_norm,
-        seed=config.seed,
-        save_strategy="no",
-        report_to=[],
-        disable_tqdm=True,
-        use_cpu=True,
-    )
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=Dataset.from_dict(columns), loss=loss)
+        columns[score_column] = [(e.score - low) / (high - low) for e in examples]
+    return columns
+
+
+def _recipe_args(config: TrainConfig, out: Path) -> dict:
+    """The paper's recipe (``config``) as Hugging Face training arguments."""
+    return {
+        "output_dir": str(out.with_name(out.name + ".st-trainer")),
+        "num_train_epochs": config.epochs,
+        "max_steps": config.max_steps or -1,
+        "per_device_train_batch_size": config.batch_size,
+        "learning_rate": config.lr,
+        "warmup_steps": config.warmup,  # a float below 1 is a ratio of the steps
+        "lr_scheduler_type": "linear",
+        "weight_decay": config.weight_decay,
+        "max_grad_norm": config.max_grad_norm,
+        "seed": config.seed,
+        "save_strategy": "no",
+        "report_to": [],
+        "disable_tqdm": True,
+        "use_cpu": True,
+    }
+
+
+def _run(trainer, model, out: Path) -> dict:
     began = time.perf_counter()
     result = trainer.train()
     seconds = time.perf_counter() - began
@@ -138,36 +155,12 @@ def st_train_cross(
     )
 
     model = CrossEncoder(str(start), device="cpu")
-    columns = {"sentence1": [e.sentence1 for e in examples], "sentence2": [e.sentence2 for e in examples]}
-    if objective == "classification":
-        loss = losses.CrossEntropyLoss(model)
-        columns["label"] = [e.label for e in examples]
-    else:
-        low, high = score_range
-        loss = losses.BinaryCrossEntropyLoss(model)
-        columns["label"] = [(e.score - low) / (high - low) for e in examples]
-    args = CrossEncoderTrainingArguments(
-        output_dir=str(out.with_name(out.name + ".st-trainer")),
-        num_train_epochs=config.epochs,
-        max_steps=config.max_steps or -1,
-        per_device_train_batch_size=config.batch_size,
-        learning_rate=config.lr,
-        warmup_steps=config.warmup,
-        lr_scheduler_type="linear",
-        weight_decay=config.weight_decay,
-        max_grad_norm=config.max_grad_norm,
-        seed=config.seed,
-        save_strategy="no",
-        report_to=[],
-        disable_tqdm=True,
-        use_cpu=True,
-    )
+    classify = objective == "classification"
+    loss = losses.CrossEntropyLoss(model) if classify else losses.BinaryCrossEntropyLoss(model)
+    columns = _columns(examples, objective, score_range, score_column="label")
+    args = CrossEncoderTrainingArguments(**_recipe_args(config, out))
     trainer = CrossEncoderTrainer(model=model, args=args, train_dataset=Dataset.from_dict(columns), loss=loss)
-    began = time.perf_counter()
-    result = trainer.train()
-    seconds = time.perf_counter() - began
-    model.save(str(out))
-    return {"steps": result.global_step, "seconds": seconds, "steps_per_second": result.global_step / seconds}
+    return _run(trainer, model, out)
 
 
 def _dimension(model) -> int:
