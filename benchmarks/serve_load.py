@@ -9,7 +9,7 @@ fastest call, ``encode(sentences, batch_size=256, packing=True)``. Both sides sh
 cores with the load generator.
 
     python benchmarks/serve_load.py [--clients 32] [--passes 3] [--per-request 8,1] [--time-limit 180]
-                                    [--server-packing auto|on|off]
+                                    [--server-packing auto|on|off] [--server-workers 1]
 """
 
 from __future__ import annotations
@@ -133,6 +133,7 @@ def main() -> None:
     parser.add_argument("--server-batch-size", type=int, default=32, help="the server's forward batch size")
     parser.add_argument("--server-max-tokens", type=int, default=None, help="the server's forward token budget")
     parser.add_argument("--server-packing", choices=("auto", "on", "off"), default="auto")
+    parser.add_argument("--server-workers", type=int, default=1, help="the server's batch workers")
     parser.add_argument("--data", default=None)
     args = parser.parse_args()
     texts = stsb_test_sentences(data_dir(args.data))
@@ -156,7 +157,7 @@ def main() -> None:
     print(f"library: {default_rate:,.0f} sentences/s (batch 32), {packed_rate:,.0f} (packed)", flush=True)
 
     port = free_port()
-    extra = ["--batch-size", str(args.server_batch_size)]
+    extra = ["--batch-size", str(args.server_batch_size), "--workers", str(args.server_workers)]
     if args.server_max_tokens:
         extra += ["--max-tokens", str(args.server_max_tokens)]
     if args.server_packing != "auto":

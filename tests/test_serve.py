@@ -209,6 +209,25 @@ def test_batcher_merges_concurrent_calls_and_drains_on_close():
         asyncio.run(batcher.embed(["late"]))
 
 
+def test_batcher_workers_run_batches_side_by_side_and_all_stop():
+    both_running = threading.Barrier(2, timeout=5)  # passes only if two batches run at the same time
+
+    def encode(texts):
+        both_running.wait()
+        return np.array([[len(t)] for t in texts], dtype=np.float32)
+
+    batcher = DynamicBatcher(encode, max_batch_texts=1, max_wait_ms=0, workers=2)
+
+    async def two():
+        return await asyncio.gather(batcher.embed(["aa"]), batcher.embed(["b"]))
+
+    first, second = asyncio.run(two())
+    assert first[:, 0].tolist() == [2] and second[:, 0].tolist() == [1]
+    assert batcher.stats.batches == 2
+    batcher.close()
+    assert not any(t.is_alive() for t in batcher._threads)
+
+
 def test_batcher_errors_reach_every_request():
     def fail(texts):
         raise ValueError("model exploded")

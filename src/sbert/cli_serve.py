@@ -25,6 +25,13 @@ from sbert.cli_common import MODEL_HELP, device_options, friendly_errors, load_m
 @click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1), help="Model forward batch.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Cap forward passes at this many tokens.")
 @click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Batches run side by side; torch's threads are divided among them.",
+)
+@click.option(
     "--packing/--no-packing",
     default=None,
     help="Run merged batches unpadded (default: on for BERT-family models on the torch backend).",
@@ -76,4 +83,5 @@ def serve(
         max_tokens=batching["max_tokens"],
         cross_encoder=cross,
         packing=batching["packing"],
+        workers=batching["workers"],
     )

@@ -21,7 +21,7 @@ from sbert.modules.base import Features, Module, read_json, write_json
 CONFIG_FILE = "sentence_bert_config.json"
 _SAFE_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
 _PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
-PACK_WIDTH = 128  # tokens per packed row (or the batch's longest text, if longer)
+PACK_WIDTH = 64  # tokens per packed row (or the batch's longest text, if longer)
 # Architectures whose position embeddings are read from explicit ``position_ids`` counted from 0,
 # so several texts can share a row (checked against padded batching in tests/test_packing.py).
 PACKABLE_TYPES = ("bert",)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -156,6 +157,7 @@ def create_app(
     max_tokens: int | None = None,
     cross_encoder=None,
     packing: bool | None = None,
+    workers: int = 1,
 ):
     """The FastAPI app serving ``encoder`` (and ``index``, a VectorIndex, for /search).
 
@@ -164,6 +166,8 @@ def create_app(
     forward passes of up to ``max_tokens`` real tokens; without it, in sorted batches of
     ``encode_batch_size`` texts and ``max_tokens`` padded slots (see ``Encoder.encode``). With a
     ``cross_encoder``, /search re-ranks its candidates on request (``"rerank": true``, ``"candidates": 100``).
+    ``workers`` > 1 runs that many batches side by side and divides torch's threads among them (a
+    process-wide setting).
     """
     can_pack = encoder.backend is None and encoder.transformer.can_pack
     if packing and not can_pack:
@@ -200,7 +204,9 @@ def create_app(
         )
         return vectors, counts
 
-    batcher = DynamicBatcher(encode, max_batch_texts=max_batch_texts, max_wait_ms=max_wait_ms)
+    if workers > 1 and encoder.backend is None:
+        torch.set_num_threads(max(1, torch.get_num_threads() // workers))
+    batcher = DynamicBatcher(encode, max_batch_texts=max_batch_texts, max_wait_ms=max_wait_ms, workers=workers)
 
     def on_batch(n: int, seconds: float) -> None:
         batch_sizes.observe(n)

@@ -2,9 +2,10 @@
 
 Requests call ``await batcher.embed(texts)``; ``encode_fn(texts)`` returns an array, or a tuple of
 arrays (say embeddings and token counts), with one row per text. A worker thread (never the event loop) takes queued
-requests until the batch holds ``max_batch_texts`` texts or ``max_batch_tokens`` characters/4, or
-``max_wait_ms`` has passed since the first one, embeds them in one ``encode`` call (which sorts by
-length inside) and hands each request its rows.
+requests until the batch holds ``max_batch_texts`` texts or ``max_batch_chars`` characters, or
+``max_wait_ms`` has passed since the first one, embeds them in one ``encode_fn`` call and hands each
+request its rows. With ``workers`` > 1, that many threads do this side by side: one collects the
+next batch while another runs the model (give each fewer torch threads, see ``create_app``).
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ class DynamicBatcher:
         max_batch_texts: int = 256,
         max_wait_ms: float = 5.0,
         max_batch_chars: int = 64_000,
+        workers: int = 1,
     ) -> None:
-        if max_batch_texts < 1 or max_wait_ms < 0 or max_batch_chars < 1:
-            raise ValueError("max_batch_texts and max_batch_chars must be >= 1 and max_wait_ms >= 0")
+        if max_batch_texts < 1 or max_wait_ms < 0 or max_batch_chars < 1 or workers < 1:
+            raise ValueError("max_batch_texts, max_batch_chars and workers must be >= 1 and max_wait_ms >= 0")
         self.encode_fn = encode_fn
         self.max_batch_texts, self.max_wait, self.max_batch_chars = max_batch_texts, max_wait_ms / 1000, max_batch_chars
         self.stats = BatchStats()
@@ -55,9 +57,12 @@ class DynamicBatcher:
         self._pending = 0
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
-        self._thread = threading.Thread(target=self._work, name="sbert-batcher", daemon=True)
+        self._threads = [
+            threading.Thread(target=self._work, name=f"sbert-batcher-{i}", daemon=True) for i in range(workers)
+        ]
         self._closed = False
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
 
     async def embed(self, texts: list[str]) -> np.ndarray | tuple[np.ndarray, ...]:
         """``encode_fn``'s rows for ``texts``, computed in a batch shared with other requests."""
@@ -75,8 +80,9 @@ class DynamicBatcher:
         with self._idle:
             self._idle.wait_for(lambda: self._pending == 0, timeout=timeout)
         self._closed = True
-        self._queue.put(None)
-        self._thread.join(timeout=timeout)
+        self._queue.put(None)  # each worker puts it back for the next one
+        for thread in self._threads:
+            thread.join(timeout=timeout)
 
     # -- worker thread -----------------------------------------------------------------------------------
     def _collect(self, first: _Job) -> list[_Job]:
@@ -100,6 +106,7 @@ class DynamicBatcher:
         while True:
             first = self._queue.get()
             if first is None:
+                self._queue.put(None)  # for the other workers
                 return
             jobs = self._collect(first)
             texts = [t for job in jobs for t in job.texts]
@@ -110,10 +117,11 @@ class DynamicBatcher:
             except Exception as err:  # handed to every waiting request
                 embeddings, error = None, err
             seconds = time.perf_counter() - began
-            self.stats.batches += 1
-            self.stats.texts += len(texts)
-            if self.stats.on_batch is not None:
-                self.stats.on_batch(len(texts), seconds)
+            with self._lock:
+                self.stats.batches += 1
+                self.stats.texts += len(texts)
+                if self.stats.on_batch is not None:
+                    self.stats.on_batch(len(texts), seconds)
             start = 0
             for job in jobs:
                 end = start + len(job.texts)
