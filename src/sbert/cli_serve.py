@@ -26,10 +26,8 @@ from sbert.cli_common import MODEL_HELP, device_options, friendly_errors, load_m
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Cap forward passes at this many tokens.")
 @click.option(
     "--workers",
-    default=1,
-    show_default=True,
     type=click.IntRange(min=1),
-    help="Batches run side by side; torch's threads are divided among them.",
+    help="Batches run side by side, torch's threads divided among them (default: 2 on torch, 1 on onnx).",
 )
 @click.option(
     "--packing/--no-packing",
@@ -83,5 +81,5 @@ def serve(
         max_tokens=batching["max_tokens"],
         cross_encoder=cross,
         packing=batching["packing"],
-        workers=batching["workers"],
+        workers=batching["workers"] or (2 if encoder.backend is None else 1),
     )
