@@ -1,7 +1,7 @@
 """A bounded load test of ``sbert serve`` on loopback, against the library's own encode throughput.
 
 The server runs in its own process (``sbert serve``, default model, torch backend). 32 concurrent
-clients (asyncio + httpx, one process) send the STSb test sentences to /v1/embeddings, a fixed number
+clients (asyncio + aiohttp, or httpx with --client, one process) send the STSb test sentences to /v1/embeddings, a fixed number
 of requests each run, under a time limit. Reported: errors, requests/s, sentences/s, latency p50/p99,
 and sentences/s as a share of the library's own rate on the same sentences in one call in this
 process with the server idle: ``encode(sentences)`` (batch 32, smart batching) and the library's
@@ -27,6 +27,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import orjson
 import torch
 from common import environment_lines, markdown_table, write_result
 from encode_throughput import stsb_test_sentences
@@ -78,7 +79,8 @@ def batch_totals(port: int) -> tuple[float, float]:
     return totals.get("sbert_batch_texts_sum", 0.0), totals.get("sbert_batch_texts_count", 0.0)
 
 
-async def load(url: str, payloads: list[list[str]], clients: int, time_limit: float) -> dict:
+async def load(url: str, payloads: list[list[str]], clients: int, time_limit: float, client: str = "aiohttp") -> dict:
+    """Send ``payloads`` from ``clients`` concurrent connections; count errors, latencies, sentences."""
     queue: asyncio.Queue = asyncio.Queue()
     for p in payloads:
         queue.put_nowait(p)
@@ -87,30 +89,49 @@ async def load(url: str, payloads: list[list[str]], clients: int, time_limit: fl
     sentences = 0
     deadline = time.perf_counter() + time_limit
 
-    async def client(http: httpx.AsyncClient) -> None:
+    async def one(post) -> None:
         nonlocal sentences
         while not queue.empty() and time.perf_counter() < deadline:
             texts = queue.get_nowait()
+            body = orjson.dumps({"input": texts, "model": "default", "encoding_format": FORMAT})
             began = time.perf_counter()
             try:
-                response = await http.post(url, json={"input": texts, "model": "default", "encoding_format": FORMAT})
-                if response.status_code != 200:
-                    errors.append(f"{response.status_code}: {response.text[:100]}")
-                    continue
-                if len(response.json()["data"]) != len(texts):
-                    errors.append("wrong number of embeddings")
-                    continue
-            except httpx.HTTPError as err:
+                status, raw = await post(body)
+            except (httpx.HTTPError, OSError, asyncio.TimeoutError) as err:
                 errors.append(type(err).__name__)
+                continue
+            if status != 200:
+                errors.append(f"{status}: {raw[:100]!r}")
+                continue
+            if len(orjson.loads(raw)["data"]) != len(texts):
+                errors.append("wrong number of embeddings")
                 continue
             latencies.append(time.perf_counter() - began)
             sentences += len(texts)
 
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(limits=limits, timeout=60) as http:
-        began = time.perf_counter()
-        await asyncio.gather(*(client(http) for _ in range(clients)))
-        wall = time.perf_counter() - began
+    headers = {"Content-Type": "application/json"}
+    began = time.perf_counter()
+    if client == "aiohttp":
+        import aiohttp
+
+        connector = aiohttp.TCPConnector(limit=clients)
+        async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as http:
+
+            async def post(body):
+                async with http.post(url, data=body, headers=headers) as response:
+                    return response.status, await response.read()
+
+            await asyncio.gather(*(one(post) for _ in range(clients)))
+    else:
+        limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+        async with httpx.AsyncClient(limits=limits, timeout=60) as http:
+
+            async def post(body):
+                response = await http.post(url, content=body, headers=headers)
+                return response.status_code, response.content
+
+            await asyncio.gather(*(one(post) for _ in range(clients)))
+    wall = time.perf_counter() - began
     return {
         "requests": len(latencies),
         "errors": errors,
@@ -134,6 +155,7 @@ def main() -> None:
     parser.add_argument("--server-max-tokens", type=int, default=None, help="the server's forward token budget")
     parser.add_argument("--server-packing", choices=("auto", "on", "off"), default="auto")
     parser.add_argument("--server-workers", type=int, default=None, help="the server's batch workers (its default)")
+    parser.add_argument("--client", choices=("aiohttp", "httpx"), default="aiohttp", help="the load generator")
     parser.add_argument("--data", default=None)
     args = parser.parse_args()
     texts = stsb_test_sentences(data_dir(args.data))
@@ -168,12 +190,12 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}/v1/embeddings"
     rows, total_errors = [], 0
     try:
-        asyncio.run(load(url, [texts[:8]] * args.clients, args.clients, 30))  # warm-up
+        asyncio.run(load(url, [texts[:8]] * args.clients, args.clients, 30, args.client))  # warm-up
         for per in (int(x) for x in args.per_request.split(",")):
             payloads = [texts[i : i + per] for i in range(0, len(texts), per)] * args.passes
             before = batch_totals(port)
             cpu_before = cpu_seconds(), cpu_seconds(server.pid)
-            result = asyncio.run(load(url, payloads, args.clients, args.time_limit))
+            result = asyncio.run(load(url, payloads, args.clients, args.time_limit, args.client))
             client_cpu, server_cpu = cpu_seconds() - cpu_before[0], cpu_seconds(server.pid) - cpu_before[1]
             after = batch_totals(port)
             mean_batch = (after[0] - before[0]) / max(after[1] - before[1], 1)
@@ -212,7 +234,8 @@ def main() -> None:
     lines = [
         "# Load test: sbert serve on loopback",
         "",
-        f"{args.clients} concurrent clients send the {len(texts):,} STSb test sentences to /v1/embeddings "
+        f"{args.clients} concurrent clients ({args.client}, one process) send the {len(texts):,} STSb test "
+        "sentences to /v1/embeddings "
         f"(encoding_format {FORMAT}, as the openai client sends; {args.passes} passes per run, a "
         f"{args.time_limit:.0f} s limit per run) on a server started with "
         f"`sbert serve --backend {args.backend} --max-wait-ms {args.max_wait_ms:g} {' '.join(extra)}` (dynamic "
@@ -246,7 +269,7 @@ def main() -> None:
         "shuffled, in groups of the server's mean merged batch, one call per group, packed as the server "
         "packs: the ceiling dynamic batching leaves, before any HTTP cost.",
         "",
-        *environment_lines(torch.get_num_threads(), ("sbert", "torch", "fastapi", "uvicorn", "httpx")),
+        *environment_lines(torch.get_num_threads(), ("sbert", "torch", "fastapi", "uvicorn", args.client)),
     ]
     write_result("serve_load.md", lines)
 
