@@ -1,8 +1,8 @@
 """A bounded load test of ``sbert serve`` on loopback, against the library's own encode throughput.
 
 The server runs in its own process (``sbert serve``, default model, torch backend). 32 concurrent
-clients (asyncio + aiohttp, or httpx with --client, one process) send the STSb test sentences to /v1/embeddings, a fixed number
-of requests each run, under a time limit. Reported: errors, requests/s, sentences/s, latency p50/p99,
+clients (asyncio + aiohttp, or httpx with --client, one process) send the STSb test sentences to
+/v1/embeddings, a fixed number of requests each run, under a time limit. Reported: errors, requests/s, sentences/s, latency p50/p99,
 and sentences/s as a share of the library's own rate on the same sentences in one call in this
 process with the server idle: ``encode(sentences)`` (batch 32, smart batching) and the library's
 fastest call, ``encode(sentences, batch_size=256, packing=True)``. Both sides share the machine's
@@ -97,7 +97,7 @@ async def load(url: str, payloads: list[list[str]], clients: int, time_limit: fl
             began = time.perf_counter()
             try:
                 status, raw = await post(body)
-            except (httpx.HTTPError, OSError, asyncio.TimeoutError) as err:
+            except failures as err:
                 errors.append(type(err).__name__)
                 continue
             if status != 200:
@@ -109,11 +109,12 @@ async def load(url: str, payloads: list[list[str]], clients: int, time_limit: fl
             latencies.append(time.perf_counter() - began)
             sentences += len(texts)
 
+    import aiohttp
+
+    failures = (TimeoutError, OSError, httpx.HTTPError, aiohttp.ClientError)
     headers = {"Content-Type": "application/json"}
     began = time.perf_counter()
     if client == "aiohttp":
-        import aiohttp
-
         connector = aiohttp.TCPConnector(limit=clients)
         async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as http:
 
