@@ -1,12 +1,12 @@
 """A bounded load test of ``sbert serve`` on loopback, against the library's own encode throughput.
 
 The server runs in its own process (``sbert serve``, default model, torch backend). 32 concurrent
-clients (asyncio + aiohttp, or httpx with --client, one process) send the STSb test sentences to
-/v1/embeddings, a fixed number of requests each run, under a time limit. Reported: errors, requests/s, sentences/s, latency p50/p99,
-and sentences/s as a share of the library's own rate on the same sentences in one call in this
-process with the server idle: ``encode(sentences)`` (batch 32, smart batching) and the library's
-fastest call, ``encode(sentences, batch_size=256, packing=True)``. Both sides share the machine's
-cores with the load generator.
+clients (asyncio + aiohttp, or httpx with --client; one process) send the STSb test sentences to
+/v1/embeddings, a fixed number of requests each run, under a time limit. Reported: errors,
+requests/s, sentences/s, latency p50/p99, CPU use, and sentences/s as a share of the library's own
+rate on the same sentences (``encode(sentences)``, batch 32, smart batching, one call, server idle);
+also sentences per server CPU-second against the library's per CPU-second. The load generator
+shares the machine's cores with the server.
 
     python benchmarks/serve_load.py [--clients 32] [--passes 3] [--per-request 8,1] [--time-limit 180]
                                     [--server-packing auto|on|off] [--server-workers N]
