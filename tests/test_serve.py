@@ -239,3 +239,21 @@ def test_batcher_errors_reach_every_request():
 
     assert all(isinstance(r, ValueError) for r in asyncio.run(two()))
     batcher.close()
+
+
+def test_cli_serve_passes_its_options(monkeypatch):
+    from click.testing import CliRunner
+
+    import sbert.serve
+    from sbert.cli import main
+
+    seen = {}
+    monkeypatch.setattr(sbert.serve, "serve", lambda encoder, **kw: seen.update(kw, dim=encoder.dim))
+    args = ["serve", "--port", "9999", "--max-batch", "64", "--no-packing", "--api-key", "k", "--access-log"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert seen["port"] == 9999 and seen["max_batch_texts"] == 64 and seen["api_key"] == "k"
+    assert seen["packing"] is False and seen["access_log"] is True and seen["dim"] == 384
+    assert seen["workers"] == 2  # the torch backend's default
+    result = CliRunner().invoke(main, ["serve", "--workers", "0"])
+    assert result.exit_code != 0 and "--workers" in result.output

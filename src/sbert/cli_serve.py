@@ -29,6 +29,7 @@ from sbert.cli_common import MODEL_HELP, device_options, friendly_errors, load_m
     type=click.IntRange(min=1),
     help="Batches run side by side, torch's threads divided among them (default: 2 on torch, 1 on onnx).",
 )
+@click.option("--access-log/--no-access-log", default=False, show_default=True, help="A log line per request.")
 @click.option(
     "--packing/--no-packing",
     default=None,
@@ -81,5 +82,6 @@ def serve(
         max_tokens=batching["max_tokens"],
         cross_encoder=cross,
         packing=batching["packing"],
+        access_log=batching["access_log"],
         workers=batching["workers"] or (2 if encoder.backend is None else 1),
     )
