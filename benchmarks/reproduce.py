@@ -175,14 +175,15 @@ class Reproduction:
         elif name == "default":
             made = sbert.load("default", device="cpu") if impl == "ours" else STEncoder(self.default_path)
         else:
-            made = self._load(impl, self._trained_folder(impl, name))
+            made = self._load(impl, self._trained_folder(impl, name), cross=name.startswith("cross-"))
         self._models[key] = made
         return made
 
-    def _load(self, impl: str, folder: Path):
-        if (folder / "modules.json").is_file():
-            return sbert.load(folder, device="cpu") if impl == "ours" else STEncoder(folder)
-        return CrossEncoder.load(folder, device="cpu") if impl == "ours" else STCrossEncoder(folder)
+    def _load(self, impl: str, folder: Path, cross: bool = False):
+        # by role, not by files: sentence-transformers writes modules.json into cross-encoder folders too
+        if cross:
+            return CrossEncoder.load(folder, device="cpu") if impl == "ours" else STCrossEncoder(folder)
+        return sbert.load(folder, device="cpu") if impl == "ours" else STEncoder(folder)
 
     def _trained_folder(self, impl: str, name: str) -> Path:
         train = self.train_ours if impl == "ours" else self.train_st
