@@ -158,6 +158,7 @@ def main() -> None:
     parser.add_argument("--server-workers", type=int, default=None, help="the server's batch workers (its default)")
     parser.add_argument("--client", choices=("aiohttp", "httpx"), default="aiohttp", help="the load generator")
     parser.add_argument("--data", default=None)
+    parser.add_argument("--out", default="serve_load.md", help="file name under benchmarks/results")
     args = parser.parse_args()
     texts = stsb_test_sentences(data_dir(args.data))
 
@@ -272,7 +273,7 @@ def main() -> None:
         "",
         *environment_lines(torch.get_num_threads(), ("sbert", "torch", "fastapi", "uvicorn", args.client)),
     ]
-    write_result("serve_load.md", lines)
+    write_result(args.out, lines)
 
 
 if __name__ == "__main__":
