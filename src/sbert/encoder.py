@@ -153,10 +153,8 @@ class Encoder(nn.Sequential):
             raise ValueError(f"on_truncation must be 'warn', 'error' or 'ignore', got {on_truncation!r}")
         if packing and self.backend is not None and output == "sentence":
             raise ValueError("packing runs on the torch backend only; call use_backend('torch') or drop packing")
-        if packing and not self.transformer.can_pack:
-            raise ValueError(
-                f"packing supports BERT-family models; this one is {self.transformer.model.config.model_type!r}"
-            )
+        if packing:
+            self.transformer.check_packable()  # before any tokenising
         single = isinstance(texts, str)
         items = check_texts(texts, allow_empty)
         was_training = self.training

@@ -144,6 +144,12 @@ class Transformer(Module):
         """Whether ``collate_packed`` batches give this model's exact results (its architecture is known)."""
         return getattr(self.model.config, "model_type", None) in PACKABLE_TYPES
 
+    def check_packable(self) -> None:
+        """Raise a clear error where ``collate_packed`` would give wrong results."""
+        if not self.can_pack:
+            model_type = getattr(self.model.config, "model_type", "unknown")
+            raise ValueError(f"packing supports BERT-family models; this one is {model_type!r}")
+
     def collate_packed(self, batch: Sequence[Sequence[int]], width: int | None = None) -> Features:
         """A batch without padding: texts laid end to end in rows of ``width`` tokens.
 
@@ -152,11 +158,7 @@ class Transformer(Module):
         ``forward`` gives back ``token_embeddings`` (B, T, H) and ``attention_mask`` (B, T) in the
         padded layout, so pooling is unchanged.
         """
-        if not self.can_pack:
-            raise ValueError(
-                f"packed batches support model types {', '.join(PACKABLE_TYPES)}; this model is "
-                f"{getattr(self.model.config, 'model_type', 'unknown')!r}"
-            )
+        self.check_packable()
         lengths = [len(ids) for ids in batch]
         longest = max(lengths)
         width = max(width or PACK_WIDTH, longest)

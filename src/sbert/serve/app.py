@@ -281,14 +281,14 @@ def create_app(
             raise ApiError(400, "'truncate' must be true or false", "truncate")
         if not truncate:
             _, truncated = await run_in_threadpool(encoder.transformer.tokenize, texts)
-        if not truncate and truncated:
-            raise ApiError(
-                400,
-                f"input[{truncated[0]}] is longer than the model's {encoder.max_seq_length} tokens "
-                "(send truncate=true to cut it)",
-                "input",
-                "input_too_long",
-            )
+            if truncated:
+                raise ApiError(
+                    400,
+                    f"input[{truncated[0]}] is longer than the model's {encoder.max_seq_length} tokens "
+                    "(send truncate=true to cut it)",
+                    "input",
+                    "input_too_long",
+                )
         vectors, counts = await batcher.embed(texts)
         if dims is not None and dims < vectors.shape[1]:
             vectors = vectors[:, :dims]
