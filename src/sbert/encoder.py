@@ -43,6 +43,13 @@ def check_texts(texts: Any, allow_empty: bool = False) -> list[str]:
             raise TypeError(f"texts[{i}] is {type(text).__name__}, expected str")
         if not allow_empty and not text.strip():
             raise ValueError(f"texts[{i}] is empty or only whitespace; pass allow_empty=True to encode it anyway")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ValueError(
+                f"texts[{i}] is not valid Unicode text: {text[err.start:err.end]!r} at character {err.start} "
+                "is a lone surrogate, which cannot be tokenised"
+            ) from None
     return items
 
 
