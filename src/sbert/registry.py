@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+from sbert.atomic import recover
 from sbert.errors import ModelNotFoundError
 
 DEFAULT = "default"
@@ -25,6 +26,8 @@ def known_names() -> list[str]:
 def resolve(name_or_path: str | Path) -> Path:
     """The folder for a model name (``default``, ``all-MiniLM-L6-v2``) or a path to a model folder."""
     path = Path(name_or_path).expanduser()
+    if not path.exists():
+        recover(path)  # a replace killed between its two renames (see sbert.atomic)
     if path.is_dir():
         return path
     name = _ALIASES.get(str(name_or_path), str(name_or_path))
