@@ -23,7 +23,31 @@ def test_encode_file_to_npy_matches_library(runner, model, tmp_path):
     result = runner.invoke(main, ["encode", str(source), "--out", str(out)])
     assert result.exit_code == 0, result.output
     np.testing.assert_allclose(np.load(out), model.encode(["first sentence", "second one, café"]), atol=1e-6)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["emb.npy", "in.txt"]  # no temporary file left
+    # no temporary file left; the .meta.json beside the vectors says what produced them
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["emb.npy", "emb.npy.meta.json", "in.txt"]
+    meta = json.loads((tmp_path / "emb.npy.meta.json").read_text())
+    assert meta["count"] == 2 and meta["dim"] == 384 and meta["normalized"] is False
+    assert (meta["model"], meta["backend"], meta["precision"]) == ("all-MiniLM-L6-v2", "torch", "fp32")
+
+
+def test_encode_refuses_an_unknown_output_extension(runner, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("a text\n")
+    result = runner.invoke(main, ["encode", str(source), "--out", str(tmp_path / "emb.csv")])
+    assert result.exit_code == 2 and "unknown extension '.csv'" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
+    result = runner.invoke(main, ["encode", str(source), "--out", str(tmp_path / "emb.csv"), "--format", "jsonl"])
+    assert result.exit_code == 0 and json.loads((tmp_path / "emb.csv").read_text())["text"] == "a text"
+
+
+def test_encode_a_folder_says_it_is_a_folder(runner, tmp_path):
+    result = runner.invoke(main, ["encode", str(tmp_path)])
+    assert result.exit_code == 1 and f"{tmp_path}: is a folder" in result.output
+
+
+def test_similarity_of_an_empty_text_names_it_in_cli_terms(runner):
+    result = runner.invoke(main, ["similarity", "a cat", " "])
+    assert result.exit_code == 2 and "text 2 is empty" in result.output and "allow_empty" not in result.output
 
 
 def test_encode_stdin_to_jsonl(runner, model):
@@ -80,3 +104,32 @@ def test_missing_model_is_a_clean_error(runner, tmp_path):
     result = runner.invoke(main, ["info", str(tmp_path / "none")])
     assert result.exit_code == 1 and "no such model folder" in result.output
     assert "Traceback" not in result.output
+
+
+def test_info_and_eval_take_the_model_as_argument_or_option(runner, tmp_path):
+    by_option = runner.invoke(main, ["info", "--model", "default", "--device", "cpu", "--json"])
+    by_argument = runner.invoke(main, ["info", "all-MiniLM-L6-v2", "--json"])
+    assert by_option.exit_code == 0 and by_argument.exit_code == 0, by_option.output + by_argument.output
+    assert json.loads(by_option.stdout)["dim"] == json.loads(by_argument.stdout)["dim"] == 384
+    both = runner.invoke(main, ["eval", "default", "--model", str(tmp_path), "--tasks", "stsb"])
+    assert both.exit_code == 2 and "two models given" in both.output
+
+
+MODEL_COMMANDS = ["encode", "similarity", "train", "eval", "info", "search", "mine", "cluster", "serve", "index build"]
+
+
+@pytest.mark.parametrize("command", MODEL_COMMANDS)
+def test_every_command_that_runs_a_model_takes_the_same_model_options(command):
+    cmd = main
+    for part in command.split():
+        cmd = cmd.commands[part]
+    options = {opt for param in cmd.params for opt in getattr(param, "opts", [])}
+    assert {"--model", "--device", "--allow-pickle"} <= options, f"sbert {command}: {sorted(options)}"
+
+
+def test_top_level_help_lists_what_sbert_does(runner):
+    result = runner.invoke(main, ["--help"])
+    assert result.exit_code == 0
+    for command in ("encode", "similarity", "train", "eval", "info", "index", "search", "mine", "cluster", "serve"):
+        assert f"  {command}" in result.output
+    assert "compare, train, evaluate, search, serve" in " ".join(result.output.split())

@@ -8,20 +8,39 @@ from pathlib import Path
 
 import click
 
-from sbert.cli_common import MODEL_HELP, Runtime, device_options, friendly_errors, load_model, model_options
+from sbert.cli_common import (
+    MODEL_HELP,
+    Runtime,
+    device_options,
+    friendly_errors,
+    load_model,
+    model_options,
+    one_model,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="sbert")
 def main() -> None:
-    """Sentence-BERT sentence embeddings: encode, compare, inspect. Never downloads anything."""
+    """Sentence-BERT sentence embeddings: encode, compare, train, evaluate, search, serve.
+
+    Models are local folders or names of models that installed packages ship: sbert never downloads
+    anything. Every command that runs a model takes --model, --device and --allow-pickle.
+    """
 
 
 @main.command()
 @click.argument("source", default="-", metavar="[FILE|-]")
 @model_options
-@click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Output file (.npy or .jsonl).")
-@click.option("--format", "fmt", type=click.Choice(["npy", "jsonl"]), help="Output format (default: from --out).")
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Output file, .npy or .jsonl (a FILE.meta.json beside it records the model, backend and precision).",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["npy", "jsonl"]), help="Output format (default: from --out's extension)."
+)
 @click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1))
 @click.option(
     "--max-tokens",
@@ -52,7 +71,7 @@ def encode(
     from sbert.atomic import atomic_file
     from sbert.data.lines import read_lines
 
-    fmt = fmt or ("npy" if out is not None and out.suffix == ".npy" else "jsonl")
+    fmt = fmt or _format_of(out)
     if fmt == "npy" and out is None:
         raise click.UsageError("--format npy needs --out FILE.npy")
     texts = read_lines(source, skip_empty=skip_empty)
@@ -78,7 +97,54 @@ def encode(
             with atomic_file(out, "w", encoding="utf-8") as handle:
                 handle.writelines(lines)
     if out is not None:
+        with atomic_file(meta_path(out), "w", encoding="utf-8") as handle:
+            json.dump(embedding_meta(model, encoder, len(texts), normalize, fmt), handle, indent=2)
         click.echo(f"wrote {len(texts)} embeddings of dimension {encoder.dim} to {out}", err=True)
+
+
+def _format_of(out: Path | None) -> str:
+    """The output format an --out file's extension names; an unknown extension is refused, not guessed."""
+    if out is None:
+        return "jsonl"
+    formats = {".npy": "npy", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+    if out.suffix.lower() not in formats:
+        raise click.UsageError(
+            f"--out {out}: unknown extension {out.suffix or '(none)'!r}; sbert writes .npy (a numpy array) or "
+            ".jsonl (a text and its embedding per line); or name the format with --format"
+        )
+    return formats[out.suffix.lower()]
+
+
+def meta_path(out: Path) -> Path:
+    """Where the description of an embeddings file lies: ``FILE.meta.json`` beside it."""
+    return out.with_name(out.name + ".meta.json")
+
+
+def embedding_meta(model: str, encoder, count: int, normalize: bool, fmt: str) -> dict:
+    """What produced a file of embeddings: vectors from another backend or precision are not comparable
+    (int8 vectors can be far from float ones; docs/cpu-inference.md)."""
+    from sbert.registry import canonical_name
+
+    return {
+        "format": fmt,
+        "count": count,
+        "dim": encoder.dim,
+        "model": canonical_name(model),
+        "backend": "torch" if encoder.backend is None else "onnx",
+        "precision": encoder.precision,
+        "normalized": normalize,
+        "max_seq_length": encoder.max_seq_length,
+        "sbert": _sbert_version(),
+    }
+
+
+def _sbert_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("sbert")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 @main.command()
@@ -100,6 +166,9 @@ def similarity(texts, model, runtime, allow_pickle, function, as_json) -> None:
 
     if len(texts) < 2:
         raise click.UsageError("give at least two texts to compare")
+    empty = [i for i, text in enumerate(texts, start=1) if not text.strip()]
+    if empty:
+        raise click.UsageError(f"text {empty[0]} is empty; give non-empty texts to compare")
     encoder = load_model(model, runtime, allow_pickle)
     embeddings = encoder.encode(list(texts))
     matrix = sim.get(function or encoder.similarity_fn_name)(embeddings, embeddings)
@@ -165,7 +234,8 @@ def similarity(texts, model, runtime, allow_pickle, function, as_json) -> None:
     "regression (1 score, BCE on scores scaled to [0,1]) or classification.",
 )
 @click.option("--resume", is_flag=True, help="Go on from OUT.train/checkpoint.pt if there is one.")
-@click.option("--device", default=None, help="cpu, cuda ... (default: cuda if present).")
+@click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if present).")
+@click.option("--allow-pickle", is_flag=True, default=None, help="Allow pytorch_model.bin weights (can run code).")
 @click.option("--progress/--no-progress", default=None)
 @friendly_errors
 def train(run_file, train, fmt, resume, **options) -> None:
@@ -177,7 +247,7 @@ def train(run_file, train, fmt, resume, **options) -> None:
         overrides = {
             k: v
             for k, v in options.items()
-            if k in ("model", "out", "init", "pooling", "normalize", "device") and v is not None
+            if k in ("model", "out", "init", "pooling", "normalize", "device", "allow_pickle") and v is not None
         }
         spec = load_run_file(run_file, overrides)
     else:
@@ -204,7 +274,8 @@ def train(run_file, train, fmt, resume, **options) -> None:
 
 
 @main.command(name="eval")
-@click.argument("model", default="default")
+@click.argument("model_arg", metavar="[MODEL]", required=False)
+@click.option("--model", "-m", default=None, help=MODEL_HELP + " Same as MODEL. [default: default]")
 @click.option(
     "--tasks",
     "-t",
@@ -237,10 +308,12 @@ def train(run_file, train, fmt, resume, **options) -> None:
 @device_options
 @friendly_errors
 def evaluate(
-    model, tasks, data, tokenized, inner_folds, batch_size, json_out, cross_encoder, runtime, allow_pickle
+    model_arg, model, tasks, data, tokenized, inner_folds, batch_size, json_out, cross_encoder, runtime, allow_pickle
 ) -> None:
     """Score MODEL on STS (Spearman x 100 of cosine) and SentEval transfer tasks (accuracy x 100)."""
     import time
+
+    model = one_model(model_arg, model)
 
     from sbert.atomic import atomic_file
     from sbert.data.paths import data_dir
@@ -272,13 +345,15 @@ def evaluate(
 
 
 @main.command()
-@click.argument("model", default="default")
+@click.argument("model_arg", metavar="[MODEL]", required=False)
+@click.option("--model", "-m", default=None, help=MODEL_HELP + " Same as MODEL. [default: default]")
+@click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cpu).")
 @click.option("--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code).")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @friendly_errors
-def info(model, allow_pickle, as_json) -> None:
+def info(model_arg, model, device, allow_pickle, as_json) -> None:
     """Show a model's modules, dimension and maximum sequence length."""
-    summary = load_model(model, Runtime("cpu"), allow_pickle).describe()
+    summary = load_model(one_model(model_arg, model), Runtime(device or "cpu"), allow_pickle).describe()
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return

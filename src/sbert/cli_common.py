@@ -74,6 +74,13 @@ def device_options(func: Callable) -> Callable:
     return click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if present).")(wrapper)
 
 
+def one_model(argument: str | None, option: str | None) -> str:
+    """The model of a command that takes it as an argument (``sbert eval MODEL``) or as ``--model``."""
+    if argument and option and argument != option:
+        raise click.UsageError(f"two models given: {argument!r} and --model {option!r}; give one")
+    return option or argument or "default"
+
+
 def model_options(func: Callable) -> Callable:
     func = device_options(func)
     return click.option("--model", "-m", default="default", show_default=True, help=MODEL_HELP)(func)

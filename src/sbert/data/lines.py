@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
+from sbert.data.paths import not_decodable
 from sbert.errors import InputFileError
 
 
@@ -20,6 +21,8 @@ def read_lines(source: str | Path | BinaryIO, *, skip_empty: bool = False) -> li
         name, stream, close = "<stdin>", sys.stdin.buffer, False
     elif isinstance(source, (str, Path)):
         path = Path(source)
+        if path.is_dir():
+            raise InputFileError(f"{path}: is a folder; expected a text file with one text per line")
         if not path.is_file():
             raise InputFileError(f"{path}: no such file")
         name, stream, close = str(path), open(path, "rb"), True  # noqa: SIM115 - closed below
@@ -31,10 +34,7 @@ def read_lines(source: str | Path | BinaryIO, *, skip_empty: bool = False) -> li
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise InputFileError(
-                    f"{name}: line {number} is not valid UTF-8 (byte {err.start} of the line: "
-                    f"{raw[err.start : err.start + 4]!r}); expected UTF-8 text, one sentence per line"
-                ) from err
+                raise not_decodable(name, number, raw, err) from err
             text = text.rstrip("\r\n")
             if number == 1:
                 text = text.removeprefix("\ufeff")
