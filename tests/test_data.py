@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 
 import pytest
 
+from sbert.data.corpus import read_corpus
 from sbert.data.examples import LabeledPair, ScoredPair, Triplet
 from sbert.data.lines import read_lines
 from sbert.data.nli import LABELS, nli_to_triplets, read_nli
@@ -187,3 +189,101 @@ def test_triplet_files(tmp_path):
     tsv.write_text("a\tb\n")
     with pytest.raises(InputFileError, match=r"t.tsv: line 1: expected 3 non-empty tab-separated columns"):
         list(read_triplets(tsv))
+
+
+# -- text that is not UTF-8: every reader names the file, the line and the byte -------------------------------
+BAD_LINE = 250  # past the first 8 KB, so a position within the decoder's chunk would be wrong
+
+
+def _sst2(folder):
+    from sbert.data.transfer import read_sst2
+
+    for split in ("dev", "test"):
+        (folder / "SST" / "binary" / f"sentiment-{split}").write_text("fine\t1\n")
+    return read_sst2(folder)
+
+
+def _mrpc(folder):
+    from sbert.data.transfer import read_mrpc
+
+    (folder / "MRPC" / "msr_paraphrase_test.txt").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n")
+    return read_mrpc(folder)
+
+
+def _semeval_gold(folder):
+    (folder / "STS.input.x.txt").write_text("".join(f"a {n}\tb\n" for n in range(1, 301)))
+    return read_semeval_sts(folder)
+
+
+def _semeval_input(folder):
+    (folder / "STS.gs.x.txt").write_text("3.0\n" * 300)
+    return read_semeval_sts(folder)
+
+
+def _nli_senteval(folder):
+    (folder / "s1.dev").write_text("".join(f"premise {n}\n" for n in range(1, 301)))
+    (folder / "labels.dev").write_text("neutral\n" * 300)
+    return list(read_nli(folder))
+
+
+def _run_file(path):
+    from sbert.training.recipe import load_run_file
+
+    return load_run_file(path)
+
+
+# (file written, its physical line n with WORD where the bad byte goes, how it is read)
+NOT_UTF8_CASES = {
+    "lines": ("t.txt", lambda n: f"sentence WORD {n}", read_lines),
+    "corpus-jsonl": ("c.jsonl", lambda n: json.dumps({"id": n, "text": f"WORD {n}"}), read_corpus),
+    "stsb": ("sts.csv", lambda n: f"g\tf\t2012\t{n}\t2.5\tWORD {n}\tother {n}", lambda p: list(read_stsb(p))),
+    "stsb-gz": ("sts.csv.gz", lambda n: f"g\tf\t2012\t{n}\t2.5\tWORD {n}\to", lambda p: list(read_stsb(p))),
+    "sick": ("SICK_train.txt", lambda n: f"{n}\tWORD {n}\tother\t3.0\tNEUTRAL", lambda p: list(read_sick(p))),
+    "semeval-input": ("STS.input.x.txt", lambda n: f"WORD {n}\tother", lambda p: _semeval_input(p.parent)),
+    "semeval-gold": ("STS.gs.x.txt", lambda n: "3.0 WORD", lambda p: _semeval_gold(p.parent)),
+    "nli-senteval": ("s2.dev", lambda n: f"WORD {n}", lambda p: _nli_senteval(p.parent)),
+    "nli-jsonl": (
+        "nli.jsonl",
+        lambda n: json.dumps({"sentence1": f"WORD {n}", "sentence2": "b", "gold_label": "neutral"}),
+        lambda p: list(read_nli(p)),
+    ),
+    "nli-tsv": (
+        "nli.tsv",
+        lambda n: "gold_label\tsentence1\tsentence2" if n == 1 else f"neutral\tWORD {n}\tb",
+        lambda p: list(read_nli(p)),
+    ),
+    "triplets-tsv": ("t.tsv", lambda n: f"WORD {n}\tp\tn", lambda p: list(read_triplets(p))),
+    "triplets-csv": ("t.csv", lambda n: f'"WORD, {n}",p,n', lambda p: list(read_triplets(p))),
+    "sst2": ("SST/binary/sentiment-train", lambda n: f"WORD {n}\t1", lambda p: _sst2(p.parents[2])),
+    "mrpc": (
+        "MRPC/msr_paraphrase_train.txt",
+        lambda n: "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String" if n == 1 else f"1\t{n}\t{n}\tWORD {n}\tb",
+        lambda p: _mrpc(p.parents[1]),
+    ),
+    "run-toml": ("run.toml", lambda n: 'out = "m"' if n == 300 else f"# WORD {n}", _run_file),
+    "run-yaml": ("run.yaml", lambda n: "out: m" if n == 300 else f"# WORD {n}", _run_file),
+}
+
+
+@pytest.mark.parametrize("case", list(NOT_UTF8_CASES))
+def test_a_file_that_is_not_utf8_is_named_with_its_line_and_byte(tmp_path, case):
+    name, line, read = NOT_UTF8_CASES[case]
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [line(n).encode() for n in range(1, 301)]
+    lines[BAD_LINE - 1] = lines[BAD_LINE - 1].replace(b"WORD", b"caf\xe9")  # latin-1, as an old editor writes
+    data = b"\n".join(lines) + b"\n"
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    byte = lines[BAD_LINE - 1].index(b"\xe9")
+    with pytest.raises(InputFileError) as caught:
+        read(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: line {BAD_LINE} is not valid UTF-8 (byte {byte} of the line"), message
+    assert "can't decode" not in message
+
+
+def test_a_damaged_gzip_file_is_named(tmp_path):
+    path = tmp_path / "sts.csv.gz"
+    path.write_bytes(gzip.compress(b"g\tf\t2012\t1\t2.5\tA\tB\n" * 2000)[:-40])  # truncated
+    with pytest.raises(InputFileError, match=r"sts.csv.gz: damaged or truncated gzip file"):
+        list(read_stsb(path))

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -28,8 +31,78 @@ def data_dir(option: str | Path | None = None) -> Path:
     return chosen
 
 
-def open_text(path: str | Path, encoding: str = "utf-8") -> IO[str]:
-    """Open a text file for reading, transparently un-gzipping ``.gz``; ``newline=''`` keeps CRLF visible."""
+def not_decodable(
+    name: str, number: int, raw: bytes, err: UnicodeDecodeError, encoding: str = "utf-8"
+) -> InputFileError:
+    """The error for line ``number`` of ``name`` (its bytes ``raw``) that is not text in ``encoding``."""
+    label = "UTF-8" if encoding.lower().replace("_", "-").startswith("utf-8") else encoding
+    return InputFileError(
+        f"{name}: line {number} is not valid {label} (byte {err.start} of the line: "
+        f"{raw[err.start : err.start + 4]!r}); expected {label} text"
+    )
+
+
+def _open_binary(path: Path) -> IO[bytes]:
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def _locate_undecodable(path: Path, encoding: str) -> InputFileError | None:
+    """Find the first line of ``path`` that does not decode (lines split on LF, as every reader here)."""
+    with _open_binary(path) as stream:
+        for number, raw in enumerate(stream, start=1):
+            try:
+                raw.decode(encoding)
+            except UnicodeDecodeError as err:
+                return not_decodable(str(path), number, raw, err, encoding)
+    return None
+
+
+class TextFile:
+    """A text file open for reading (iteration, ``readline``, ``read``) whose errors name the file:
+    a byte sequence that is not ``encoding`` gives the line and the byte, a damaged ``.gz`` says so."""
+
+    def __init__(self, path: Path, encoding: str, newline: str | None) -> None:
+        self.path, self.name, self.encoding = path, str(path), encoding
+        opener = gzip.open if path.suffix == ".gz" else open
+        self._handle: IO[str] = opener(path, "rt", encoding=encoding, newline=newline)  # closed in close()
+
+    @contextlib.contextmanager
+    def _explained(self) -> Iterator[None]:
+        try:
+            yield
+        except UnicodeDecodeError as err:
+            located = _locate_undecodable(self.path, self.encoding)
+            raise located or InputFileError(f"{self.path}: not valid {self.encoding} text ({err.reason})") from err
+        except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+            raise InputFileError(f"{self.path}: damaged or truncated gzip file ({err})") from err
+
+    def __iter__(self) -> Iterator[str]:
+        with self._explained():
+            yield from self._handle
+
+    def readline(self) -> str:
+        with self._explained():
+            return self._handle.readline()
+
+    def read(self) -> str:
+        with self._explained():
+            return self._handle.read()
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> TextFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_text(path: str | Path, encoding: str = "utf-8", newline: str | None = "") -> TextFile:
+    """Open a text file for reading, transparently un-gzipping ``.gz``; ``newline=''`` keeps CRLF visible.
+
+    A byte sequence that is not ``encoding`` raises ``InputFileError`` naming the file, the line and the byte.
+    """
     path = Path(path)
     if not path.is_file():
         gz = path.with_name(path.name + ".gz")
@@ -37,6 +110,10 @@ def open_text(path: str | Path, encoding: str = "utf-8") -> IO[str]:
             path = gz
         else:
             raise InputFileError(f"{path}: no such file")
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding=encoding, newline="")
-    return open(path, encoding=encoding, newline="")
+    return TextFile(path, encoding, newline)
+
+
+def read_text(path: str | Path, encoding: str = "utf-8") -> str:
+    """The whole of a text file (universal newlines), with ``open_text``'s errors."""
+    with open_text(path, encoding, newline=None) as handle:
+        return handle.read()

@@ -235,12 +235,13 @@ def _run_cross_encoder(spec: RunSpec, resume: bool) -> dict:
 def load_run_file(path: str | Path, overrides: dict[str, Any] | None = None) -> RunSpec:
     """Read a run from TOML or YAML: top-level run keys, a ``[train]`` table of TrainConfig fields and
     one ``[[objectives]]`` table per (data, objective) pair."""
+    from sbert.data.paths import read_text
     from sbert.training.trainer import TrainConfig
 
     path = Path(path)
     if not path.is_file():
         raise InputFileError(f"{path}: no such run file")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     try:
         if path.suffix == ".toml":
             import tomllib
