@@ -249,10 +249,13 @@ def test_cli_serve_passes_its_options(monkeypatch):
 
     seen = {}
     monkeypatch.setattr(sbert.serve, "serve", lambda encoder, **kw: seen.update(kw, dim=encoder.dim))
-    args = ["serve", "--port", "9999", "--max-batch", "64", "--no-packing", "--api-key", "k", "--access-log"]
+    port = free_port()
+    args = ["serve", "--port", str(port), "--max-batch", "64", "--no-packing", "--api-key", "k", "--access-log"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    assert seen["port"] == 9999 and seen["max_batch_texts"] == 64 and seen["api_key"] == "k"
+    assert seen["sock"].getsockname() == ("127.0.0.1", port)  # bound by the command before it loaded the model
+    seen["sock"].close()
+    assert seen["port"] == port and seen["max_batch_texts"] == 64 and seen["api_key"] == "k"
     assert seen["packing"] is False and seen["access_log"] is True and seen["dim"] == 384
     assert seen["workers"] == 2  # the torch backend's default
     result = CliRunner().invoke(main, ["serve", "--workers", "0"])

@@ -51,9 +51,11 @@ def serve(
     **batching,
 ):
     """Serve embeddings over HTTP: OpenAI-compatible /v1/embeddings, /similarity, /search, /health, /metrics."""
+    from sbert.serve import bind
     from sbert.serve import serve as run
     from sbert.serve.app import Limits
 
+    sock = bind(host, port)  # first: a busy port fails at once, not after loading the model
     index = None
     if index_dir is not None:
         from sbert.search.index import VectorIndex
@@ -73,6 +75,7 @@ def serve(
         model_name=model,
         host=host,
         port=port,
+        sock=sock,
         index=index,
         api_key=api_key,
         limits=limits,

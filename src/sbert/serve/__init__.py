@@ -2,10 +2,53 @@
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
+import socket
 from typing import Any
 
+from sbert.errors import SbertError
+
 API_KEY_ENV = "SBERT_API_KEY"
+
+
+class AddressInUseError(SbertError, OSError):
+    """The host and port the service should listen on are taken (say by another ``sbert serve``)."""
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port``, taken before the model loads so a busy port fails at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a restart need not wait for TIME_WAIT
+    where = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRINUSE:
+            raise AddressInUseError(
+                f"cannot listen on {where}: the address is already in use (is another 'sbert serve' running "
+                "there?); stop it or choose another --port"
+            ) from None
+        raise AddressInUseError(f"cannot listen on {where}: {err.strerror or err}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def make_server(app, *, sock: socket.socket, graceful_seconds: float = 30.0, access_log: bool = False):
+    """A uvicorn server for ``app``; run it with ``server.run(sockets=[sock])``."""
+    import uvicorn
+
+    host, port = sock.getsockname()[:2]
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="info", access_log=access_log, timeout_graceful_shutdown=graceful_seconds
+    )
+    url = f"http://[{host}]:{port}" if sock.family == socket.AF_INET6 else f"http://{host}:{port}"
+    logging.getLogger("uvicorn.error").info("sbert serve listening on %s (Press CTRL+C to quit)", url)
+    return uvicorn.Server(config)
 
 
 def serve(
@@ -14,6 +57,7 @@ def serve(
     model_name: str,
     host: str = "127.0.0.1",
     port: int = 8080,
+    sock: socket.socket | None = None,
     api_key: str | None = None,
     graceful_seconds: float = 30.0,
     access_log: bool = False,
@@ -21,19 +65,12 @@ def serve(
 ) -> None:
     """Run the service with uvicorn until SIGINT/SIGTERM; in-flight requests finish first.
 
-    ``options`` go to ``create_app`` (index, limits, batching, cross_encoder, packing, workers).
-    ``access_log`` logs a line per request (off: /metrics counts requests for less CPU).
+    ``sock``: a socket from ``bind`` (else ``host:port`` is bound here). ``options`` go to ``create_app``
+    (index, limits, batching, cross_encoder, packing, workers). ``access_log`` logs a line per request
+    (off: /metrics counts requests for less CPU).
     """
-    import uvicorn
-
     from sbert.serve.app import create_app
 
+    sock = sock or bind(host, port)
     app = create_app(encoder, model_name=model_name, api_key=api_key or os.environ.get(API_KEY_ENV) or None, **options)
-    uvicorn.run(
-        app,
-        host=host,
-        port=port,
-        log_level="info",
-        access_log=access_log,
-        timeout_graceful_shutdown=graceful_seconds,
-    )
+    make_server(app, sock=sock, graceful_seconds=graceful_seconds, access_log=access_log).run(sockets=[sock])

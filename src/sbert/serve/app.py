@@ -10,10 +10,13 @@ from __future__ import annotations
 import base64
 import hmac
 import json
+import logging
+import re
 import time
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,8 +29,16 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
+from sbert.encoder import check_texts
+from sbert.errors import ModelNotFoundError
+from sbert.registry import canonical_name, known_names, resolve
 from sbert.serve.batcher import DynamicBatcher
+
+log = logging.getLogger("uvicorn.error")  # the server's error log
+UNMATCHED = "(unmatched)"  # the /metrics label of every path no route serves
+MAX_INT_DIGITS = 100  # longer integers in a request body are refused (Python's own limit, 4300, raises ValueError)
 
 
 @dataclass
@@ -42,16 +53,19 @@ class Limits:
 class ApiError(Exception):
     """A request error with its HTTP status, in OpenAI's error shape."""
 
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, param: str | None = None, code: str | None = None, kind: str | None = None
+    ) -> None:
         super().__init__(message)
-        self.status, self.message, self.param, self.code = status, message, param, code
+        self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
 
     def body(self) -> dict:
-        kind = {401: "authentication_error", 404: "not_found_error", 413: "invalid_request_error"}
+        kinds = {401: "authentication_error", 404: "not_found_error", 413: "invalid_request_error"}
+        kind = self.kind or kinds.get(self.status, "invalid_request_error" if self.status < 500 else "server_error")
         return {
             "error": {
                 "message": self.message,
-                "type": kind.get(self.status, "invalid_request_error" if self.status < 500 else "server_error"),
+                "type": kind,
                 "param": self.param,
                 "code": self.code,
             }
@@ -80,7 +94,39 @@ def _texts(value: Any, param: str, limits: Limits) -> list[str]:
                 param,
                 "input_too_long",
             )
+    try:
+        check_texts(items)  # what the model cannot encode (lone surrogates), refused before it joins a batch
+    except (TypeError, ValueError) as err:
+        message = re.sub(r"^texts\[(\d+)\]", lambda m: f"'{param}[{m.group(1)}]'", str(err))
+        raise ApiError(400, message, param, "invalid_input") from None
     return items
+
+
+def _parse_int(digits: str) -> int:
+    """json's integer parser, refusing numbers too long to be a sensible value (and to convert quickly)."""
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise ApiError(
+            400, f"request body holds an integer of {len(digits)} digits; the limit is {MAX_INT_DIGITS} digits"
+        )
+    return int(digits)
+
+
+def _served_names(model_name: str, encoder) -> frozenset[str]:
+    """The ``model`` values /v1/embeddings accepts: the served name, its folder and the aliases of that model."""
+    names = {model_name, canonical_name(model_name)}
+    folder = Path(encoder.path).resolve() if getattr(encoder, "path", None) is not None else None
+    if folder is not None:
+        names |= {str(encoder.path), str(folder)}
+    for name in known_names():
+        if canonical_name(name) == canonical_name(model_name):
+            names.add(name)
+        elif folder is not None:
+            try:
+                if resolve(name).resolve() == folder:
+                    names.add(name)
+            except ModelNotFoundError:  # its package is not installed
+                pass
+    return frozenset(names)
 
 
 def _json(payload: Any, status: int = 200) -> Response:
@@ -92,15 +138,25 @@ def _json(payload: Any, status: int = 200) -> Response:
 
 class _Gate:
     """Pure ASGI middleware (cheaper than Starlette's ``@app.middleware``): bearer-token auth, the body
-    size limit (413, by Content-Length or while streaming), and request counts and latency."""
+    size limit (413, by Content-Length or while streaming), request counts and latency per route, and
+    unexpected errors turned into a JSON 500 (Starlette would re-raise them, and uvicorn then closes the
+    client's keep-alive connection)."""
 
-    def __init__(self, app, limit: int, api_key: str | None, observe: Callable[[str, int, float], None]) -> None:
-        self.app, self.limit, self.api_key, self.observe = app, limit, api_key, observe
+    def __init__(
+        self,
+        app,
+        limit: int,
+        api_key: str | None,
+        observe: Callable[[str, int, float], None],
+        route_of: Callable[[dict], str],
+    ) -> None:
+        self.app, self.limit, self.api_key, self.observe, self.route_of = app, limit, api_key, observe, route_of
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path, headers, began = scope["path"], dict(scope.get("headers") or []), time.perf_counter()
+        route = self.route_of(scope)
         if self.api_key and path not in ("/health", "/metrics"):
             header = headers.get(b"authorization", b"").decode("latin-1")
             token = header[7:] if header.lower().startswith("bearer ") else ""
@@ -108,14 +164,14 @@ class _Gate:
                 error = ApiError(
                     401, "missing or wrong API key (send 'Authorization: Bearer <key>')", code="invalid_api_key"
                 )
-                self.observe(path, 401, time.perf_counter() - began)
+                self.observe(route, 401, time.perf_counter() - began)
                 return await _json(error.body(), 401)(scope, receive, send)
         too_big = ApiError(413, f"request body over the limit of {self.limit} bytes", code="body_too_large")
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
-            self.observe(path, 413, time.perf_counter() - began)
+            self.observe(route, 413, time.perf_counter() - began)
             return await _json(too_big.body(), 413)(scope, receive, send)
-        seen, status = 0, 500
+        seen, status, started = 0, 500, False
 
         async def counted():
             nonlocal seen
@@ -126,9 +182,9 @@ class _Gate:
             return message
 
         async def sent(message):
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, started = message["status"], True
             await send(message)
 
         try:
@@ -136,8 +192,14 @@ class _Gate:
         except _TooBig:
             status = 413
             await _json(too_big.body(), 413)(scope, receive, send)
+        except Exception as err:
+            if started:  # half a response is out: nothing to do but let the server close the connection
+                raise
+            log.exception("unexpected error on %s %s", scope.get("method"), route)
+            status = 500
+            await _json(ApiError(500, f"internal error: {type(err).__name__}").body(), 500)(scope, receive, send)
         finally:
-            self.observe(path, status, time.perf_counter() - began)
+            self.observe(route, status, time.perf_counter() - began)
 
 
 class _TooBig(Exception):
@@ -222,11 +284,18 @@ def create_app(
 
     app = FastAPI(title="sbert", lifespan=lifespan)
 
-    def observe(path: str, status: int, seconds: float) -> None:
-        requests.labels(path, str(status)).inc()
-        latency.labels(path).observe(seconds)
+    def observe(route: str, status: int, seconds: float) -> None:
+        requests.labels(route, str(status)).inc()
+        latency.labels(route).observe(seconds)
 
-    app.add_middleware(_Gate, limit=limits.max_body_bytes, api_key=api_key, observe=observe)
+    def route_of(scope: dict) -> str:
+        """The path template of the route serving ``scope`` (a bounded set of labels), else UNMATCHED."""
+        for candidate in app.router.routes:
+            if candidate.matches(scope)[0] != Match.NONE:
+                return getattr(candidate, "path", UNMATCHED)
+        return UNMATCHED
+
+    app.add_middleware(_Gate, limit=limits.max_body_bytes, api_key=api_key, observe=observe, route_of=route_of)
     app.state.batcher = batcher
 
     @app.exception_handler(ApiError)
@@ -251,12 +320,31 @@ def create_app(
 
     async def body_of(request: Request) -> dict:
         try:
-            payload = json.loads(await request.body())
+            payload = json.loads(await request.body(), parse_int=_parse_int)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ApiError(400, f"request body is not valid JSON: {err}") from err
+        except RecursionError:
+            raise ApiError(400, "request body is nested too deeply (arrays or objects inside each other)") from None
         if not isinstance(payload, dict):
             raise ApiError(400, "request body must be a JSON object")
         return payload
+
+    served = _served_names(model_name, encoder)
+
+    def check_model(requested: Any) -> None:
+        """Refuse a ``model`` this server does not serve, in OpenAI's 404 shape (absent: the served one)."""
+        if requested is not None and not isinstance(requested, str):
+            raise ApiError(400, "'model' must be a string", "model")
+        if requested is None or requested in served:
+            return
+        raise ApiError(
+            404,
+            f"the model {requested!r} does not exist here: this server serves {model_name!r} "
+            f"(also accepted: {', '.join(repr(n) for n in sorted(served - {model_name}))})",
+            "model",
+            "model_not_found",
+            kind="invalid_request_error",
+        )
 
     @app.get("/health")
     async def health():
@@ -269,6 +357,7 @@ def create_app(
     @app.post("/v1/embeddings")
     async def embeddings(request: Request):
         body = await body_of(request)
+        check_model(body.get("model"))
         texts = _texts(body.get("input"), "input", limits)
         fmt = body.get("encoding_format", "float")
         if fmt not in ("float", "base64"):

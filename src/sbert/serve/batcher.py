@@ -4,8 +4,9 @@ Requests call ``await batcher.embed(texts)``; ``encode_fn(texts)`` returns an ar
 arrays (say embeddings and token counts), with one row per text. A worker thread (never the event loop) takes queued
 requests until the batch holds ``max_batch_texts`` texts or ``max_batch_chars`` characters, or
 ``max_wait_ms`` has passed since the first one, embeds them in one ``encode_fn`` call and hands each
-request its rows. With ``workers`` > 1, that many threads do this side by side: one collects the
-next batch while another runs the model (give each fewer torch threads, see ``create_app``).
+request its rows. A merged batch that fails is retried request by request, so only the request that
+makes ``encode_fn`` fail gets the error. With ``workers`` > 1, that many threads do this side by side:
+one collects the next batch while another runs the model (give each fewer torch threads, see ``create_app``).
 """
 
 from __future__ import annotations
@@ -102,6 +103,36 @@ class DynamicBatcher:
             chars += sum(len(t) for t in job.texts)
         return jobs
 
+    def _run(self, jobs: list[_Job]) -> list[tuple[object, Exception | None]]:
+        """Each job's (rows, error). A merged batch that fails is retried job by job, so that only the
+        request that makes the model fail gets its error, not the requests merged with it."""
+        texts = [t for job in jobs for t in job.texts]
+        began = time.perf_counter()
+        try:
+            embeddings = self.encode_fn(texts)
+        except Exception as err:
+            self._count(len(texts), time.perf_counter() - began)
+            if len(jobs) == 1:
+                return [(None, err)]
+            return [outcome for job in jobs for outcome in self._run([job])]
+        self._count(len(texts), time.perf_counter() - began)
+        outcomes, start = [], 0
+        for job in jobs:
+            end = start + len(job.texts)
+            if isinstance(embeddings, tuple):
+                outcomes.append((tuple(part[start:end] for part in embeddings), None))
+            else:
+                outcomes.append((embeddings[start:end], None))
+            start = end
+        return outcomes
+
+    def _count(self, texts: int, seconds: float) -> None:
+        with self._lock:
+            self.stats.batches += 1
+            self.stats.texts += texts
+            if self.stats.on_batch is not None:
+                self.stats.on_batch(texts, seconds)
+
     def _work(self) -> None:
         while True:
             first = self._queue.get()
@@ -109,29 +140,11 @@ class DynamicBatcher:
                 self._queue.put(None)  # for the other workers
                 return
             jobs = self._collect(first)
-            texts = [t for job in jobs for t in job.texts]
-            began = time.perf_counter()
             try:
-                embeddings = self.encode_fn(texts)
-                error = None
-            except Exception as err:  # handed to every waiting request
-                embeddings, error = None, err
-            seconds = time.perf_counter() - began
-            with self._lock:
-                self.stats.batches += 1
-                self.stats.texts += len(texts)
-                if self.stats.on_batch is not None:
-                    self.stats.on_batch(len(texts), seconds)
-            start = 0
-            for job in jobs:
-                end = start + len(job.texts)
-                if embeddings is None:
-                    rows = None
-                elif isinstance(embeddings, tuple):
-                    rows = tuple(part[start:end] for part in embeddings)
-                else:
-                    rows = embeddings[start:end]
-                start = end
+                outcomes = self._run(jobs)
+            except Exception as err:  # a fault outside encode_fn (say in on_batch): fail these, keep working
+                outcomes = [(None, err)] * len(jobs)
+            for job, (rows, error) in zip(jobs, outcomes, strict=True):
                 job.loop.call_soon_threadsafe(_settle, job.future, rows, error)
             with self._idle:
                 self._pending -= len(jobs)
