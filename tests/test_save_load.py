@@ -144,9 +144,17 @@ def test_failed_save_leaves_the_old_folder_and_no_litter(model, saved, tmp_path,
     assert [p.name for p in tmp_path.iterdir()] == ["target"]
 
 
-def test_save_replaces_an_existing_folder(model, tmp_path):
+def test_save_replaces_a_model_folder_but_keeps_the_users_files(model, tmp_path):
+    from sbert.atomic import FolderNotReplaceableError
+
     target = tmp_path / "m"
-    target.mkdir()
-    (target / "stale.txt").write_text("old")
     model.save(target)
-    assert not (target / "stale.txt").exists() and (target / "modules.json").is_file()
+    (target / "notes.txt").write_text("mine")
+    model.save(target)
+    assert (target / "notes.txt").read_text() == "mine" and (target / "modules.json").is_file()
+    other = tmp_path / "docs"
+    other.mkdir()
+    (other / "thesis.txt").write_text("old")
+    with pytest.raises(FolderNotReplaceableError, match=r"docs is a folder that holds other files \(thesis.txt\)"):
+        model.save(other)
+    assert [p.name for p in other.iterdir()] == ["thesis.txt"]

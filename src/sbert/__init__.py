@@ -28,6 +28,7 @@ def load(
     device: str | None = None,
     backend: str = "torch",
     precision: str = "fp32",
+    truncate_dim: int | None = None,
 ) -> Encoder:
     """Load a sentence encoder from a local folder or a shipped model name; never downloads.
 
@@ -35,12 +36,13 @@ def load(
     Hugging Face folder (mean pooling is added). ``allow_pickle`` permits ``pytorch_model.bin``
     weights, which can run code when loaded. ``device``: "cpu", "cuda", ... (default: cuda if present).
     ``backend``/``precision``: "torch" with "fp32" or "bf16", or "onnx" with "fp32" or "int8" (CPU;
-    see ``Encoder.use_backend``).
+    see ``Encoder.use_backend``). ``truncate_dim``: keep the first that many coordinates of each vector
+    (default: the model's own setting in config_sentence_transformers.json, if any).
     """
     from sbert.encoder import Encoder
     from sbert.registry import resolve
 
-    encoder = Encoder.load(resolve(name_or_path), allow_pickle=allow_pickle, device=device)
+    encoder = Encoder.load(resolve(name_or_path), allow_pickle=allow_pickle, device=device, truncate_dim=truncate_dim)
     if backend != "torch" or precision != "fp32":
         encoder.use_backend(backend, precision)
     return encoder

@@ -15,15 +15,24 @@ import numpy as np
 import torch
 from torch import nn
 
-from sbert.atomic import atomic_dir
+from sbert.atomic import atomic_dir, recover
 from sbert.batching import batches
 from sbert.errors import ModelFormatError, ModelNotFoundError
-from sbert.modules.transformer import quiet_transformers
+from sbert.modules.base import read_json, write_json
+from sbert.modules.folder import check_finite, check_links, check_safetensors, refuse_remote_code
+from sbert.modules.transformer import quiet_transformers, safetensors_files
 
 Pair = tuple[str, str]
 ACTIVATIONS = ("sigmoid", "softmax", "identity")
-# How sentence-transformers names the activation in config.json ("sentence_transformers.activation_fn")
-ST_ACTIVATIONS = {"sigmoid": "torch.nn.modules.activation.Sigmoid", "identity": "torch.nn.modules.linear.Identity"}
+# How sentence-transformers names each activation ("torch.nn.modules.linear.Identity"): version 6 writes it
+# to config_sentence_transformers.json ("activation_fn"), versions 4-5 to config.json
+# ("sentence_transformers": {"activation_fn": ...}), older ones to "sbert_ce_default_activation_function".
+ST_ACTIVATIONS = {
+    "sigmoid": "torch.nn.modules.activation.Sigmoid",
+    "softmax": "torch.nn.modules.activation.Softmax",
+    "identity": "torch.nn.modules.linear.Identity",
+}
+ST_CONFIG = "config_sentence_transformers.json"
 
 
 class CrossEncoder(nn.Module):
@@ -43,6 +52,7 @@ class CrossEncoder(nn.Module):
             raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
         self.activation = activation
         self.path: Path | None = None
+        self.settings: dict = {}  # config_sentence_transformers.json as read, written back by save
 
     @property
     def num_labels(self) -> int:
@@ -74,29 +84,40 @@ class CrossEncoder(nn.Module):
 
         from sbert.registry import resolve
 
+        if Path(path).expanduser().parent.is_dir():
+            recover(Path(path).expanduser())  # a replace killed between its two renames hid the old version
         folder = resolve(path)
         if (folder / "modules.json").is_file() and not (folder / "config.json").is_file():
             raise ModelFormatError(f"{folder}: a sentence-transformers folder without config.json")
         if not (folder / "config.json").is_file():
             raise ModelNotFoundError(f"{folder}: no config.json; expected a Hugging Face model folder")
-        if not allow_pickle and not any(folder.glob("*.safetensors")):
+        check_links(folder)
+        refuse_remote_code(folder)
+        has_safe = any((folder / f).is_file() for f in ("model.safetensors", "model.safetensors.index.json"))
+        if not allow_pickle and not has_safe:
             raise ModelFormatError(f"{folder}: weights only in pickle form; pass allow_pickle=True to load them")
-        config = AutoConfig.from_pretrained(folder, local_files_only=True)
-        has_head = any(a.endswith("ForSequenceClassification") for a in config.architectures or [])
-        new_head = has_head and num_labels is not None and num_labels != config.num_labels
-        kwargs = {"num_labels": num_labels, "ignore_mismatched_sizes": new_head} if num_labels else {}
-        with quiet_transformers():
-            model = AutoModelForSequenceClassification.from_pretrained(
-                folder, local_files_only=True, use_safetensors=not allow_pickle or None, **kwargs
-            )
-        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-        saved = None if new_head else getattr(model.config, "sbert_activation", None)
-        st_saved = (
-            "" if new_head else (getattr(model.config, "sentence_transformers", None) or {}).get("activation_fn", "")
-        )
-        saved = saved or next((k for k, v in ST_ACTIVATIONS.items() if v == st_saved), None)
-        encoder = cls(model, tokenizer, max_length, activation or saved)
+        weights = safetensors_files(folder) if has_safe else []
+        for file in weights:
+            check_safetensors(file)
+        settings = read_json(folder / ST_CONFIG) if (folder / ST_CONFIG).is_file() else {}
+        try:
+            config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+            has_head = any(a.endswith("ForSequenceClassification") for a in config.architectures or [])
+            new_head = has_head and num_labels is not None and num_labels != config.num_labels
+            kwargs = {"num_labels": num_labels, "ignore_mismatched_sizes": new_head} if num_labels else {}
+            with quiet_transformers():
+                model = AutoModelForSequenceClassification.from_pretrained(
+                    folder, local_files_only=True, trust_remote_code=False, use_safetensors=has_safe or None, **kwargs
+                )
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+        except (OSError, ValueError, KeyError) as err:
+            raise ModelFormatError(f"{folder}: cannot load the cross-encoder or its tokenizer: {err}") from err
+        check_finite(model, weights[0] if len(weights) == 1 else folder)
+        if activation is None and not new_head:
+            activation = _saved_activation(folder, model.config, settings)
+        encoder = cls(model, tokenizer, max_length, activation)
         encoder.path = folder
+        encoder.settings = settings
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         return encoder.to(device)
 
@@ -165,14 +186,64 @@ class CrossEncoder(nn.Module):
 
     # -- disk ------------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
-        """Write the Hugging Face sequence-classification folder atomically; returns its path."""
+        """Write the Hugging Face sequence-classification folder atomically; returns its path.
+
+        The activation goes where each version of sentence-transformers reads it (config.json's
+        ``sentence_transformers.activation_fn`` and config_sentence_transformers.json's ``activation_fn``);
+        settings read from config_sentence_transformers.json that sbert does not use are written back.
+        """
         self.model.config.sbert_activation = self.activation
-        if self.activation in ST_ACTIVATIONS:
-            self.model.config.sentence_transformers = {"activation_fn": ST_ACTIVATIONS[self.activation]}
+        self.model.config.sentence_transformers = {"activation_fn": ST_ACTIVATIONS[self.activation]}
+        settings = dict(self.settings)
+        settings["__version__"] = {**settings.get("__version__", {}), **_versions()}
+        settings.update({"activation_fn": ST_ACTIVATIONS[self.activation], "model_type": "CrossEncoder"})
+        settings.setdefault("prompts", {})
+        settings.setdefault("default_prompt_name", None)
         with atomic_dir(path) as tmp, quiet_transformers():
             self.model.save_pretrained(tmp)
             self.tokenizer.save_pretrained(tmp)
+            write_json(tmp / ST_CONFIG, settings)
         return Path(path)
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    def version(package: str) -> str:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return "unknown"
+
+    return {"sbert": version("sbert"), "transformers": version("transformers"), "pytorch": version("torch")}
+
+
+def _activation_name(path: object, source: str) -> str:
+    """``torch.nn.modules.linear.Identity`` (or ``torch.nn.Identity``) -> "identity"; others are refused."""
+    name = str(path).rsplit(".", 1)[-1].lower()
+    if not str(path).startswith("torch.") or name not in ACTIVATIONS:
+        raise ModelFormatError(
+            f"{source}: activation {path!r} is not one sbert applies ({', '.join(ST_ACTIVATIONS.values())}); "
+            "pass activation='sigmoid', 'softmax' or 'identity' to choose one"
+        )
+    return name
+
+
+def _saved_activation(folder: Path, config, settings: dict) -> str | None:
+    """The activation saved with a folder, looked up in the order sentence-transformers 6 uses; None if none."""
+    if (folder / "modules.json").is_file() and settings.get("activation_fn"):
+        return _activation_name(settings["activation_fn"], f"{folder / ST_CONFIG} (activation_fn)")
+    config_file = folder / "config.json"
+    in_config = getattr(config, "sentence_transformers", None)
+    if isinstance(in_config, dict) and in_config.get("activation_fn"):
+        return _activation_name(in_config["activation_fn"], f"{config_file} (sentence_transformers.activation_fn)")
+    legacy = getattr(config, "sbert_ce_default_activation_function", None)
+    if legacy:
+        return _activation_name(legacy, f"{config_file} (sbert_ce_default_activation_function)")
+    saved = getattr(config, "sbert_activation", None)
+    if saved is not None and saved not in ACTIVATIONS:
+        raise ModelFormatError(f"{config_file}: sbert_activation {saved!r} is not one of {', '.join(ACTIVATIONS)}")
+    return saved
 
 
 def _activate(logits: torch.Tensor, activation: str) -> torch.Tensor:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import warnings
 from collections.abc import Iterable, Sequence
 from importlib import metadata
@@ -19,11 +20,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sbert.atomic import atomic_dir
+from sbert.atomic import atomic_dir, recover
 from sbert.batching import batches
 from sbert.errors import ModelFormatError, ModelNotFoundError
 from sbert.modules import MODULE_TYPES, Module, Pooling, Transformer, module_class
 from sbert.modules.base import read_json, write_json
+from sbert.modules.folder import check_links, module_folder, refuse_remote_code
 
 CHUNK = 65_536  # texts tokenised at a time: bounds the memory for ids, keeps sorting near-global
 PACKED_TOKENS = 8_192  # real tokens per packed forward pass when max_tokens is not given
@@ -47,7 +49,7 @@ def check_texts(texts: Any, allow_empty: bool = False) -> list[str]:
             text.encode("utf-8")
         except UnicodeEncodeError as err:
             raise ValueError(
-                f"texts[{i}] is not valid Unicode text: {text[err.start:err.end]!r} at character {err.start} "
+                f"texts[{i}] is not valid Unicode text: {text[err.start : err.end]!r} at character {err.start} "
                 "is a lone surrogate, which cannot be tokenised"
             ) from None
     return items
@@ -63,11 +65,21 @@ def _version(package: str) -> str:
 class Encoder(nn.Sequential):
     """A sentence encoder: ``features -> modules[0] -> modules[1] -> ...`` as in Sentence-BERT §3."""
 
-    def __init__(self, modules: Sequence[Module], similarity_fn_name: str = "cosine") -> None:
+    def __init__(
+        self,
+        modules: Sequence[Module],
+        similarity_fn_name: str = "cosine",
+        truncate_dim: int | None = None,
+        settings: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(*modules)
         if not modules or not isinstance(modules[0], Transformer):
             raise ValueError("an Encoder starts with a Transformer module")
         self.similarity_fn_name = similarity_fn_name
+        self._truncate_dim: int | None = None
+        self.truncate_dim = truncate_dim
+        # config_sentence_transformers.json as read (prompts, default_prompt_name, ...): save writes it back.
+        self.settings: dict[str, Any] = dict(settings or {})
         self.path: Path | None = None
         self.backend: Any = None  # None: torch; else a callable features -> (B, dim) numpy (see use_backend)
         self.precision = "fp32"
@@ -78,12 +90,33 @@ class Encoder(nn.Sequential):
         return self[0]
 
     @property
-    def dim(self) -> int:
-        """Width of the sentence vectors ``encode`` returns."""
+    def model_dim(self) -> int:
+        """Width of the vectors the modules compute (what training sees), before ``truncate_dim``."""
         dim = self.transformer.dim
         for module in list(self)[1:]:
             dim = getattr(module, "dim", dim)
         return dim
+
+    @property
+    def dim(self) -> int:
+        """Width of the sentence vectors ``encode`` returns: ``truncate_dim`` if set, else ``model_dim``."""
+        return self._truncate_dim or self.model_dim
+
+    @property
+    def truncate_dim(self) -> int | None:
+        """Keep only the first ``truncate_dim`` coordinates of each sentence vector (Matryoshka models), or None."""
+        return self._truncate_dim
+
+    @truncate_dim.setter
+    def truncate_dim(self, value: int | None) -> None:
+        self._truncate_dim = self._check_truncate_dim(value)
+
+    def _check_truncate_dim(self, value: int | None) -> int | None:
+        if value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= self.model_dim:
+            raise ValueError(f"truncate_dim must be an integer from 1 to {self.model_dim} (or None), got {value!r}")
+        return value
 
     @property
     def max_seq_length(self) -> int:
@@ -106,7 +139,8 @@ class Encoder(nn.Sequential):
     ) -> Encoder:
         """Choose how ``encode`` computes sentence vectors; returns self.
 
-        ``torch`` with ``fp32`` or ``bf16`` (autocast; fast where the CPU has AMX/AVX512-BF16), or
+        ``torch`` with ``fp32`` or ``bf16`` (autocast; fast only where the CPU has AMX/AVX512-BF16: on
+        others it warns, as bf16 is then emulated and several times slower than fp32), or
         ``onnx`` with ``fp32`` or ``int8`` (ONNX Runtime on the CPU; the export is cached, see
         ``sbert.backends.onnx``). Token output and training always use torch. Call it again after
         changing the weights: an ONNX session is a snapshot of the weights it was exported from.
@@ -114,6 +148,14 @@ class Encoder(nn.Sequential):
         if backend == "torch":
             if precision not in ("fp32", "bf16"):
                 raise ValueError(f"torch precision must be 'fp32' or 'bf16', got {precision!r}")
+            if precision == "bf16" and self.device.type == "cpu" and cpu_has_native_bf16() is False:
+                warnings.warn(
+                    "precision='bf16' on a CPU without native bfloat16 (no AVX512-BF16 or AMX in /proc/cpuinfo) is "
+                    "emulated and several times slower than fp32 (measured 6.7x on an AVX2-only AMD EPYC); use "
+                    "fp32, or backend='onnx' with precision='int8' for speed",
+                    UserWarning,
+                    stacklevel=_caller_stacklevel(),
+                )
             self.backend, self.precision = None, precision
         elif backend == "onnx":
             from sbert.backends.onnx import OnnxBackend
@@ -124,7 +166,6 @@ class Encoder(nn.Sequential):
         return self
 
     # -- inference -------------------------------------------------------------------------------------
-    @torch.inference_mode()
     def encode(
         self,
         texts: str | Iterable[str],
@@ -138,6 +179,7 @@ class Encoder(nn.Sequential):
         on_truncation: Literal["warn", "error", "ignore"] = "warn",
         max_tokens: int | None = None,
         packing: bool = False,
+        truncate_dim: int | None = None,
     ) -> np.ndarray | torch.Tensor | list:
         """Embed texts: (n, dim) float32 for a list, (dim,) for one string, (0, dim) for an empty list.
 
@@ -151,6 +193,10 @@ class Encoder(nn.Sequential):
         attention kept within each text (same results to float rounding; BERT-family models, torch
         backend). ``max_tokens`` then caps the real tokens per pass (default 8,192); it pays when
         batches mix lengths, e.g. with a large ``batch_size`` or ``sort_by_length=False``.
+
+        ``truncate_dim`` keeps the first that many coordinates of each sentence vector (default: the
+        model's ``truncate_dim``, from config_sentence_transformers.json); ``normalize`` applies after
+        truncating, as in sentence-transformers.
         """
         if convert_to not in ("numpy", "torch"):
             raise ValueError(f"convert_to must be 'numpy' or 'torch', got {convert_to!r}")
@@ -162,14 +208,27 @@ class Encoder(nn.Sequential):
             raise ValueError("packing runs on the torch backend only; call use_backend('torch') or drop packing")
         if packing:
             self.transformer.check_packable()  # before any tokenising
+        width = self._check_truncate_dim(truncate_dim) or self.dim
         single = isinstance(texts, str)
         items = check_texts(texts, allow_empty)
         was_training = self.training
         self.eval()
         try:
-            result, truncated = self._run(
-                items, batch_size, normalize, show_progress, output, sort_by_length, on_truncation, max_tokens, packing
-            )
+            # A context, not a decorator: a decorator's wrapper would sit between this frame and the
+            # caller's, and the truncation warning below would point into torch instead of the caller.
+            with torch.inference_mode():
+                result, truncated = self._run(
+                    items,
+                    batch_size,
+                    normalize,
+                    show_progress,
+                    output,
+                    sort_by_length,
+                    on_truncation,
+                    max_tokens,
+                    packing,
+                    width,
+                )
         finally:
             self.train(was_training)
         if truncated and on_truncation == "warn":
@@ -186,12 +245,22 @@ class Encoder(nn.Sequential):
         return torch.from_numpy(result) if convert_to == "torch" else result
 
     def _run(
-        self, items, batch_size, normalize, show_progress, output, sort_by_length, on_truncation, max_tokens, packing
+        self,
+        items,
+        batch_size,
+        normalize,
+        show_progress,
+        output,
+        sort_by_length,
+        on_truncation,
+        max_tokens,
+        packing,
+        width,
     ):
         from tqdm.auto import tqdm
 
         n = len(items)
-        out: np.ndarray | list = np.empty((n, self.dim), dtype=np.float32) if output == "sentence" else [None] * n
+        out: np.ndarray | list = np.empty((n, width), dtype=np.float32) if output == "sentence" else [None] * n
         disable = (None if n >= PROGRESS_FROM else True) if show_progress is None else not show_progress
         device = self.device
         truncated_total = 0
@@ -216,7 +285,7 @@ class Encoder(nn.Sequential):
                         with self._autocast(device):
                             features = self({k: v.to(device) for k, v in features.items()})
                     if output == "sentence":
-                        emb = features["sentence_embedding"]
+                        emb = features["sentence_embedding"][:, :width]
                         if normalize:
                             emb = F.normalize(emb, p=2, dim=1)
                         out[start + rows] = emb.float().cpu().numpy()
@@ -253,7 +322,11 @@ class Encoder(nn.Sequential):
 
     # -- disk ------------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
-        """Write the sentence-transformers folder format atomically; returns the folder's path."""
+        """Write the sentence-transformers folder format atomically; returns the folder's path.
+
+        config_sentence_transformers.json keeps every setting read from the loaded folder (``prompts``,
+        ``default_prompt_name``, keys sbert does not use), with this encoder's similarity and ``truncate_dim``.
+        """
         with atomic_dir(path) as tmp:
             entries = []
             for idx, module in enumerate(self):
@@ -262,27 +335,41 @@ class Encoder(nn.Sequential):
                 module.save(tmp / folder)
                 entries.append({"idx": idx, "name": str(idx), "path": folder, "type": module.type_name})
             write_json(tmp / "modules.json", entries)
-            write_json(
-                tmp / ST_CONFIG,
-                {
-                    "__version__": {
-                        "sbert": _version("sbert"),
-                        "transformers": _version("transformers"),
-                        "pytorch": _version("torch"),
-                    },
-                    "prompts": {},
-                    "default_prompt_name": None,
-                    "similarity_fn_name": self.similarity_fn_name,
-                },
-            )
+            write_json(tmp / ST_CONFIG, self._settings_to_save())
         return Path(path)
 
+    def _settings_to_save(self) -> dict[str, Any]:
+        settings = dict(self.settings)
+        versions = {"sbert": _version("sbert"), "transformers": _version("transformers"), "pytorch": _version("torch")}
+        settings["__version__"] = {**(settings.get("__version__") or {}), **versions}
+        settings.setdefault("prompts", {})
+        settings.setdefault("default_prompt_name", None)
+        settings["similarity_fn_name"] = self.similarity_fn_name
+        settings.pop("truncate_dim", None)
+        if self.truncate_dim is not None:
+            settings["truncate_dim"] = self.truncate_dim
+        return settings
+
     @classmethod
-    def load(cls, path: str | Path, *, allow_pickle: bool = False, device: str | None = None) -> Encoder:
-        """Load a sentence-transformers folder, or a plain Hugging Face folder (mean pooling)."""
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        allow_pickle: bool = False,
+        device: str | None = None,
+        truncate_dim: int | None = None,
+    ) -> Encoder:
+        """Load a sentence-transformers folder, or a plain Hugging Face folder (mean pooling).
+
+        Never runs code from the folder (``auto_map`` is refused) and never reads a file outside it.
+        ``truncate_dim`` overrides the one saved in config_sentence_transformers.json.
+        """
         path = Path(path)
+        recover(path)  # a replace killed between its two renames left the old version hidden beside it
         if not path.is_dir():
             raise ModelNotFoundError(f"{path}: no such model folder")
+        check_links(path)
+        refuse_remote_code(path)
         if (path / "modules.json").is_file():
             modules = _load_modules(path, allow_pickle)
         elif (path / "config.json").is_file():
@@ -294,7 +381,14 @@ class Encoder(nn.Sequential):
                 "or config.json of a Hugging Face model)"
             )
         settings = read_json(path / ST_CONFIG) if (path / ST_CONFIG).is_file() else {}
-        encoder = cls(modules, similarity_fn_name=settings.get("similarity_fn_name") or "cosine")
+        encoder = cls(modules, similarity_fn_name=settings.get("similarity_fn_name") or "cosine", settings=settings)
+        try:
+            encoder.truncate_dim = settings.get("truncate_dim")
+        except ValueError as err:
+            raise ModelFormatError(f"{path / ST_CONFIG}: {err}") from None
+        if truncate_dim is not None:
+            encoder.truncate_dim = truncate_dim
+        _warn_unapplied_prompt(path / ST_CONFIG, settings)
         encoder.path = path
         encoder.eval()
         return encoder.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -335,5 +429,50 @@ def _load_modules(path: Path, allow_pickle: bool) -> list[Module]:
                 f"{modules_file}: module type {entry['type']!r} is not supported; sbert reads "
                 f"{', '.join(MODULE_TYPES)} (and never runs code named in a model folder)"
             )
-        modules.append(cls.load(path / entry["path"], allow_pickle=allow_pickle))
+        folder = module_folder(path, entry["path"], modules_file)
+        modules.append(cls.load(folder, allow_pickle=allow_pickle))
     return modules
+
+
+def _warn_unapplied_prompt(config_file: Path, settings: dict[str, Any]) -> None:
+    """sentence-transformers prepends the default prompt to every text; sbert keeps it but does not apply it."""
+    name = settings.get("default_prompt_name")
+    prompt = (settings.get("prompts") or {}).get(name) if name else None
+    if prompt:
+        warnings.warn(
+            f"{config_file}: default_prompt_name={name!r} ({prompt!r}) is kept but not applied by sbert; "
+            "sentence-transformers prepends it to every text, so prepend it yourself to get the same vectors",
+            UserWarning,
+            stacklevel=_caller_stacklevel(),
+        )
+
+
+def cpu_has_native_bf16() -> bool | None:
+    """Whether this CPU computes bfloat16 natively (x86: AVX512-BF16 or AMX-BF16; Arm: BF16); None if unknown."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    flags = set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            flags.update(value.split())
+    if not flags:
+        return None
+    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning point at the first frame outside sbert (the user's line)."""
+    import sys
+
+    frame, level = sys._getframe(1), 1
+    package = str(Path(__file__).parent)
+    while frame is not None and (frame.f_code.co_filename.startswith(package) or _is_wrapper(frame)):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _is_wrapper(frame) -> bool:
+    return bool(re.search(r"[/\\](torch|contextlib)[/\\]", frame.f_code.co_filename))

@@ -50,11 +50,16 @@ def write_json(path: Path, data: Any) -> None:
 
 def load_weights(folder: Path, *, allow_pickle: bool = False) -> dict[str, Tensor]:
     """Read a module's weights: ``model.safetensors``, or ``pytorch_model.bin`` only if ``allow_pickle``."""
+    from sbert.modules.folder import check_finite_tensors, check_safetensors
+
     safe = folder / "model.safetensors"
     if safe.is_file():
         from safetensors.torch import load_file
 
-        return load_file(str(safe))
+        check_safetensors(safe)
+        state = load_file(str(safe))
+        check_finite_tensors(state.items(), safe)
+        return state
     pickled = folder / "pytorch_model.bin"
     if pickled.is_file():
         if not allow_pickle:
@@ -64,7 +69,9 @@ def load_weights(folder: Path, *, allow_pickle: bool = False) -> dict[str, Tenso
             )
         import torch
 
-        return torch.load(pickled, map_location="cpu", weights_only=True)
+        state = torch.load(pickled, map_location="cpu", weights_only=True)
+        check_finite_tensors(state.items(), pickled)
+        return state
     raise ModelFormatError(f"{folder}: no weights found (expected model.safetensors)")
 
 

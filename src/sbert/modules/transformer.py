@@ -17,6 +17,7 @@ import torch
 from sbert.batching import pack_rows
 from sbert.errors import ModelFormatError
 from sbert.modules.base import Features, Module, read_json, write_json
+from sbert.modules.folder import check_finite, check_safetensors, refuse_remote_code
 
 CONFIG_FILE = "sentence_bert_config.json"
 _SAFE_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
@@ -53,6 +54,24 @@ def quiet_transformers() -> Iterator[None]:
             yield
     finally:
         hf_logging.set_verbosity(level)
+
+
+def safetensors_files(folder: Path) -> list[Path]:
+    """The weight files of a Hugging Face folder: ``model.safetensors``, or the shards its index names."""
+    single = folder / _SAFE_WEIGHTS[0]
+    if single.is_file():
+        return [single]
+    index = folder / _SAFE_WEIGHTS[1]
+    weight_map = read_json(index).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ModelFormatError(f"{index}: expected a 'weight_map' naming the weight shards")
+    shards = []
+    for name in sorted(set(map(str, weight_map.values()))):
+        shard = folder / name
+        if Path(name).is_absolute() or ".." in Path(name).parts or not shard.is_file():
+            raise ModelFormatError(f"{index}: shard {name!r} is not a file inside {folder}")
+        shards.append(shard)
+    return shards
 
 
 class Transformer(Module):
@@ -109,7 +128,7 @@ class Transformer(Module):
         from transformers import AutoModel
 
         torch.manual_seed(seed)
-        model = AutoModel.from_config(self.model.config)
+        model = AutoModel.from_config(self.model.config, trust_remote_code=False)
         return Transformer(model, self.tokenizer, self.max_seq_length, self.do_lower_case)
 
     # -- text -> ids -> padded batch -----------------------------------------------------------------
@@ -243,6 +262,13 @@ class Transformer(Module):
                 f"{path}: weights are only in pickle form (pytorch_model.bin), which can run code when "
                 "loaded; pass allow_pickle=True (CLI: --allow-pickle) if you trust this folder"
             )
+        refuse_remote_code(path)
+        if has_safe:
+            weights = safetensors_files(path)
+            for file in weights:
+                check_safetensors(file)
+        else:
+            weights = [next(path / f for f in _PICKLE_WEIGHTS if (path / f).is_file())]
         settings = read_json(path / CONFIG_FILE) if (path / CONFIG_FILE).is_file() else {}
         try:
             with _no_transformers_progress():
@@ -252,6 +278,7 @@ class Transformer(Module):
                 )
         except (OSError, ValueError, KeyError) as err:
             raise ModelFormatError(f"{path}: cannot load the transformer or its tokenizer: {err}") from err
+        check_finite(model, weights[0] if len(weights) == 1 else path)
         model.eval()
         return cls(
             model,

@@ -1,0 +1,138 @@
+"""Checks on a model folder before and after its files are read: each failure names the file at fault.
+
+- No code is ever run: a folder whose configs name custom code (``auto_map``) is refused up front,
+  before transformers could import it or ask "Do you wish to run the custom code?".
+- No file outside the folder is read: module paths in ``modules.json`` must stay inside it, and a
+  symbolic link must point inside it (or, in Hugging Face's hub cache layout, into its ``blobs``).
+- Weights are whole and finite: a ``.safetensors`` file must be as long as its header says, and a
+  loaded module whose weights hold NaN or infinity is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+import torch
+from torch import nn
+
+from sbert.errors import ModelFormatError
+
+# Configs in which transformers looks for ``auto_map`` (custom classes imported from the folder).
+CODE_CONFIGS = (
+    "config.json",
+    "tokenizer_config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "feature_extractor_config.json",
+)
+_MAX_HEADER = 100 * 2**20  # a safetensors header larger than this is damage, not a model
+
+
+def refuse_remote_code(folder: Path) -> None:
+    """Raise ``ModelFormatError`` naming ``folder`` if any of its configs names code to import."""
+    for name in CODE_CONFIGS:
+        config_file = folder / name
+        if not config_file.is_file():
+            continue
+        try:
+            config = json.loads(config_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # the loader that reads it reports malformed JSON with its own message
+        auto_map = config.get("auto_map") if isinstance(config, dict) else None
+        if auto_map:
+            raise ModelFormatError(
+                f"{folder}: {name} names custom code to run (auto_map: {json.dumps(auto_map)[:200]}); sbert never "
+                "runs code from a model folder (trust_remote_code is always off). Use a model whose architecture "
+                "transformers ships, or remove auto_map if the built-in class is the right one"
+            )
+
+
+def _roots(folder: Path) -> list[Path]:
+    """Where the folder's files may lead: the folder, and in a hub cache snapshot the repo's blobs."""
+    root = folder.resolve()
+    roots = [root]
+    # ~/.cache/huggingface/hub/models--org--name/snapshots/<revision>/<file> -> ../../blobs/<hash>
+    if root.parent.name == "snapshots" and root.parent.parent.name.startswith("models--"):
+        roots.append(root.parent.parent / "blobs")
+    return roots
+
+
+def _inside(path: Path, roots: list[Path]) -> bool:
+    return any(path == root or path.is_relative_to(root) for root in roots)
+
+
+def check_links(folder: Path) -> None:
+    """Refuse symbolic links in ``folder`` (at any depth) that lead outside it."""
+    roots = _roots(folder)
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in dirnames + filenames:
+            entry = Path(dirpath) / name
+            if entry.is_symlink() and not _inside(entry.resolve(), roots):
+                raise ModelFormatError(
+                    f"{entry}: a symbolic link to {os.readlink(entry)}, outside the model folder {folder}; "
+                    "sbert reads only files inside the model folder (copy the file in instead of linking it)"
+                )
+
+
+def module_folder(root: Path, relative: object, source: Path) -> Path:
+    """``root / relative`` for a module path read from ``source``, refused if it leaves ``root``."""
+    if not isinstance(relative, str):
+        raise ModelFormatError(f"{source}: module path {relative!r} is not a string")
+    absolute = PurePosixPath(relative).is_absolute() or PureWindowsPath(relative).is_absolute()
+    parts = PurePosixPath(relative.replace("\\", "/")).parts
+    if absolute or ".." in parts or relative.startswith("~"):
+        raise ModelFormatError(
+            f"{source}: module path {relative!r} leaves the model folder; expected a folder inside {root} "
+            "such as '1_Pooling'"
+        )
+    folder = root / relative
+    if not _inside(folder.resolve(), _roots(root)):
+        raise ModelFormatError(f"{source}: module path {relative!r} leads to {folder.resolve()}, outside {root}")
+    return folder
+
+
+def check_safetensors(path: Path) -> None:
+    """Raise naming ``path`` if it is empty, truncated or not a safetensors file (header and length)."""
+    size = path.stat().st_size
+    damaged = f"{path}: damaged weights file ({size:,} bytes)"
+    if size < 8:
+        raise ModelFormatError(f"{damaged}: empty or truncated; copy or download the model again")
+    with open(path, "rb") as handle:
+        header_size = int.from_bytes(handle.read(8), "little")
+        if header_size > min(size - 8, _MAX_HEADER):
+            raise ModelFormatError(f"{damaged}: truncated or not a safetensors file (header of {header_size:,} bytes)")
+        try:
+            header = json.loads(handle.read(header_size))
+            end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+            raise ModelFormatError(f"{damaged}: unreadable safetensors header ({err})") from None
+    expected = 8 + header_size + end
+    if expected != size:
+        raise ModelFormatError(
+            f"{damaged}: its header describes {expected:,} bytes, so the file is "
+            f"{'truncated' if size < expected else 'damaged'}; copy or download the model again"
+        )
+
+
+def check_finite(module: nn.Module, source: Path) -> None:
+    """Refuse a loaded module whose weights hold NaN or infinity, naming ``source`` and the tensor.
+
+    Checked once at load rather than on every ``encode``: one pass over the weights (milliseconds
+    for MiniLM) names the file and the tensor at fault, whereas NaN vectors found in ``encode``
+    would cost a check per batch and could only point at texts that are not to blame.
+    """
+    check_finite_tensors(module.named_parameters(), source)
+
+
+def check_finite_tensors(named: Iterable[tuple[str, torch.Tensor]], source: Path) -> None:
+    """``check_finite`` for (name, tensor) pairs, such as a state dict's items."""
+    for name, weight in named:
+        if isinstance(weight, torch.Tensor) and weight.is_floating_point() and not bool(torch.isfinite(weight).all()):
+            bad = int((~torch.isfinite(weight)).sum())
+            raise ModelFormatError(
+                f"{source}: weight {name!r} holds {bad:,} NaN or infinite values (of {weight.numel():,}); "
+                "such a model gives NaN vectors (was its training diverging?)"
+            )
