@@ -192,7 +192,7 @@ def _read_vectors(file: Path, rows: int, dim: int) -> np.ndarray:
     except FileNotFoundError as err:
         raise _Missing(_missing_message(file)) from err
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
-        raise IndexFormatError(f"{file}: damaged: not a readable .npy array ({err}); the index is damaged") from err
+        raise _unreadable_npy(file, err) from err
     if not isinstance(vectors, np.ndarray) or vectors.dtype != np.float32 or vectors.shape != (rows, dim):
         got = f"{vectors.dtype} {vectors.shape}" if isinstance(vectors, np.ndarray) else type(vectors).__name__
         raise IndexFormatError(
@@ -200,6 +200,11 @@ def _read_vectors(file: Path, rows: int, dim: int) -> np.ndarray:
             "the index is damaged"
         )
     return vectors
+
+
+def _unreadable_npy(file: Path, err: BaseException) -> IndexFormatError:
+    reason = "it holds Python objects, not numbers" if "pickle" in str(err) else str(err)
+    return IndexFormatError(f"{file}: damaged: not a readable .npy array ({reason}); the index is damaged")
 
 
 def _read_records(file: Path, rows: int, ids: list[str], texts: list[str | None]) -> None:
@@ -235,10 +240,12 @@ def _read_deleted(file: Path, rows: int) -> np.ndarray:
     except FileNotFoundError as err:
         raise _Missing(_missing_message(file)) from err
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
-        raise IndexFormatError(f"{file}: damaged: not a readable .npy array ({err}); the index is damaged") from err
+        raise _unreadable_npy(file, err) from err
     if not isinstance(deleted, np.ndarray) or deleted.ndim != 1 or deleted.dtype.kind not in "iu":
         got = f"{deleted.dtype} {deleted.shape}" if isinstance(deleted, np.ndarray) else type(deleted).__name__
-        raise IndexFormatError(f"{file}: expected a list of deleted row numbers (int64), got {got}")
+        raise IndexFormatError(
+            f"{file}: expected a list of deleted row numbers (int64), got {got}; the index is damaged"
+        )
     if len(deleted) and (deleted.min() < 0 or deleted.max() >= rows):
         bad = int(deleted.max()) if deleted.max() >= rows else int(deleted.min())
         raise IndexFormatError(
@@ -254,7 +261,9 @@ def _live_rows(ids: list[str], alive: np.ndarray, record_files: list[Path]) -> d
         id_ = ids[row]
         if id_ in row_of:
             files = ", ".join(str(f) for f in record_files)
-            raise IndexFormatError(f"id {id_!r} is on two live rows ({row_of[id_]} and {row}) in {files}")
+            raise IndexFormatError(
+                f"id {id_!r} is on two live rows ({row_of[id_]} and {row}) in {files}; the index is damaged"
+            )
         row_of[id_] = row
     return row_of
 
@@ -266,7 +275,7 @@ def _read_structure(handle: IO[bytes], file: Path, name: str, snap: _Snapshot):
     try:
         index = faiss.read_index_binary(reader) if name == "binary" else faiss.read_index(reader)
     except (RuntimeError, MemoryError, ValueError) as err:
-        reason = str(err).rsplit("Error: ", 1)[-1].strip().splitlines()[-1][:160]
+        reason = re.sub(r"^Error in .*? at \S+:\d+: (Error: )?", "", str(err).strip().splitlines()[-1])[:160]
         raise IndexFormatError(f"{file}: unreadable {name} structure ({reason}); the index is damaged") from err
     kind = {"hnsw": faiss.IndexHNSW, "int8": faiss.IndexScalarQuantizer, "binary": faiss.IndexBinaryFlat}[name]
     if not isinstance(index, kind):
@@ -864,7 +873,7 @@ def _acquire(lock: IO[str], file: Path, timeout: float) -> None:
 
 
 def _holder(file: Path) -> str:
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, IndexError):
         return f"process {int(file.read_text(encoding='utf-8').split()[0])}"
     return "another process"
 
