@@ -8,14 +8,24 @@ rate on the same sentences (``encode(sentences)``, batch 32, smart batching, one
 also sentences per server CPU-second against the library's per CPU-second. The load generator
 shares the machine's cores with the server.
 
+With ``--malformed FRACTION`` it runs the robustness mix instead: for ``--time-limit`` seconds the
+clients send good requests (8 sentences each, whose vectors are checked against the library's) and,
+that share of the time, malformed ones (a lone surrogate or an empty string among good texts, bad
+JSON, a 5,000-digit ``dimensions``, 200,000 nested ``[``, an unknown model). Reported per kind:
+requests sent, 2xx, 4xx, 5xx, dropped connections, and whether each got the status it should.
+``--url`` load-tests a server that is already running instead of starting one.
+
     python benchmarks/serve_load.py [--clients 32] [--passes 3] [--per-request 8,1] [--time-limit 180]
                                     [--server-packing auto|on|off] [--server-workers N]
+    python benchmarks/serve_load.py --malformed 0.3 --time-limit 45   # -> results/serve_load_malformed.md
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import json
 import os
 import random
 import socket
@@ -23,6 +33,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -79,6 +91,42 @@ def batch_totals(port: int) -> tuple[float, float]:
     return totals.get("sbert_batch_texts_sum", 0.0), totals.get("sbert_batch_texts_count", 0.0)
 
 
+Post = Callable[[bytes], Awaitable[tuple[int, bytes]]]
+
+
+def client_failures() -> tuple[type[BaseException], ...]:
+    """What a request that got no HTTP answer raises (a dropped connection, a timeout)."""
+    import aiohttp
+
+    return TimeoutError, OSError, httpx.HTTPError, aiohttp.ClientError
+
+
+@asynccontextmanager
+async def open_client(url: str, clients: int, client: str) -> AsyncIterator[Post]:
+    """``post(body) -> (status, raw body)`` to ``url`` over up to ``clients`` keep-alive connections."""
+    headers = {"Content-Type": "application/json"}
+    if client == "aiohttp":
+        import aiohttp
+
+        connector = aiohttp.TCPConnector(limit=clients)
+        async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as http:
+
+            async def post(body: bytes) -> tuple[int, bytes]:
+                async with http.post(url, data=body, headers=headers) as response:
+                    return response.status, await response.read()
+
+            yield post
+    else:
+        limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+        async with httpx.AsyncClient(limits=limits, timeout=60) as http:
+
+            async def post(body: bytes) -> tuple[int, bytes]:
+                response = await http.post(url, content=body, headers=headers)
+                return response.status_code, response.content
+
+            yield post
+
+
 async def load(url: str, payloads: list[list[str]], clients: int, time_limit: float, client: str = "aiohttp") -> dict:
     """Send ``payloads`` from ``clients`` concurrent connections; count errors, latencies, sentences."""
     queue: asyncio.Queue = asyncio.Queue()
@@ -88,8 +136,9 @@ async def load(url: str, payloads: list[list[str]], clients: int, time_limit: fl
     errors: list[str] = []
     sentences = 0
     deadline = time.perf_counter() + time_limit
+    failures = client_failures()
 
-    async def one(post) -> None:
+    async def one(post: Post) -> None:
         nonlocal sentences
         while not queue.empty() and time.perf_counter() < deadline:
             texts = queue.get_nowait()
@@ -109,29 +158,9 @@ async def load(url: str, payloads: list[list[str]], clients: int, time_limit: fl
             latencies.append(time.perf_counter() - began)
             sentences += len(texts)
 
-    import aiohttp
-
-    failures = (TimeoutError, OSError, httpx.HTTPError, aiohttp.ClientError)
-    headers = {"Content-Type": "application/json"}
     began = time.perf_counter()
-    if client == "aiohttp":
-        connector = aiohttp.TCPConnector(limit=clients)
-        async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as http:
-
-            async def post(body):
-                async with http.post(url, data=body, headers=headers) as response:
-                    return response.status, await response.read()
-
-            await asyncio.gather(*(one(post) for _ in range(clients)))
-    else:
-        limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-        async with httpx.AsyncClient(limits=limits, timeout=60) as http:
-
-            async def post(body):
-                response = await http.post(url, content=body, headers=headers)
-                return response.status_code, response.content
-
-            await asyncio.gather(*(one(post) for _ in range(clients)))
+    async with open_client(url, clients, client) as post:
+        await asyncio.gather(*(one(post) for _ in range(clients)))
     wall = time.perf_counter() - began
     return {
         "requests": len(latencies),
@@ -142,6 +171,140 @@ async def load(url: str, payloads: list[list[str]], clients: int, time_limit: fl
         "p50": float(np.percentile(latencies, 50)) * 1e3 if latencies else float("nan"),
         "p99": float(np.percentile(latencies, 99)) * 1e3 if latencies else float("nan"),
     }
+
+
+# -- the malformed-request mix ------------------------------------------------------------------------------
+GOOD = "good (8 sentences)"
+PER_REQUEST = 8
+
+
+def malformed_kinds(texts: list[str]) -> dict[str, Callable[[int], tuple[bytes, int]]]:
+    """Kind -> (request number -> (body, the status it should get)): client mistakes, each a 4xx."""
+
+    def among_good(bad: str) -> Callable[[int], tuple[bytes, int]]:
+        # json.dumps writes a lone surrogate as the escape "\ud800", as JSON allows
+        return lambda i: (
+            json.dumps({"input": [*texts[i : i + PER_REQUEST - 1], bad], "model": "default"}).encode(),
+            400,
+        )
+
+    return {
+        "lone surrogate (1 of 8 texts)": among_good("a lone \ud800 surrogate"),
+        "empty string (1 of 8 texts)": among_good(""),
+        "bad JSON": lambda i: (b'{"input": ["' + texts[i].encode() + b'", ', 400),
+        "dimensions of 5,000 digits": lambda i: (
+            b'{"input": "' + texts[i].replace('"', "").encode() + b'", "dimensions": ' + b"7" * 5000 + b"}",
+            400,
+        ),
+        "200,000 nested [": lambda i: (b'{"input": ' + b"[" * 200_000 + b"}", 400),
+        "unknown model": lambda i: (json.dumps({"input": texts[i], "model": "text-embedding-3-small"}).encode(), 404),
+    }
+
+
+async def mixed_load(
+    url: str, texts: list[str], expected: np.ndarray, args: argparse.Namespace
+) -> tuple[dict[str, dict[str, int]], list[float], float, float]:
+    """Good and malformed requests for ``args.time_limit`` seconds from ``args.clients`` connections.
+
+    Returns per kind the counts (sent, 2xx, 4xx, 5xx, dropped, as expected), the good requests'
+    latencies, the largest difference between a served vector and the library's, and the wall time."""
+    kinds = malformed_kinds(texts)
+    counts = {k: dict.fromkeys(("sent", "2xx", "4xx", "5xx", "dropped", "as expected"), 0) for k in (GOOD, *kinds)}
+    latencies: list[float] = []
+    worst = 0.0
+    rng = random.Random(0)
+    starts = range(0, len(texts) - PER_REQUEST, PER_REQUEST)
+    failures = client_failures()
+    deadline = time.perf_counter() + args.time_limit
+
+    def next_request() -> tuple[str, bytes, int, int]:
+        start = rng.choice(starts)
+        if rng.random() < args.malformed:
+            kind = rng.choice(list(kinds))
+            return kind, *kinds[kind](start), start
+        body = {"input": texts[start : start + PER_REQUEST], "model": "default", "encoding_format": FORMAT}
+        return GOOD, orjson.dumps(body), 200, start
+
+    def served_right(raw: bytes, start: int) -> bool:
+        nonlocal worst
+        data = orjson.loads(raw)["data"]
+        got = np.stack([np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4") for d in data])
+        if got.shape != (PER_REQUEST, expected.shape[1]):
+            return False
+        worst = max(worst, float(np.abs(got - expected[start : start + PER_REQUEST]).max()))
+        return bool(np.abs(got - expected[start : start + PER_REQUEST]).max() <= 1e-4)
+
+    async def one(post: Post) -> None:
+        while time.perf_counter() < deadline:
+            kind, body, should, start = next_request()
+            tally = counts[kind]
+            tally["sent"] += 1
+            began = time.perf_counter()
+            try:
+                status, raw = await post(body)
+            except failures:
+                tally["dropped"] += 1
+                continue
+            tally[f"{status // 100}xx"] = tally.get(f"{status // 100}xx", 0) + 1
+            if status == should and (kind != GOOD or served_right(raw, start)):
+                tally["as expected"] += 1
+            if kind == GOOD and status == 200:
+                latencies.append(time.perf_counter() - began)
+
+    began = time.perf_counter()
+    async with open_client(url, args.clients, args.client) as post:
+        await asyncio.gather(*(one(post) for _ in range(args.clients)))
+    return counts, latencies, worst, time.perf_counter() - began
+
+
+def run_malformed(args: argparse.Namespace, texts: list[str]) -> None:
+    """The robustness mix against a fresh ``sbert serve`` (or ``--url``); writes its results file."""
+    model = sbert.load("default", device="cpu", backend=args.backend)
+    expected = model.encode(texts, show_progress=False)  # what every good request must get back
+    server, url = None, args.url
+    if url is None:
+        port = free_port()
+        server = start_server(port, args.backend, args.max_wait_ms, [])
+        url = f"http://127.0.0.1:{port}/v1/embeddings"
+    try:
+        asyncio.run(load(url, [texts[:8]] * args.clients, args.clients, 30, args.client))  # warm-up
+        counts, latencies, worst, wall = asyncio.run(mixed_load(url, texts, expected, args))
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=60)
+    total = {key: sum(c[key] for c in counts.values()) for key in counts[GOOD]}
+    should = {GOOD: "200, right vectors", **{k: str(v(0)[1]) for k, v in malformed_kinds(texts).items()}, "**all**": ""}
+    rows = [
+        [kind, f"{c['sent']:,}", f"{c['2xx']:,}", f"{c['4xx']:,}", f"{c['5xx']:,}", f"{c['dropped']:,}",
+         should[kind], f"{c['as expected']:,}"]
+        for kind, c in [*counts.items(), ("**all**", total)]
+    ]  # fmt: skip
+    print(*rows, sep="\n")
+    good = counts[GOOD]
+    p50, p99 = (float(np.percentile(latencies, q)) * 1e3 if latencies else float("nan") for q in (50, 99))
+    server_line = f"`{args.url}` (started by hand)" if args.url else f"`sbert serve --backend {args.backend}`"
+    lines = [
+        "# Load test with malformed requests: sbert serve on loopback",
+        "",
+        f"{args.clients} concurrent clients ({args.client}, one process, keep-alive connections) send requests "
+        f"to {server_line} for {args.time_limit:.0f} s. A request is malformed with probability "
+        f"{args.malformed:g}, its kind drawn uniformly from the rows below; the others carry "
+        f"{PER_REQUEST} STSb test sentences (encoding_format {FORMAT}) and count as expected only if all "
+        f"{PER_REQUEST} vectors equal the library's `encode` within 1e-4. 'dropped': the request got no HTTP "
+        "answer (connection closed or reset, timeout).",
+        "",
+        *markdown_table(["request", "sent", "2xx", "4xx", "5xx", "dropped", "should get", "got what it should"], rows),
+        "",
+        f"Requests sent {total['sent']:,}; 2xx {total['2xx']:,}, 4xx {total['4xx']:,}, "
+        f"**5xx {total['5xx']:,}, dropped {total['dropped']:,}**. Good requests: {good['as expected']:,} of "
+        f"{good['sent']:,} answered 200 with the library's vectors (largest difference {worst:.1e}), "
+        f"{good['2xx'] * PER_REQUEST / wall:,.0f} sentences/s, latency p50 / p99 {p50:.0f} / {p99:.0f} ms "
+        f"({wall:.0f} s wall).",
+        "",
+        *environment_lines(torch.get_num_threads(), ("sbert", "torch", "fastapi", "uvicorn", args.client)),
+    ]
+    write_result(args.out or "serve_load_malformed.md", lines)
 
 
 def main() -> None:
@@ -157,10 +320,14 @@ def main() -> None:
     parser.add_argument("--server-packing", choices=("auto", "on", "off"), default="auto")
     parser.add_argument("--server-workers", type=int, default=None, help="the server's batch workers (its default)")
     parser.add_argument("--client", choices=("aiohttp", "httpx"), default="aiohttp", help="the load generator")
+    parser.add_argument("--malformed", type=float, default=0.0, help="share of malformed requests: the mix run")
+    parser.add_argument("--url", default=None, help="a running server's /v1/embeddings URL (else one is started)")
     parser.add_argument("--data", default=None)
-    parser.add_argument("--out", default="serve_load.md", help="file name under benchmarks/results")
+    parser.add_argument("--out", default=None, help="file name under benchmarks/results")
     args = parser.parse_args()
     texts = stsb_test_sentences(data_dir(args.data))
+    if args.malformed > 0:
+        return run_malformed(args, texts)
 
     model = sbert.load("default", device="cpu", backend=args.backend)
     model.encode(texts[:256])
@@ -273,7 +440,7 @@ def main() -> None:
         "",
         *environment_lines(torch.get_num_threads(), ("sbert", "torch", "fastapi", "uvicorn", args.client)),
     ]
-    write_result(args.out, lines)
+    write_result(args.out or "serve_load.md", lines)
 
 
 if __name__ == "__main__":
