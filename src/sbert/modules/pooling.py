@@ -2,7 +2,11 @@
 
 Sentence-BERT §3 uses MEAN (default), CLS or MAX. Padding never counts: MEAN averages real tokens
 only and MAX is taken over real tokens only. Several modes may be combined; their vectors are then
-concatenated in the order of ``MODES``, as sentence-transformers does.
+concatenated in the order given, as sentence-transformers 6 does with its ``pooling_mode`` list.
+
+On disk, modes in the order of ``MODES`` are written as the ``pooling_mode_*`` flags every version of
+sentence-transformers reads (in that order); any other order as sentence-transformers 6's
+``pooling_mode`` list, which older versions refuse rather than read in another order.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ _CONFIG_KEYS = {
     "weightedmean": "pooling_mode_weightedmean_tokens",
     "lasttoken": "pooling_mode_lasttoken",
 }
+_ST_NAMES = {"mean_sqrt_len": "mean_sqrt_len_tokens"}  # sentence-transformers 6's names where they differ
 
 
 def pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: str) -> torch.Tensor:
@@ -66,7 +71,7 @@ class Pooling(Module):
         if unknown or not modes:
             raise ValueError(f"pooling modes {modes!r}: expected one or more of {', '.join(MODES)}")
         self.word_dim = dim
-        self.modes = [m for m in MODES if m in modes]
+        self.modes = modes  # concatenated in this order
         self.include_prompt = include_prompt
 
     @property
@@ -81,8 +86,13 @@ class Pooling(Module):
         return features
 
     def config(self) -> dict:
-        config: dict = {"word_embedding_dimension": self.word_dim}
-        config.update({key: mode in self.modes for mode, key in _CONFIG_KEYS.items()})
+        """The config.json sentence-transformers reads with the same concatenation order."""
+        if self.modes == [m for m in MODES if m in self.modes]:  # the flags' own order, no repeats
+            config: dict = {"word_embedding_dimension": self.word_dim}
+            config.update({key: mode in self.modes for mode, key in _CONFIG_KEYS.items()})
+        else:
+            names = [_ST_NAMES.get(m, m) for m in self.modes]
+            config = {"embedding_dimension": self.word_dim, "pooling_mode": names}
         config["include_prompt"] = self.include_prompt
         return config
 
