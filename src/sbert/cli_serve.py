@@ -52,10 +52,12 @@ def serve(
 ):
     """Serve embeddings over HTTP: OpenAI-compatible /v1/embeddings, /similarity, /search, /health, /metrics."""
     from sbert.serve import bind
+
+    sock = bind(host, port)  # first: a busy port fails at once, not after loading torch and the model
+
     from sbert.serve import serve as run
     from sbert.serve.app import Limits
 
-    sock = bind(host, port)  # first: a busy port fails at once, not after loading the model
     index = None
     if index_dir is not None:
         from sbert.search.index import VectorIndex
