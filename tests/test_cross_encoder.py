@@ -202,3 +202,30 @@ def test_nli_classification_training_then_a_new_head_for_sts(tmp_path):
         if "classifier" not in name:
             assert torch.equal(value, body[name]), name
     assert sts.predict(pairs).shape == (3,)
+
+
+def test_damaged_poisoned_or_linked_out_folders_are_refused(tmp_path):
+    import shutil
+
+    from test_remote_code import tiny_cross_encoder_folder
+
+    from sbert.errors import ModelFormatError
+
+    folder = tiny_cross_encoder_folder(tmp_path / "ce")
+    good = CrossEncoder.load(folder, device="cpu")
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:1000])
+    with pytest.raises(ModelFormatError, match=r"ce/model.safetensors: damaged weights file .* truncated"):
+        CrossEncoder.load(folder, device="cpu")
+    weights.write_bytes(data)
+    with torch.no_grad():
+        good.model.classifier.weight[0, 0] = float("nan")
+    good.save(tmp_path / "nan")
+    with pytest.raises(ModelFormatError, match=r"nan/model.safetensors: weight 'classifier.weight' holds 1 NaN"):
+        CrossEncoder.load(tmp_path / "nan", device="cpu")
+    outside = tmp_path / "outside.safetensors"
+    shutil.move(weights, outside)
+    weights.symlink_to(outside)
+    with pytest.raises(ModelFormatError, match=r"ce/model.safetensors: a symbolic link to .*outside the model folder"):
+        CrossEncoder.load(folder, device="cpu")

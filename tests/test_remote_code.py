@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import make_tiny_encoder
 
 EVIL = """
@@ -72,15 +71,16 @@ def _plant(folder: Path, marker: Path, where: str) -> Path:
     return folder
 
 
-def _cross_encoder_folder(path: Path) -> Path:
+def tiny_cross_encoder_folder(path: Path, num_labels: int = 1) -> Path:
+    """A tiny BERT sequence-classification folder (seeded head) with the default model's tokenizer."""
+    import torch
     from transformers import BertConfig, BertForSequenceClassification
 
-    encoder = make_tiny_encoder()
-    settings = {
-        k: v for k, v in encoder.transformer.model.config.to_dict().items() if k not in ("id2label", "label2id")
-    }
-    config = BertConfig(**settings, num_labels=1)
-    BertForSequenceClassification(config).save_pretrained(path)
+    encoder = make_tiny_encoder(dropout=0.0)
+    settings = encoder.transformer.model.config.to_dict()
+    settings = {k: v for k, v in settings.items() if k not in ("id2label", "label2id")}
+    torch.manual_seed(1)
+    BertForSequenceClassification(BertConfig(**settings, num_labels=num_labels)).save_pretrained(path)
     encoder.transformer.tokenizer.save_pretrained(path)
     return path
 
@@ -93,7 +93,7 @@ def outcome(tmp_path_factory):
     folders = {}
     for where in ("config", "tokenizer"):
         bi = _plant(make_tiny_encoder().save(root / f"bi-{where}"), marker, where)
-        cross = _plant(_cross_encoder_folder(root / f"cross-{where}"), marker, where)
+        cross = _plant(tiny_cross_encoder_folder(root / f"cross-{where}"), marker, where)
         folders |= {f"sbert.load:{where}": str(bi), f"Encoder.load:{where}": str(bi)}
         folders[f"CrossEncoder.load:{where}"] = str(cross)
     proc = subprocess.run(

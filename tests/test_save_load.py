@@ -158,3 +158,83 @@ def test_save_replaces_a_model_folder_but_keeps_the_users_files(model, tmp_path)
     with pytest.raises(FolderNotReplaceableError, match=r"docs is a folder that holds other files \(thesis.txt\)"):
         model.save(other)
     assert [p.name for p in other.iterdir()] == ["thesis.txt"]
+
+
+# -- damaged, poisoned and escaping folders (issue 13, section 11) ---------------------------------------------
+@pytest.fixture()
+def tiny_dense_folder(tmp_path):
+    from conftest import make_tiny_encoder
+
+    encoder = make_tiny_encoder(dropout=0.0)
+    encoder.append(Dense(16, 8))
+    return encoder.save(tmp_path / "tiny")
+
+
+@pytest.mark.parametrize("weights", ["model.safetensors", "2_Dense/model.safetensors"])
+def test_truncated_or_empty_weights_name_the_file(tiny_dense_folder, weights):
+    target = tiny_dense_folder / weights
+    data = target.read_bytes()
+    target.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelFormatError, match=rf"{weights}: damaged weights file .* the file is truncated"):
+        sbert.load(tiny_dense_folder, device="cpu")
+    target.write_bytes(b"")
+    with pytest.raises(ModelFormatError, match=rf"{weights}: damaged weights file \(0 bytes\): empty or truncated"):
+        sbert.load(tiny_dense_folder, device="cpu")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_weights_are_refused_at_load_naming_the_file(tmp_path, bad):
+    from conftest import make_tiny_encoder
+
+    encoder = make_tiny_encoder(dropout=0.0)
+    encoder.append(Dense(16, 8))
+    with torch.no_grad():
+        encoder[0].model.encoder.layer[0].output.dense.weight[3, 2] = bad
+    path = encoder.save(tmp_path / "poisoned")
+    with pytest.raises(ModelFormatError, match=r"poisoned/model.safetensors: weight '.*dense.weight' holds 1 NaN"):
+        sbert.load(path, device="cpu")
+    with torch.no_grad():
+        encoder[0].model.encoder.layer[0].output.dense.weight[3, 2] = 0.0
+        encoder[2].linear.bias[1] = bad
+    path = encoder.save(tmp_path / "dense")
+    with pytest.raises(ModelFormatError, match=r"2_Dense/model.safetensors: weight 'linear.bias' holds 1 NaN"):
+        sbert.load(path, device="cpu")
+
+
+@pytest.mark.parametrize("module_path", ["../elsewhere", "/etc", "1_Pooling/../../x", "~/x", "C:\\models\\x"])
+def test_module_paths_leaving_the_folder_are_refused(tiny_dense_folder, module_path):
+    entries = json.loads((tiny_dense_folder / "modules.json").read_text())
+    entries[1]["path"] = module_path
+    (tiny_dense_folder / "modules.json").write_text(json.dumps(entries))
+    with pytest.raises(ModelFormatError, match=r"modules.json: module path .* leaves the model folder"):
+        sbert.load(tiny_dense_folder, device="cpu")
+
+
+def test_links_leading_outside_the_folder_are_refused(tiny_dense_folder, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    weights = tiny_dense_folder / "model.safetensors"
+    weights.rename(outside / "model.safetensors")
+    weights.symlink_to(outside / "model.safetensors")
+    with pytest.raises(ModelFormatError, match=r"tiny/model.safetensors: a symbolic link to .*outside the model"):
+        sbert.load(tiny_dense_folder, device="cpu")
+    # A link that stays inside the folder is fine.
+    weights.unlink()
+    (outside / "model.safetensors").rename(tiny_dense_folder / "real.safetensors")
+    weights.symlink_to("real.safetensors")
+    assert sbert.load(tiny_dense_folder, device="cpu").dim == 8
+    # A module folder that is a link to a folder outside.
+    shutil.move(tiny_dense_folder / "2_Dense", outside / "2_Dense")
+    (tiny_dense_folder / "2_Dense").symlink_to(outside / "2_Dense")
+    with pytest.raises(ModelFormatError, match=r"2_Dense: a symbolic link to .*outside the model folder"):
+        sbert.load(tiny_dense_folder, device="cpu")
+
+
+def test_hub_cache_layout_links_into_its_blobs_are_allowed(tiny_dense_folder, tmp_path):
+    repo = tmp_path / "hub" / "models--org--tiny"
+    snapshot = repo / "snapshots" / "abc123"
+    shutil.copytree(tiny_dense_folder, snapshot)
+    (repo / "blobs").mkdir()
+    (snapshot / "model.safetensors").rename(repo / "blobs" / "deadbeef")
+    (snapshot / "model.safetensors").symlink_to("../../blobs/deadbeef")
+    assert sbert.load(snapshot, device="cpu").dim == 8

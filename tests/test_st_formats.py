@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import make_tiny_encoder
+from test_remote_code import tiny_cross_encoder_folder
 from torch import nn
 
 import sbert
@@ -31,19 +32,6 @@ def tiny_folder(tmp_path_factory) -> Path:
     encoder = make_tiny_encoder(dropout=0.0)
     encoder.append(Normalize())
     return encoder.save(tmp_path_factory.mktemp("tiny") / "model")
-
-
-def tiny_cross_encoder_folder(path: Path, num_labels: int = 1) -> Path:
-    """A tiny BERT sequence-classification folder with the default model's tokenizer."""
-    from transformers import BertConfig, BertForSequenceClassification
-
-    encoder = make_tiny_encoder(dropout=0.0)
-    settings = encoder.transformer.model.config.to_dict()
-    settings = {k: v for k, v in settings.items() if k not in ("id2label", "label2id")}
-    torch.manual_seed(1)
-    BertForSequenceClassification(BertConfig(**settings, num_labels=num_labels)).save_pretrained(path)
-    encoder.transformer.tokenizer.save_pretrained(path)
-    return path
 
 
 def _st_config(folder: Path) -> dict:
