@@ -63,8 +63,9 @@ def test_token_output_drops_padding_and_matches_mean_pooling(model):
 
 def test_truncation_is_reported(model):
     long_text = "word " * 400
-    with pytest.warns(UserWarning, match="1 of 2 texts were longer than max_seq_length=256"):
+    with pytest.warns(UserWarning, match="1 of 2 texts were longer than max_seq_length=256") as caught:
         model.encode([long_text, "short"])
+    assert caught[0].filename == __file__  # the caller's line, not torch's inference_mode wrapper
     with pytest.raises(ValueError, match=r"texts\[1\] is longer than max_seq_length"):
         model.encode(["short", long_text], on_truncation="error")
 
@@ -131,3 +132,41 @@ def test_import_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False False"
     assert sbert.__version__
+
+
+AVX2_ONLY = "processor\t: 0\nflags\t\t: fpu sse sse2 avx avx2 fma f16c\n"
+SAPPHIRE_RAPIDS = "processor\t: 0\nflags\t\t: sse2 avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
+GRAVITON3 = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n"
+
+
+@pytest.mark.parametrize(
+    ("cpuinfo", "native"), [(AVX2_ONLY, False), (SAPPHIRE_RAPIDS, True), (GRAVITON3, True), ("", None)]
+)
+def test_bf16_support_is_read_from_the_cpu_flags(tmp_path, cpuinfo, native):
+    from sbert.encoder import cpu_has_native_bf16
+
+    (tmp_path / "cpuinfo").write_text(cpuinfo)
+    assert cpu_has_native_bf16(tmp_path / "cpuinfo") is native
+    assert cpu_has_native_bf16(tmp_path / "missing") is None
+
+
+def test_bf16_on_a_cpu_without_native_bf16_warns_at_the_callers_line(model, monkeypatch):
+    import warnings
+
+    import sbert.encoder
+
+    monkeypatch.setattr(sbert.encoder, "cpu_has_native_bf16", lambda: False)
+    try:
+        with pytest.warns(UserWarning, match=r"without native bfloat16 .* several times slower than fp32") as caught:
+            model.use_backend("torch", "bf16")
+        assert caught[0].filename == __file__
+        assert model.precision == "bf16"
+        with pytest.warns(UserWarning, match="without native bfloat16") as caught:
+            sbert.load(model.path, device="cpu", precision="bf16")
+        assert caught[0].filename == __file__
+        monkeypatch.setattr(sbert.encoder, "cpu_has_native_bf16", lambda: True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            model.use_backend("torch", "bf16")
+    finally:
+        model.use_backend("torch")

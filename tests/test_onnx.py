@@ -47,6 +47,7 @@ def test_whole_encoder_is_exported_with_dense_and_normalize(tmp_path):
     encoder.use_backend("onnx", cache_dir=tmp_path)
     assert encoder.encode(texts).shape == (3, 8)
     np.testing.assert_allclose(encoder.encode(texts), expected, atol=1e-5)
+    np.testing.assert_allclose(encoder.encode(texts, truncate_dim=4), expected[:, :4], atol=1e-5)
     tokens = encoder.encode(texts, output="token")  # token output stays on torch
     assert tokens[0].shape[1] == 16
     encoder.use_backend("torch")
@@ -88,7 +89,40 @@ def test_read_only_model_folder_uses_the_cache_folder(model_copy, tmp_path, monk
     monkeypatch.setattr(onnx_backend, "_writable", lambda folder: not str(folder).startswith(str(model_copy)))
     monkeypatch.setenv("SBERT_CACHE", str(tmp_path / "cache"))
     path = onnx_backend.export(model)
-    assert path.parent == tmp_path / "cache" / "onnx"
+    assert path.parent.parent == tmp_path / "cache" / "onnx"
+    assert path.parent.name == f"{model_copy.parent.name}-minilm-{path.parent.name[-12:]}"  # one folder per model
+    assert not (model_copy / "onnx").exists() or not list((model_copy / "onnx").glob("*.onnx"))
+
+
+def test_installed_model_exports_to_the_user_cache_and_says_where(tmp_path, monkeypatch, caplog):
+    """A model inside site-packages is a package's files: the export goes to $XDG_CACHE_HOME/sbert, logged."""
+    from conftest import make_tiny_encoder
+
+    installed = make_tiny_encoder(dropout=0.0).save(tmp_path / "venv" / "lib" / "site-packages" / "pkg" / "model")
+    monkeypatch.delenv("SBERT_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    encoder = sbert.load(installed, device="cpu")
+    with caplog.at_level("WARNING", logger="sbert.backends.onnx"):
+        encoder.use_backend("onnx")
+    path = encoder.backend.path
+    assert path.is_relative_to(tmp_path / "xdg" / "sbert" / "onnx") and path.parent.name.startswith("pkg-model-")
+    assert not (installed / "onnx").exists()
+    assert any(str(path) in record.getMessage() for record in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sbert.backends.onnx"):
+        sbert.load(installed, device="cpu").use_backend("onnx")  # reused: nothing new to say
+    assert not caplog.records
+    monkeypatch.setenv("SBERT_CACHE", str(tmp_path / "mine"))
+    assert onnx_backend.cache_folder(encoder).parent == tmp_path / "mine" / "onnx"
+
+
+def test_unsaved_encoders_do_not_remove_each_others_exports(tmp_path, monkeypatch):
+    from conftest import make_tiny_encoder
+
+    monkeypatch.setenv("SBERT_CACHE", str(tmp_path))
+    first = onnx_backend.export(make_tiny_encoder(seed=0, dropout=0.0))
+    second = onnx_backend.export(make_tiny_encoder(seed=1, dropout=0.0))
+    assert first != second and first.is_file() and second.is_file()
 
 
 def test_int8_is_close_to_fp32(model_copy, stsb_sentences):

@@ -447,10 +447,14 @@ def _warn_unapplied_prompt(config_file: Path, settings: dict[str, Any]) -> None:
         )
 
 
-def cpu_has_native_bf16() -> bool | None:
-    """Whether this CPU computes bfloat16 natively (x86: AVX512-BF16 or AMX-BF16; Arm: BF16); None if unknown."""
+def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool | None:
+    """Whether this CPU computes bfloat16 natively (x86: AVX512-BF16 or AMX-BF16; Arm: BF16); None if unknown.
+
+    Read from the CPU flags in ``cpuinfo`` (Linux): torch's own ``get_cpu_capability()`` says "AVX512"
+    on CPUs that have AVX-512 without its BF16 instructions, so it cannot tell.
+    """
     try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
     flags = set()

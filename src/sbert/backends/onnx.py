@@ -1,7 +1,10 @@
 """ONNX Runtime backend: the whole encoder (transformer, pooling, dense, normalise) as one ONNX graph.
 
-The export is cached beside the model (``<model>/onnx/``), or under ``$SBERT_CACHE`` (default
-``~/.cache/sbert``) when the model folder is read-only or the encoder has no folder. A cache entry is
+The export is cached beside the model (``<model>/onnx/``), or in the user's cache folder
+(``$SBERT_CACHE``, else ``$XDG_CACHE_HOME/sbert``, else ``~/.cache/sbert``; one subfolder per model)
+when the model is installed inside a Python environment (``site-packages``/``dist-packages``: a
+package's files are not the place for a cache), its folder is read-only, or the encoder has no
+folder. Each new export is logged (logger ``sbert.backends.onnx``, level WARNING) with its path. A cache entry is
 ``model-<precision>-<key>.onnx`` plus a ``.json`` that records its SHA-256: the key covers the
 weights, the modules' settings, the precision and the library versions, so a changed model gets a new
 export; a file whose hash does not match (a partial copy, a corrupt disk) is rebuilt. Writes are
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import uuid
 import warnings
@@ -28,9 +32,12 @@ from sbert.atomic import atomic_file
 if TYPE_CHECKING:
     from sbert.encoder import Encoder
 
+logger = logging.getLogger(__name__)
+
 EXPORT_VERSION = 1  # bump when the export itself changes
 PRECISIONS = ("fp32", "int8")
 OPSET = 17
+UNSAVED = "unsaved"  # shared cache subfolder of encoders without a folder (exports of several models)
 
 
 def _version(package: str) -> str:
@@ -85,7 +92,24 @@ def file_sha256(path: Path) -> str:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("SBERT_CACHE", Path.home() / ".cache" / "sbert"))
+    """The user's cache folder for sbert: ``$SBERT_CACHE``, else ``$XDG_CACHE_HOME/sbert``, else ``~/.cache/sbert``."""
+    if os.environ.get("SBERT_CACHE"):
+        return Path(os.environ["SBERT_CACHE"]).expanduser()
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "sbert"
+    return Path.home() / ".cache" / "sbert"
+
+
+def installed(folder: Path) -> bool:
+    """Whether ``folder`` lies inside a Python environment's packages (site-packages or dist-packages)."""
+    return any(part in ("site-packages", "dist-packages") for part in Path(folder).resolve().parts)
+
+
+def _model_slug(folder: Path) -> str:
+    """A per-model subfolder name in the shared cache: readable, and unique per absolute path."""
+    resolved = Path(folder).resolve()
+    readable = "-".join(p for p in resolved.parts[-2:] if p not in ("/", "\\"))
+    return f"{readable}-{hashlib.sha256(str(resolved).encode()).hexdigest()[:12]}"
 
 
 def _writable(folder: Path) -> bool:
@@ -100,12 +124,16 @@ def _writable(folder: Path) -> bool:
 
 
 def cache_folder(encoder: Encoder, cache_dir: str | Path | None = None) -> Path:
-    """Where exports go: ``cache_dir`` if given, else ``<model>/onnx`` if writable, else ``$SBERT_CACHE/onnx``."""
+    """Where exports go: ``cache_dir`` if given, else ``<model>/onnx`` for a writable model folder that is
+    not an installed package's, else ``<cache_root()>/onnx/<model>-<hash>`` (``onnx/unsaved`` without a folder)."""
     if cache_dir is not None:
         return Path(cache_dir)
-    if encoder.path is not None and _writable(Path(encoder.path) / "onnx"):
-        return Path(encoder.path) / "onnx"
-    return cache_root() / "onnx"
+    if encoder.path is None:
+        return cache_root() / "onnx" / UNSAVED
+    beside = Path(encoder.path) / "onnx"
+    if not installed(encoder.path) and _writable(beside):
+        return beside
+    return cache_root() / "onnx" / _model_slug(encoder.path)
 
 
 def _valid(onnx_path: Path, meta_path: Path, key: str) -> bool:
@@ -195,10 +223,18 @@ def export(encoder: Encoder, precision: str = "fp32", cache_dir: str | Path | No
         _commit(tmp, onnx_path, meta_path, key, precision)
     finally:
         tmp.unlink(missing_ok=True)
-    for old in folder.glob(f"model-{precision}-*.onnx"):  # earlier exports of a changed model
-        if old != onnx_path:
-            old.unlink(missing_ok=True)
-            old.with_suffix(".json").unlink(missing_ok=True)
+    logger.warning(
+        "sbert: exported %s to ONNX (%s) once for backend='onnx'; cached at %s "
+        "(set SBERT_CACHE or pass cache_dir to choose the folder)",
+        encoder.path or "the in-memory model",
+        precision,
+        onnx_path,
+    )
+    if folder != cache_root() / "onnx" / UNSAVED:  # a folder of this model's exports only
+        for old in folder.glob(f"model-{precision}-*.onnx"):  # earlier exports of a changed model
+            if old != onnx_path:
+                old.unlink(missing_ok=True)
+                old.with_suffix(".json").unlink(missing_ok=True)
     return onnx_path
 
 
