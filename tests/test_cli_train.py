@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
+import torch
 from click.testing import CliRunner
+from conftest import make_tiny_encoder
 
 import sbert
 from sbert.cli import main
+from sbert.training import Trainer
 from sbert.training.recipe import ObjectiveSpec, load_run_file, read_examples
 
 STSB = "\n".join(
@@ -103,14 +115,89 @@ concat = "u,v,|u-v|,u*v"
     assert abs(model.encode("x") - default.encode("x")).max() > 0.01  # random start, not the default
 
 
-def test_resume_continues_after_the_checkpoint(files):
-    base = [*stsb_regression(files, files / "r"), "--checkpoint-every", "2"]
-    assert CliRunner().invoke(main, [*base, "--max-steps", "3"]).exit_code == 0
-    result = CliRunner().invoke(main, [*base, "--max-steps", "3", "--resume"])
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A 1-layer, 16-wide model folder: trains in milliseconds a step, its checkpoint is small."""
+    folder = tmp_path_factory.mktemp("tiny") / "model"
+    make_tiny_encoder().save(folder)
+    return folder
+
+
+def tiny_regression(files, tiny_model, out, steps: int) -> list[str]:
+    """``sbert train`` arguments: regression on the STSb fixture with the tiny model, ``steps`` steps."""
+    args = stsb_regression(files, out)
+    return [*args[:1], "--model", str(tiny_model), *args[1:], "--epochs", "100", "--max-steps", str(steps)]
+
+
+def log_rows(run_dir) -> list[dict]:
+    return [json.loads(x) for x in (run_dir / "log.jsonl").read_text().splitlines()]
+
+
+def test_sigterm_saves_a_checkpoint_exits_143_and_resume_goes_on(files, tiny_model, monkeypatch):
+    logged = Trainer._log
+
+    def log_then_sigterm(self, row):  # SIGTERM arrives during step 2
+        logged(self, row)
+        if row.get("step") == 2 and "loss" in row:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(Trainer, "_log", log_then_sigterm)
+    args = tiny_regression(files, tiny_model, files / "r", 3)
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 143, result.output
+    assert "training stopped by SIGTERM after step 2 of 3" in result.stderr
+    assert f"checkpoint saved to {files / 'r.train' / 'checkpoint.pt'}" in result.stderr
+    assert result.stderr.rstrip().endswith("--resume")
+    monkeypatch.undo()
+
+    result = CliRunner().invoke(main, [*args, "--resume", "--keep-checkpoint"])
     assert result.exit_code == 0, result.output
-    log = [json.loads(x) for x in (files / "r.train" / "log.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in log if "loss" in r] == [1, 2, 3]
-    assert [r["summary"]["steps_run"] for r in log if "summary" in r] == [1]
+    assert [r["step"] for r in log_rows(files / "r.train") if "loss" in r] == [1, 2, 3]
+    assert [r["summary"]["steps_run"] for r in log_rows(files / "r.train") if "summary" in r] == [1]
+    assert f"checkpoint kept at {files / 'r.train' / 'checkpoint.pt'}" in result.stderr
+    assert (files / "r.train" / "checkpoint.pt").is_file()
+
+
+def _sbert() -> list[str]:
+    script = shutil.which("sbert", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "sbert.cli"]
+
+
+def test_ctrl_c_during_sbert_train_then_resume_gives_the_uninterrupted_weights(files, tiny_model):
+    steps = 100
+    straight = CliRunner().invoke(main, tiny_regression(files, tiny_model, files / "straight", steps))
+    assert straight.exit_code == 0, straight.output
+
+    command = [*_sbert(), *tiny_regression(files, tiny_model, files / "stopped", steps)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        log = files / "stopped.train" / "log.jsonl"
+        deadline = time.monotonic() + 120
+        while not (log.is_file() and '"loss"' in log.read_text()):
+            assert process.poll() is None, process.communicate()[1]
+            assert time.monotonic() < deadline, "no training step logged within 120 s"
+            time.sleep(0.01)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, f"finished before the SIGINT arrived? {stderr}"
+    reached = int(re.search(r"stopped by SIGINT after step (\d+) of 100", stderr)[1])
+    assert 1 <= reached < steps and "Aborted!" not in stderr
+    assert (files / "stopped.train" / "checkpoint.pt").is_file()
+    resume = shlex.split(stderr.strip().splitlines()[-1])  # the command it prints, as written
+    assert resume[:2] == ["sbert", "train"] and resume[-1] == "--resume"
+
+    resumed = CliRunner().invoke(main, resume[1:])
+    assert resumed.exit_code == 0, resumed.output
+    assert "checkpoint removed (--keep-checkpoint keeps it)" in resumed.stderr
+    assert not (files / "stopped.train" / "checkpoint.pt").exists()
+    assert [r["step"] for r in log_rows(files / "stopped.train") if "loss" in r] == list(range(1, steps + 1))
+    ours, theirs = sbert.load(files / "stopped", device="cpu"), sbert.load(files / "straight", device="cpu")
+    for (name, a), (_, b) in zip(ours.state_dict().items(), theirs.state_dict().items(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6, msg=name)
 
 
 def test_bad_train_arguments(files):

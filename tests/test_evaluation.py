@@ -192,3 +192,29 @@ def test_eval_command_on_a_fixture_data_folder(tmp_path, model):
     assert saved["spearman_cosine"] == pytest.approx(100.0)  # the four pairs are ranked right
     result = CliRunner().invoke(main, ["eval", "--tasks", "sts12", "--data", str(tmp_path)])
     assert result.exit_code == 1 and "STS12 folder not found" in result.output
+
+
+# -- progress: a SentEval task takes a minute or more; it shows its folds on a terminal or when asked -----------
+def _tiny_transfer_tasks():
+    from sbert.data.transfer import Split, TransferTask
+
+    texts = [f"t{i}" for i in range(40)]
+    labels = [i % 2 for i in range(40)]
+    cv = TransferTask("MR", {"all": Split(texts, labels)}, 2)
+    split = TransferTask("SST2", {s: Split(texts, labels) for s in ("train", "dev", "test")}, 2)
+    encoder = TableEncoder({t: [float(i % 2), float(i) / 40] for i, t in enumerate(texts)})
+    return cv, split, encoder
+
+
+def test_transfer_evaluation_shows_its_folds_when_asked(capsys):
+    from sbert.evaluation.transfer import TransferEvaluator
+
+    cv, split, encoder = _tiny_transfer_tasks()
+    TransferEvaluator(cv, inner_folds=2)(encoder, show_progress=True)
+    err = capsys.readouterr().err
+    assert "MR: 10-fold CV: 100%" in err and "10/10" in err
+    TransferEvaluator(split, inner_folds=2)(encoder, show_progress=True)
+    assert "SST2: choosing C: 100%" in capsys.readouterr().err
+    for quiet in (False, None):  # None: only on a terminal, and pytest's standard error is not one
+        TransferEvaluator(cv, inner_folds=2)(encoder, show_progress=quiet)
+        assert capsys.readouterr().err == ""

@@ -98,7 +98,7 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path):
 
 
 def test_resume_with_other_settings_is_refused(tmp_path):
-    regression_trainer(tmp_path, make_tiny_encoder(), checkpoint_every=2, max_steps=3).train()
+    regression_trainer(tmp_path, make_tiny_encoder(), max_steps=3, keep_checkpoint=True).train()
     with pytest.raises(SbertError, match=r"checkpoint was made with other settings.*batch_size"):
         Trainer(
             make_tiny_encoder(),
@@ -143,3 +143,18 @@ def test_dev_evaluation_keeps_the_best_model(tmp_path, tiny_encoder):
     assert len(scores) == 4 and summary["best_score"] == max(scores)
     saved = sbert.load(tmp_path / "m", device="cpu")
     assert evaluator(saved)["spearman_cosine"] == pytest.approx(max(scores), abs=1e-4)
+
+
+def test_dev_evaluation_shows_its_progress_under_the_training_bar(tmp_path, tiny_encoder, capsys):
+    trainer = regression_trainer(tmp_path, tiny_encoder, max_steps=2, eval_every=1)
+    trainer.config.progress = True
+    trainer.evaluator = STSEvaluator(scored_pairs(12), name="dev")
+    trainer.train()
+    err = capsys.readouterr().err
+    assert "train: dev evaluation at step 1" in err and "train: dev evaluation at step 2" in err
+    assert "encode: 100%" in err  # the evaluation's own bar moves: the training bar does not look hung
+
+    trainer = regression_trainer(tmp_path / "quiet", make_tiny_encoder(), max_steps=2, eval_every=1)
+    trainer.evaluator = STSEvaluator(scored_pairs(12), name="dev")
+    trainer.train()  # progress=False: nothing on standard error
+    assert capsys.readouterr().err == ""

@@ -234,13 +234,20 @@ def similarity(texts, model, runtime, allow_pickle, function, as_json) -> None:
     "regression (1 score, BCE on scores scaled to [0,1]) or classification.",
 )
 @click.option("--resume", is_flag=True, help="Go on from OUT.train/checkpoint.pt if there is one.")
+@click.option(
+    "--keep-checkpoint",
+    is_flag=True,
+    default=None,
+    help="Keep OUT.train/checkpoint.pt (the final state) after a finished run; by default it is removed.",
+)
 @click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if present).")
 @click.option("--allow-pickle", is_flag=True, default=None, help="Allow pytorch_model.bin weights (can run code).")
 @click.option("--progress/--no-progress", default=None)
 @friendly_errors
 def train(run_file, train, fmt, resume, **options) -> None:
     """Fine-tune a model with the paper's objectives (or in-batch negatives)."""
-    from sbert.training.recipe import load_run_file, run, spec_from_options
+    from sbert.training import TrainingInterrupted
+    from sbert.training.recipe import finished_message, load_run_file, run, spec_from_options
 
     options["format"] = fmt
     if run_file is not None:
@@ -264,13 +271,14 @@ def train(run_file, train, fmt, resume, **options) -> None:
         if missing:
             raise click.UsageError(f"missing {', '.join(missing)} (or give a --config run file)")
         spec = spec_from_options(options, train)
-    summary = run(spec, resume=resume)
-    best = f", best dev {summary['best_score']:.2f}" if summary["best_score"] is not None else ""
-    click.echo(
-        f"trained {summary['steps']} steps ({summary['steps_per_second']:.2f} steps/s){best}; "
-        f"model saved to {summary['model']}",
-        err=True,
-    )
+    if options["keep_checkpoint"]:
+        spec.config.keep_checkpoint = True
+    try:
+        summary = run(spec, resume=resume)
+    except TrainingInterrupted as stop:  # SIGINT/SIGTERM: a checkpoint was saved at the step reached
+        click.echo(stop.explain(sys.argv), err=True)
+        sys.exit(stop.exit_code)
+    click.echo(finished_message(summary), err=True)
 
 
 @main.command(name="eval")

@@ -33,9 +33,13 @@ def is_cross_encoder(model) -> bool:
     return hasattr(model, "predict") and not hasattr(model, "encode")
 
 
-def cross_encoder_metrics(model, pairs: Sequence[ScoredPair], batch_size: int) -> dict[str, float]:
+def cross_encoder_metrics(
+    model, pairs: Sequence[ScoredPair], batch_size: int, show_progress: bool | None = None
+) -> dict[str, float]:
     """Spearman / Pearson x 100 of a one-label cross-encoder's scores against the gold scores."""
-    scores = model.predict([(p.sentence1, p.sentence2) for p in pairs], batch_size=batch_size)
+    scores = model.predict(
+        [(p.sentence1, p.sentence2) for p in pairs], batch_size=batch_size, show_progress=show_progress
+    )
     if scores.ndim != 1:
         raise ValueError(f"STS evaluation needs a one-label cross-encoder; this one gives {scores.shape[1]} scores")
     spearman, pearson = correlations([p.score for p in pairs], scores)
@@ -43,7 +47,11 @@ def cross_encoder_metrics(model, pairs: Sequence[ScoredPair], batch_size: int) -
 
 
 class STSEvaluator:
-    """Correlation of cosine, euclidean, manhattan and dot similarity with gold scores."""
+    """Correlation of cosine, euclidean, manhattan and dot similarity with gold scores.
+
+    ``show_progress`` (when called): a bar while embedding; None leaves it to ``encode`` (a terminal,
+    long inputs).
+    """
 
     primary = "spearman_cosine"
 
@@ -52,11 +60,11 @@ class STSEvaluator:
             raise ValueError(f"{name}: an STS evaluation needs at least 2 scored pairs, got {len(pairs)}")
         self.pairs, self.name, self.batch_size = list(pairs), name, batch_size
 
-    def __call__(self, encoder) -> dict[str, float]:
+    def __call__(self, encoder, show_progress: bool | None = None) -> dict[str, float]:
         gold = [p.score for p in self.pairs]
         if is_cross_encoder(encoder):
-            return cross_encoder_metrics(encoder, self.pairs, self.batch_size)
-        u, v = embed_pairs(encoder, self.pairs, self.batch_size, on_truncation="ignore")
+            return cross_encoder_metrics(encoder, self.pairs, self.batch_size, show_progress)
+        u, v = embed_pairs(encoder, self.pairs, self.batch_size, on_truncation="ignore", show_progress=show_progress)
         metrics: dict[str, float] = {}
         for name, fn in similarity.PAIRWISE.items():
             spearman, pearson = correlations(gold, fn(u, v))
@@ -79,12 +87,12 @@ class STSSubsetsEvaluator:
             raise ValueError(f"{name}: no subsets")
         self.subsets, self.name, self.batch_size = subsets, name, batch_size
 
-    def __call__(self, encoder) -> dict[str, float]:
+    def __call__(self, encoder, show_progress: bool | None = None) -> dict[str, float]:
         pairs = [p for subset in self.subsets.values() for p in subset]
         if is_cross_encoder(encoder):
-            metrics = cross_encoder_metrics(encoder, pairs, self.batch_size)
+            metrics = cross_encoder_metrics(encoder, pairs, self.batch_size, show_progress)
             return {f"all_pooled/{k}": v for k, v in metrics.items()}
-        u, v = embed_pairs(encoder, pairs, self.batch_size, on_truncation="ignore")
+        u, v = embed_pairs(encoder, pairs, self.batch_size, on_truncation="ignore", show_progress=show_progress)
         metrics: dict[str, float] = {}
         for fn_name, fn in similarity.PAIRWISE.items():
             predicted, start, per_subset, sizes = fn(u, v), 0, [], []

@@ -8,6 +8,9 @@
 
 SentEval's grid of inverse regularisation strengths is 2^-2 .. 2^3. Its inner cross-validation has
 10 folds; sbert defaults to 5 to fit a 2-core machine (``inner_folds``), which it states beside results.
+
+A task takes a minute or more on a CPU: the evaluator shows a bar over the outer folds (or the
+regularisation grid) on standard error when it is a terminal, or when asked (``show_progress=True``).
 """
 
 from __future__ import annotations
@@ -36,12 +39,23 @@ def fold_indices(labels: np.ndarray, folds: int, seed: int) -> Iterator[tuple[np
     yield from splitter.split(np.zeros(len(labels)), labels)
 
 
-def choose_c(x: np.ndarray, y: np.ndarray, folds: int, seed: int, fit: Callable = _logreg) -> float:
-    """The grid value with the best mean accuracy over an inner cross-validation of (x, y)."""
+def choose_c(
+    x: np.ndarray,
+    y: np.ndarray,
+    folds: int,
+    seed: int,
+    fit: Callable = _logreg,
+    on_value: Callable[[], object] | None = None,
+) -> float:
+    """The grid value with the best mean accuracy over an inner cross-validation of (x, y).
+
+    ``on_value`` is called after each grid value (progress)."""
     scores = []
     for C in GRID:
         accs = [fit(C, seed).fit(x[tr], y[tr]).score(x[te], y[te]) for tr, te in fold_indices(y, folds, seed)]
         scores.append(np.mean(accs))
+        if on_value is not None:
+            on_value()
     return GRID[int(np.argmax(scores))]
 
 
@@ -52,12 +66,17 @@ def cross_validated_accuracy(
     inner_folds: int = 5,
     seed: int = SEED,
     fit: Callable = _logreg,
+    on_fold: Callable[[], object] | None = None,
 ) -> float:
-    """Mean test accuracy x 100 over ``folds`` outer folds, C chosen inside each training part."""
+    """Mean test accuracy x 100 over ``folds`` outer folds, C chosen inside each training part.
+
+    ``on_fold`` is called after each outer fold (progress)."""
     accs = []
     for train, test in fold_indices(y, folds, seed):
         C = choose_c(x[train], y[train], inner_folds, seed, fit)
         accs.append(fit(C, seed).fit(x[train], y[train]).score(x[test], y[test]))
+        if on_fold is not None:
+            on_fold()
     return 100 * float(np.mean(accs))
 
 
@@ -75,27 +94,40 @@ class TransferEvaluator:
         self.task, self.batch_size, self.inner_folds, self.seed = task, batch_size, inner_folds, seed
         self.name = task.name
 
-    def _features(self, encoder, texts: list) -> np.ndarray:
-        kwargs = {"batch_size": self.batch_size, "on_truncation": "ignore"}
+    def _features(self, encoder, texts: list, show_progress: bool | None) -> np.ndarray:
+        kwargs = {"batch_size": self.batch_size, "on_truncation": "ignore", "show_progress": show_progress}
         if texts and isinstance(texts[0], tuple):
             u = encoder.encode([a for a, _ in texts], **kwargs)
             v = encoder.encode([b for _, b in texts], **kwargs)
             return pair_features(u, v)
         return encoder.encode(texts, **kwargs)
 
-    def __call__(self, encoder) -> dict[str, float]:
+    def __call__(self, encoder, show_progress: bool | None = None) -> dict[str, float]:
+        """Embed the task's texts, then fit and score; ``show_progress`` None: bars on a terminal."""
+        from tqdm.auto import tqdm
+
         splits = self.task.splits
-        data = {name: (self._features(encoder, s.texts), np.asarray(s.labels)) for name, s in splits.items()}
+        data = {
+            name: (self._features(encoder, s.texts, show_progress), np.asarray(s.labels)) for name, s in splits.items()
+        }
+        disable = None if show_progress is None else not show_progress  # None: shown when stderr is a terminal
         if "all" in data:
             x, y = data["all"]
-            return {"accuracy": cross_validated_accuracy(x, y, 10, self.inner_folds, self.seed)}
+            with tqdm(total=10, desc=f"{self.name}: 10-fold CV", unit="fold", disable=disable) as bar:
+                return {"accuracy": cross_validated_accuracy(x, y, 10, self.inner_folds, self.seed, on_fold=bar.update)}
         (xtr, ytr), (xte, yte) = data["train"], data["test"]
-        if "dev" in data:
-            xdev, ydev = data["dev"]
-            C = GRID[int(np.argmax([_logreg(C, self.seed).fit(xtr, ytr).score(xdev, ydev) for C in GRID]))]
-        else:
-            C = choose_c(xtr, ytr, self.inner_folds, self.seed)
-        model = _logreg(C, self.seed).fit(xtr, ytr)
+        with tqdm(total=len(GRID) + 1, desc=f"{self.name}: choosing C", unit="fit", disable=disable) as bar:
+            if "dev" in data:
+                xdev, ydev = data["dev"]
+                scores = []
+                for C in GRID:
+                    scores.append(_logreg(C, self.seed).fit(xtr, ytr).score(xdev, ydev))
+                    bar.update()
+                C = GRID[int(np.argmax(scores))]
+            else:
+                C = choose_c(xtr, ytr, self.inner_folds, self.seed, on_value=bar.update)
+            model = _logreg(C, self.seed).fit(xtr, ytr)
+            bar.update()
         metrics = {"accuracy": 100 * float(model.score(xte, yte))}
         if self.task.num_classes == 2 and self.task.name == "MRPC":
             from sklearn.metrics import f1_score

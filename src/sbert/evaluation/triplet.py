@@ -20,10 +20,10 @@ class TripletEvaluator:
             raise ValueError(f"{name}: a triplet evaluation needs at least one triplet")
         self.triplets, self.name, self.batch_size = list(triplets), name, batch_size
 
-    def __call__(self, encoder) -> dict[str, float]:
+    def __call__(self, encoder, show_progress: bool | None = None) -> dict[str, float]:
         texts = list(dict.fromkeys(s for t in self.triplets for s in (t.anchor, t.positive, t.negative)))
         index = {s: i for i, s in enumerate(texts)}
-        vectors = encoder.encode(texts, batch_size=self.batch_size, on_truncation="ignore")
+        vectors = encoder.encode(texts, batch_size=self.batch_size, on_truncation="ignore", show_progress=show_progress)
 
         def rows(field: str) -> np.ndarray:
             return vectors[[index[getattr(t, field)] for t in self.triplets]]

@@ -1,5 +1,5 @@
 """Fine-tuning: the training loop, its schedule and its checkpoints."""
 
-from sbert.training.trainer import Objective, TrainConfig, Trainer
+from sbert.training.trainer import Objective, TrainConfig, Trainer, TrainingInterrupted
 
-__all__ = ["Objective", "TrainConfig", "Trainer"]
+__all__ = ["Objective", "TrainConfig", "Trainer", "TrainingInterrupted"]

@@ -21,6 +21,13 @@ def save_checkpoint(run_dir: Path, state: dict[str, Any]) -> Path:
     return target
 
 
+def collect_checkpoint_leftovers(run_dir: Path) -> list[Path]:
+    """Remove the temporary files that killed checkpoint writes left in ``run_dir``; returns them."""
+    from sbert.atomic import collect_leftovers
+
+    return collect_leftovers(Path(run_dir) / FILE)
+
+
 def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
     """The saved state, or None when there is none yet."""
     path = run_dir / FILE

@@ -232,6 +232,20 @@ def _run_cross_encoder(spec: RunSpec, resume: bool) -> dict:
     return trainer.train(resume=resume)
 
 
+def finished_message(summary: dict) -> str:
+    """What ``sbert train`` says at the end of a run: steps, speed, best dev score, where things went."""
+    best = f", best dev {summary['best_score']:.2f}" if summary["best_score"] is not None else ""
+    kept = (
+        f"checkpoint kept at {summary['checkpoint']}"
+        if summary.get("checkpoint")
+        else "checkpoint removed (--keep-checkpoint keeps it)"
+    )
+    return (
+        f"trained {summary['steps']} steps ({summary['steps_per_second']:.2f} steps/s){best}; "
+        f"model saved to {summary['model']}; log in {summary['log']}; {kept}"
+    )
+
+
 def load_run_file(path: str | Path, overrides: dict[str, Any] | None = None) -> RunSpec:
     """Read a run from TOML or YAML: top-level run keys, a ``[train]`` table of TrainConfig fields and
     one ``[[objectives]]`` table per (data, objective) pair."""
@@ -297,4 +311,13 @@ def spec_from_options(options: dict[str, Any], train: Sequence[str]) -> RunSpec:
     )
 
 
-__all__ = ["FORMATS", "OBJECTIVES", "ObjectiveSpec", "RunSpec", "load_run_file", "run", "spec_from_options"]
+__all__ = [
+    "FORMATS",
+    "OBJECTIVES",
+    "ObjectiveSpec",
+    "RunSpec",
+    "finished_message",
+    "load_run_file",
+    "run",
+    "spec_from_options",
+]

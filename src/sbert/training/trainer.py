@@ -4,14 +4,21 @@ Several objectives (data + loss) can be trained together: their batches are inte
 one optimizer step per batch. An epoch shows every objective's data once. The order of batches is a
 pure function of (seed, epoch, objective), so a run that resumes from a checkpoint takes exactly the
 batches the interrupted one would have taken.
+
+While ``train`` runs, a first SIGINT (Ctrl-C) or SIGTERM makes it save a checkpoint at the end of the
+current step and raise ``TrainingInterrupted``; a second one stops at once, as without sbert.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import json
 import math
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +30,7 @@ import torch
 from torch import nn
 
 from sbert.errors import SbertError
+from sbert.training import checkpoint as ckpt
 from sbert.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from sbert.training.schedule import warmup_steps, warmup_then_linear_decay
 
@@ -54,6 +62,81 @@ class TrainConfig:
     shuffle: bool = True
     amp: str = "auto"  # "auto" (bf16/fp16 on CUDA, off on CPU), "bf16", "fp16" or "off"
     progress: bool | None = None  # None: a bar when standard error is a terminal
+    keep_checkpoint: bool = False  # keep run_dir/checkpoint.pt (the final state) after a finished run
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training stopped on SIGINT or SIGTERM after ``step`` of ``total_steps``, with a checkpoint saved.
+
+    A ``KeyboardInterrupt``, so code that stops on Ctrl-C stops on it too; ``exit_code`` is the shell's
+    128 + signal number (130 for SIGINT, 143 for SIGTERM).
+    """
+
+    def __init__(self, signum: int, step: int, total_steps: int, checkpoint: Path) -> None:
+        self.signum, self.step, self.total_steps, self.checkpoint = signum, step, total_steps, checkpoint
+        self.exit_code = 128 + signum
+        super().__init__(
+            f"training stopped by {signal.Signals(signum).name} after step {step:,} of {total_steps:,}; "
+            f"checkpoint saved to {checkpoint}; to go on from step {step:,}, run the same command again "
+            "with --resume (in Python: train(resume=True))"
+        )
+
+    def explain(self, argv: Sequence[str]) -> str:
+        """The message, with the command line ``argv`` (``sys.argv``) turned into the one that resumes."""
+        import shlex
+
+        args = list(argv[1:])
+        if "--resume" not in args:
+            args.append("--resume")
+        return (
+            f"training stopped by {signal.Signals(self.signum).name} after step {self.step:,} of "
+            f"{self.total_steps:,}; checkpoint saved to {self.checkpoint}\n"
+            f"go on from step {self.step:,} with:\n  sbert {shlex.join(args)}"
+        )
+
+
+class _StopOnSignal:
+    """While entered (in the main thread): the first SIGINT or SIGTERM is only recorded in ``received``,
+    for the loop to stop at the next step boundary; a second one goes to the handler that was there
+    before (SIGINT: KeyboardInterrupt at once; SIGTERM: the process ends). Ignored signals stay ignored."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled, self.received = enabled, None
+        self.finishing = False  # past the last step: what is left is the final evaluation and save
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopOnSignal:
+        if self.enabled and threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                current = signal.getsignal(signum)
+                if current is not signal.SIG_IGN and current is not None:
+                    self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.received is not None:
+            self._restore()
+            signal.raise_signal(signum)
+            return
+        self.received = signum
+        then = (
+            "the run is finishing (final evaluation and save)"
+            if self.finishing
+            else "stopping after this step and saving a checkpoint"
+        )
+        from tqdm.auto import tqdm
+
+        tqdm.write(f"\n{signal.Signals(signum).name} received: {then}; send it again to stop at once", file=sys.stderr)
+
+    def _restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def __exit__(self, *exc: object) -> None:
+        self._restore()
 
 
 class Trainer:
@@ -87,8 +170,18 @@ class Trainer:
         self.best: float | None = None
 
     # -- the loop --------------------------------------------------------------------------------------
-    def train(self, resume: bool = False, on_step: Callable[[int, float], None] | None = None) -> dict:
-        """Run to the end (or on from the last checkpoint when ``resume``); returns a summary."""
+    def train(
+        self,
+        resume: bool = False,
+        on_step: Callable[[int, float], None] | None = None,
+        handle_signals: bool = True,
+    ) -> dict:
+        """Run to the end (or on from the last checkpoint when ``resume``); returns a summary.
+
+        With ``handle_signals`` (in the main thread), SIGINT or SIGTERM saves a checkpoint at the end of
+        the current step and raises ``TrainingInterrupted``. A finished run removes its checkpoint unless
+        ``config.keep_checkpoint``; ``log.jsonl`` stays.
+        """
         from tqdm.auto import tqdm
 
         cfg = self.config
@@ -105,6 +198,7 @@ class Trainer:
         scheduler = warmup_then_linear_decay(optimizer, warmup_steps(self.total_steps, cfg.warmup), self.total_steps)
         autocast, scaler = self._mixed_precision()
 
+        ckpt.collect_checkpoint_leftovers(self.run_dir)  # temporary files of killed checkpoint writes
         start = self._restore(encoder, losses, optimizer, scheduler, scaler) if resume else 0
         if start == 0:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -115,7 +209,10 @@ class Trainer:
         running = None
         began = time.perf_counter()
         disable = None if cfg.progress is None else not cfg.progress
-        with tqdm(total=self.total_steps, initial=start, desc="train", unit="step", disable=disable) as bar:
+        with (
+            _StopOnSignal(handle_signals) as stop,
+            tqdm(total=self.total_steps, initial=start, desc="train", unit="step", disable=disable) as bar,
+        ):
             for step in range(start, self.total_steps):
                 epoch, index = divmod(step, self.steps_per_epoch)
                 if epoch != plan_epoch:
@@ -149,16 +246,22 @@ class Trainer:
                     }
                 )
                 if cfg.eval_every and done % cfg.eval_every == 0 and done < self.total_steps:
-                    self._evaluate(done)
-                if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < self.total_steps:
-                    self._checkpoint(done, encoder, losses, optimizer, scheduler, scaler)
+                    self._evaluate(done, bar)
                 if on_step is not None:
                     on_step(done, value)
+                due = cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < self.total_steps
+                if due or stop.received is not None:
+                    path = self._checkpoint(done, encoder, losses, optimizer, scheduler, scaler)
+                if stop.received is not None:
+                    self._log({"step": done, "interrupted": signal.Signals(stop.received).name})
+                    raise TrainingInterrupted(stop.received, done, self.total_steps, path)
 
-        elapsed = time.perf_counter() - began  # the training loop alone
-        score = self._evaluate(self.total_steps)
-        if self.evaluator is None:
-            self.encoder.save(self.out)
+            elapsed = time.perf_counter() - began  # the training loop alone
+            stop.finishing = True
+            score = self._evaluate(self.total_steps, bar)
+            if self.evaluator is None:
+                self.encoder.save(self.out)
+            checkpoint = self._finish_checkpoint(encoder, losses, optimizer, scheduler, scaler)
         steps_run = self.total_steps - start
         summary = {
             "steps": self.total_steps,
@@ -168,6 +271,8 @@ class Trainer:
             "final_score": score,
             "best_score": self.best,
             "model": str(self.out),
+            "log": str(self.run_dir / "log.jsonl"),
+            "checkpoint": None if checkpoint is None else str(checkpoint),
         }
         self._log({"summary": summary})
         return summary
@@ -203,10 +308,16 @@ class Trainer:
 
         return autocast, torch.amp.GradScaler(enabled=mode == "fp16" and cuda)
 
-    def _evaluate(self, step: int) -> float | None:
+    def _evaluate(self, step: int, bar=None) -> float | None:
+        """Score the dev data; with the training bar shown, the evaluation shows its progress too."""
         if self.evaluator is None:
             return None
-        metrics = self.evaluator(self.encoder)
+        shown = bar is not None and not bar.disable
+        if shown:
+            bar.set_description_str(f"train: dev evaluation at step {step:,}", refresh=True)
+        metrics = _call_evaluator(self.evaluator, self.encoder, shown)
+        if shown:
+            bar.set_description_str("train", refresh=True)
         primary = self.evaluator.primary
         if primary not in metrics:  # a cross-encoder's STS metrics are named after its scores, not cosine
             primary = primary.replace("cosine", "score")
@@ -242,8 +353,15 @@ class Trainer:
             "objectives": [[o.name, len(o.examples)] for o in self.objectives],
         }
 
-    def _checkpoint(self, step, encoder, losses, optimizer, scheduler, scaler) -> None:
-        save_checkpoint(
+    def _finish_checkpoint(self, encoder, losses, optimizer, scheduler, scaler) -> Path | None:
+        """After a finished run: the final state saved (``keep_checkpoint``), or the checkpoint removed."""
+        if self.config.keep_checkpoint:
+            return self._checkpoint(self.total_steps, encoder, losses, optimizer, scheduler, scaler)
+        (self.run_dir / ckpt.FILE).unlink(missing_ok=True)
+        return None
+
+    def _checkpoint(self, step, encoder, losses, optimizer, scheduler, scaler) -> Path:
+        return save_checkpoint(
             self.run_dir,
             {
                 "step": step,
@@ -261,6 +379,7 @@ class Trainer:
     def _restore(self, encoder, losses, optimizer, scheduler, scaler) -> int:
         state = load_checkpoint(self.run_dir)
         if state is None:
+            self._refuse_finished_run()
             return 0
         mine, theirs = self.fingerprint(), json.loads(state["fingerprint"])
         if mine != theirs:
@@ -280,6 +399,16 @@ class Trainer:
         self._truncate_log(step)
         return step
 
+    def _refuse_finished_run(self) -> None:
+        """--resume of a run that finished (its log ends with the summary, its checkpoint removed)."""
+        path = self.run_dir / "log.jsonl"
+        lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+        if lines and lines[-1].startswith('{"summary"'):
+            raise SbertError(
+                f"{self.run_dir}: this run finished (see the summary at the end of log.jsonl; model in "
+                f"{self.out}) and left no checkpoint to resume; train again without --resume"
+            )
+
     def _truncate_log(self, step: int) -> None:
         """Drop log rows written after the checkpoint, so a resumed run does not repeat steps."""
         path = self.run_dir / "log.jsonl"
@@ -288,6 +417,15 @@ class Trainer:
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         kept = [row for row in rows if "step" in row and row["step"] <= step]
         path.write_text("".join(json.dumps(row) + "\n" for row in kept), encoding="utf-8")
+
+
+def _call_evaluator(evaluator: Callable, model, show_progress: bool) -> dict[str, float]:
+    """``evaluator(model)``, passing ``show_progress`` to evaluators that take it (sbert's do)."""
+    try:
+        takes = "show_progress" in inspect.signature(evaluator).parameters
+    except (TypeError, ValueError):  # a callable without a signature
+        takes = False
+    return evaluator(model, show_progress=show_progress) if takes else evaluator(model)
 
 
 def _unique_params(modules: Sequence[nn.Module]) -> list[nn.Parameter]:
