@@ -126,7 +126,18 @@ def tiny_model(tmp_path_factory):
 def tiny_regression(files, tiny_model, out, steps: int) -> list[str]:
     """``sbert train`` arguments: regression on the STSb fixture with the tiny model, ``steps`` steps."""
     args = stsb_regression(files, out)
-    return [*args[:1], "--model", str(tiny_model), *args[1:], "--epochs", "100", "--max-steps", str(steps)]
+    return [
+        *args[:1],
+        "--model",
+        str(tiny_model),
+        *args[1:],
+        "--epochs",
+        "100",
+        "--max-steps",
+        str(steps),
+        "--device",
+        "cpu",
+    ]
 
 
 def log_rows(run_dir) -> list[dict]:
@@ -164,7 +175,7 @@ def _sbert() -> list[str]:
 
 
 def test_ctrl_c_during_sbert_train_then_resume_gives_the_uninterrupted_weights(files, tiny_model):
-    steps = 100
+    steps = 50
     straight = CliRunner().invoke(main, tiny_regression(files, tiny_model, files / "straight", steps))
     assert straight.exit_code == 0, straight.output
 
@@ -184,7 +195,7 @@ def test_ctrl_c_during_sbert_train_then_resume_gives_the_uninterrupted_weights(f
             process.kill()
             process.wait()
     assert process.returncode == 130, f"finished before the SIGINT arrived? {stderr}"
-    reached = int(re.search(r"stopped by SIGINT after step (\d+) of 100", stderr)[1])
+    reached = int(re.search(rf"stopped by SIGINT after step (\d+) of {steps}", stderr)[1])
     assert 1 <= reached < steps and "Aborted!" not in stderr
     assert (files / "stopped.train" / "checkpoint.pt").is_file()
     resume = shlex.split(stderr.strip().splitlines()[-1])  # the command it prints, as written
