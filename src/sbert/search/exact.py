@@ -1,4 +1,12 @@
-"""Exact top-k search in chunks: memory is bounded by ``query_chunk_size x corpus_chunk_size`` scores."""
+"""Exact top-k search in chunks: memory is bounded by ``query_chunk_size x corpus_chunk_size`` scores.
+
+Scores are first computed in float32 blocks (matrix products), whose last bits depend on the block
+shapes and the processor. The candidates (each query's best ``k``, plus every row within a small band
+of the ``k``-th score) are then re-scored pair by pair in float64 (``pair_scores``), and the result is
+cut by (score descending, corpus index ascending). So a pair's score does not depend on chunk sizes,
+equal vectors get equal scores and are ordered by index, and only rows whose true scores are within
+float32 rounding of the cut could change with chunking or processor.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +19,14 @@ import torch
 from sbert import similarity
 from sbert.similarity import Array
 
+BAND = 1e-5  # float32 scores this close to the k-th (x max(1, |k-th|)) are re-scored before the cut
+_RESCORE_BLOCK = 2**22  # float64 values gathered at a time when re-scoring
+
 
 class TopK(NamedTuple):
     """Per query, the best ``k`` corpus rows: ``scores`` (n, k) float32 best first, ``indices`` (n, k) int64.
 
-    Ties in score are ordered by corpus index, lowest first, so results do not depend on chunking.
+    Equal scores are ordered by corpus index, lowest first.
     """
 
     scores: np.ndarray
@@ -43,8 +54,75 @@ def _ordered(scores: np.ndarray, indices: np.ndarray, k: int) -> tuple[np.ndarra
     return np.take_along_axis(scores, order, 1), np.take_along_axis(indices, order, 1)
 
 
+def pair_scores(a: np.ndarray, b: np.ndarray, score: str) -> np.ndarray:
+    """``score`` of ``a[i]`` (n, d) with ``b[i]`` (n, d), or with each of ``b[i, j]`` (n, w, d), summed in
+    float64 pair by pair: a pair's score depends only on its two vectors, not on what is computed beside it."""
+    pairs = b.ndim == 2
+    if score in ("dot", "cosine"):
+        out = np.einsum("nd,nd->n" if pairs else "nd,nwd->nw", a, b, dtype=np.float64)
+        if score == "cosine":
+            norm_a = np.maximum(np.sqrt(np.einsum("nd,nd->n", a, a, dtype=np.float64)), 1e-12)
+            norm_b = np.maximum(np.sqrt(np.einsum("...d,...d->...", b, b, dtype=np.float64)), 1e-12)
+            out = out / (norm_a if pairs else norm_a[:, None]) / norm_b
+        return out
+    diff = (a if pairs else a[:, None, :]).astype(np.float64) - b
+    if score == "euclidean":
+        return -np.sqrt(np.einsum("...d,...d->...", diff, diff))
+    if score == "manhattan":
+        return -np.abs(diff).sum(-1)
+    raise ValueError(f"unknown similarity {score!r}; expected one of {', '.join(similarity.MATRIX)}")
+
+
+def _numpy(x: torch.Tensor) -> np.ndarray:
+    return (x if x.dtype in (torch.float32, torch.float64) else x.float()).detach().cpu().numpy()
+
+
+def _rows(corpus: torch.Tensor, indices: np.ndarray) -> np.ndarray:
+    """Corpus rows ``indices`` (any shape) as numpy, shape (*indices.shape, d)."""
+    if corpus.device.type == "cpu" and corpus.dtype in (torch.float32, torch.float64):
+        return corpus.numpy()[indices]
+    flat = torch.from_numpy(np.ascontiguousarray(indices).ravel()).to(corpus.device)
+    return _numpy(corpus.index_select(0, flat)).reshape(*indices.shape, corpus.shape[1])
+
+
+def _rescore(queries: torch.Tensor, corpus: torch.Tensor, indices: np.ndarray, score: str) -> np.ndarray:
+    """float64 scores of each query with its candidate rows ``indices`` (n, w), a block of queries at a time."""
+    out = np.empty(indices.shape, np.float64)
+    block = max(1, _RESCORE_BLOCK // max(1, indices.shape[1] * corpus.shape[1]))
+    for r0 in range(0, len(indices), block):
+        q = _numpy(queries[r0 : r0 + block])
+        out[r0 : r0 + block] = pair_scores(q, _rows(corpus, indices[r0 : r0 + block]), score)
+    return out
+
+
+def _floor(kth: np.ndarray | torch.Tensor):
+    """The lowest float32 score that may still belong in the top k, given the k-th: a band below it."""
+    scale = np.maximum(np.abs(kth), 1.0) if isinstance(kth, np.ndarray) else torch.clamp(kth.abs(), min=1.0)
+    return kth - BAND * scale
+
+
+def _band_top(scores: torch.Tensor, offset: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's best ``k`` float32 scores of a block and every score in the band below the ``k``-th (as many
+    columns as the widest row needs), with column indices + ``offset``."""
+    values, positions = torch.topk(scores, k, dim=1, largest=True, sorted=False)
+    width = int((scores >= _floor(values.min(dim=1, keepdim=True).values)).sum(dim=1).max())
+    if width > k:
+        values, positions = torch.topk(scores, width, dim=1, largest=True, sorted=False)
+    return values.float().cpu().numpy(), positions.cpu().numpy() + offset
+
+
+def _keep_band(scores: np.ndarray, indices: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Candidates reduced to each row's best ``k`` and those in the band below its ``k``-th."""
+    order = np.lexsort((indices, -scores), axis=-1)
+    scores, indices = np.take_along_axis(scores, order, 1), np.take_along_axis(indices, order, 1)
+    if scores.shape[1] <= k:
+        return scores, indices
+    width = max(k, int((scores >= _floor(scores[:, k - 1 : k])).sum(axis=1).max()))
+    return scores[:, :width], indices[:, :width]
+
+
 def _chunk_top(scores: torch.Tensor, offset: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The best ``k`` of each row of a score block, ties included at the cut, ordered (score desc, index asc)."""
+    """The best ``k`` float32 scores of each row of a block, ties at the cut broken by lowest index."""
     values, positions = torch.topk(scores, k, dim=1, largest=True, sorted=True)
     kth = values[:, -1:]
     at_cut = (scores == kth).sum(dim=1)
@@ -68,11 +146,15 @@ def semantic_search(
     score: str = "cosine",
     query_chunk_size: int = 100,
     corpus_chunk_size: int = 500_000,
+    exact_scores: bool = True,
 ) -> TopK:
     """Exact top-k corpus rows for each query by ``score`` (cosine, dot, euclidean, manhattan; higher = closer).
 
     ``query_emb`` (n, d) and ``corpus_emb`` (m, d): numpy or torch (the work runs on the corpus's device).
-    Returns ``TopK`` with k = min(top_k, m); equal to a full sort of the (n, m) score matrix.
+    Returns ``TopK`` with k = min(top_k, m), ordered by (score desc, corpus index asc). With
+    ``exact_scores`` (default) the candidates are re-scored in float64 (see the module's docstring), so
+    scores and order do not depend on the chunk sizes; without it, scores are the float32 block products
+    and may differ in the last bits between chunk sizes and processors, and rows that close may swap.
     """
     if top_k < 1:
         raise ValueError(f"top_k must be at least 1, got {top_k}")
@@ -83,6 +165,7 @@ def semantic_search(
     if queries.shape[1] != corpus.shape[1]:
         raise ValueError(f"query width {queries.shape[1]} differs from corpus width {corpus.shape[1]}")
     queries = queries.to(corpus.device, corpus.dtype)
+    raw_queries = queries
     n, m = queries.shape[0], corpus.shape[0]
     k = min(top_k, m)
     if n == 0 or m == 0:
@@ -100,8 +183,13 @@ def semantic_search(
                 c = corpus[c0 : c0 + corpus_chunk_size]
                 if score == "cosine":
                     c = torch.nn.functional.normalize(c, dim=1)
-                s, i = _chunk_top(fn(q, c), c0, min(k, c.shape[0]))
-                best_s, best_i = _ordered(np.hstack([best_s, s]), np.hstack([best_i, i]), k)
+                block, kc = fn(q, c), min(k, c.shape[0])
+                reduce = _keep_band if exact_scores else _ordered
+                s, i = _band_top(block, c0, kc) if exact_scores else _chunk_top(block, c0, kc)
+                best_s, best_i = reduce(np.hstack([best_s, s]), np.hstack([best_i, i]), k)
+            if exact_scores:  # the candidates, re-scored pair by pair, then cut
+                exact = _rescore(raw_queries[q0 : q0 + query_chunk_size], corpus, best_i, score)
+                best_s, best_i = _ordered(exact, best_i, k)
             out_s.append(best_s)
             out_i.append(best_i)
     return TopK(np.vstack(out_s).astype(np.float32), np.vstack(out_i).astype(np.int64))
