@@ -107,3 +107,47 @@ def test_index_embeddings_equal_library(corpus, tmp_path, model, runner):
     run(runner, "index", "build", corpus, "--out", tmp_path / "ix")
     stored = np.asarray(VectorIndex.open(tmp_path / "ix").vectors)
     np.testing.assert_allclose(stored, model.encode(TEXTS, normalize=True), atol=1e-6)
+
+
+def test_index_records_its_backend_and_refuses_another_precision(runner, corpus, tmp_path):
+    folder = tmp_path / "ix"
+    run(runner, "index", "build", corpus, "--out", folder)
+    info = json.loads(run(runner, "index", "info", folder, "--json").stdout)
+    assert info["backend"] == "torch/fp32"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "backend": "onnx/int8"}))  # as if built so
+    refused = runner.invoke(main, ["search", str(folder), "a guitar"])
+    assert refused.exit_code == 1 and "made with onnx/int8; these are made with torch/fp32" in refused.output
+    assert "--allow-mixed-backend" in refused.output
+    hits = json.loads(run(runner, "search", folder, "a guitar", "--allow-mixed-backend", "--json").stdout)
+    assert hits[0]["hits"][0]["id"] in {"0", "2"}
+    more = tmp_path / "more.txt"
+    more.write_text("Shares dropped sharply.\n", encoding="utf-8")
+    refused = runner.invoke(main, ["index", "add", str(folder), str(more)])
+    assert refused.exit_code == 1 and "--allow-mixed-backend" in refused.output
+    run(runner, "index", "add", folder, more, "--allow-mixed-backend")
+    assert json.loads(run(runner, "index", "info", folder, "--json").stdout)["backend"] == "mixed"
+
+
+def test_index_add_takes_the_model_and_checks_it(runner, corpus, tmp_path):
+    folder = tmp_path / "ix"
+    run(runner, "index", "build", corpus, "--out", folder)
+    more = tmp_path / "more.txt"
+    more.write_text("Shares dropped sharply.\n", encoding="utf-8")
+    refused = runner.invoke(main, ["index", "add", str(folder), str(more), "--model", str(tmp_path)])
+    assert refused.exit_code == 1 and "was built with model 'all-MiniLM-L6-v2'" in refused.output
+    run(runner, "index", "add", folder, more, "--model", "default", "--lock-timeout", "5")
+    assert json.loads(run(runner, "index", "info", folder, "--json").stdout)["rows"] == 7
+
+
+def test_cluster_prints_at_most_limit_clusters_and_texts(runner, corpus):
+    groups = json.loads(run(runner, "cluster", corpus, "--method", "kmeans", "--k", "3", "--json").stdout)["clusters"]
+    largest = len(groups[0])
+    assert largest >= 2
+    out = run(runner, "cluster", corpus, "--method", "kmeans", "--k", "3", "--limit", "1")
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"cluster 0 ({largest} texts)" and len(lines) == 3
+    assert lines[2] == f"    ... {largest - 1} more"
+    assert "3 clusters; 0 texts in none (2 more not shown: --limit 0 shows all" in out.stderr
+    everything = run(runner, "cluster", corpus, "--method", "kmeans", "--k", "3", "--limit", "0").stdout
+    assert len(everything.splitlines()) == 3 + 6

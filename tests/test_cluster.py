@@ -62,3 +62,12 @@ def test_bad_arguments():
         cluster.kmeans(x, 5)
     with pytest.raises(ValueError, match="min_community_size"):
         cluster.community_detection(x, 0.5, 0)
+
+
+def test_community_detection_does_not_depend_on_chunk_size_with_duplicates():
+    x, _, _ = planted(sizes=(15, 15, 12), noise_rows=10)
+    x = np.vstack([x, x[:20]])  # exact duplicates: equal scores, equal-sized proposals
+    runs = [cluster.community_detection(x, threshold=0.8, min_community_size=10, chunk_size=c) for c in (1024, 7, 50)]
+    for labels in runs[1:]:
+        np.testing.assert_array_equal(labels, runs[0])
+    assert len(cluster.clusters(runs[0])) == 3

@@ -164,3 +164,35 @@ def test_quantised_search_with_rescoring(tmp_path):
         np.testing.assert_allclose(found.scores[rescored, 0], exact.scores[rescored, 0], atol=1e-5)
         raw = ix.search_rows(queries, 10, rescore=1)
         assert recall(raw.indices, exact.indices) <= recall(found.indices, exact.indices)
+
+
+def test_backend_is_recorded_and_another_precision_refused(tmp_path, vectors, model):
+    from sbert.search.index import backend_name
+
+    assert backend_name(model) == "torch/fp32"
+    ix = VectorIndex.build(tmp_path / "ix", vectors[:500], model="default", backend="torch/fp32")
+    assert VectorIndex.open(tmp_path / "ix").backend == "torch/fp32"
+    with pytest.raises(IndexMismatchError, match=r"made with torch/fp32; these are made with onnx/int8.*allow_mixed"):
+        ix.add(vectors[500:510], backend="onnx/int8")
+    with pytest.raises(IndexMismatchError, match="torch/bf16"):
+        ix.search(vectors[:1], backend="torch/bf16")
+    ix.add(vectors[500:510], backend="onnx/fp32")  # fp32 vectors agree across backends
+    assert ix.search(vectors[:1], 1, backend="onnx/fp32")[0][0].id == "0" and ix.backend == "torch/fp32"
+    assert ix.search(vectors[:1], 1, backend="onnx/int8", allow_mixed_backend=True)[0][0].id == "0"
+    ix.add(vectors[510:520], backend="onnx/int8", allow_mixed_backend=True)
+    assert VectorIndex.open(tmp_path / "ix").backend == "mixed"
+    ix.add(vectors[520:530], backend="torch/bf16")  # a mixed index checks nothing more
+    assert len(ix) == 530
+
+
+def test_an_index_without_a_recorded_backend_still_opens(tmp_path, vectors):
+    folder = tmp_path / "ix"
+    VectorIndex.build(folder, vectors[:100], model="default")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    del manifest["backend"]  # as written by older versions
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    ix = VectorIndex.open(folder)
+    assert ix.backend is None
+    ix.add(vectors[100:110], backend="onnx/int8")
+    assert ix.search(vectors[:1], 1, backend="torch/fp32")[0][0].id == "0"
+    assert "backend" not in json.loads((folder / "manifest.json").read_text())

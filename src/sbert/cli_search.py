@@ -23,6 +23,24 @@ def _clip(text: str | None, width: int = 100) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _lock_option(func):
+    return click.option(
+        "--lock-timeout",
+        default=600.0,
+        show_default=True,
+        type=click.FloatRange(min=0),
+        help="Seconds to wait for another process writing the same index.",
+    )(func)
+
+
+def _mixed_option(func):
+    return click.option(
+        "--allow-mixed-backend",
+        is_flag=True,
+        help="Use vectors of another precision than the index's (e.g. onnx-int8 with fp32); results degrade.",
+    )(func)
+
+
 def _corpus_options(func):
     func = click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")(func)
     func = click.option("--skip-empty", is_flag=True, help="Skip empty lines instead of failing on them.")(func)
@@ -32,7 +50,12 @@ def _corpus_options(func):
 # -- index ---------------------------------------------------------------------------------------------
 @click.group()
 def index() -> None:
-    """Build and change a persistent vector index (embeddings, ids and texts in a folder)."""
+    """Build and change a persistent vector index (embeddings, ids and texts in a folder).
+
+    The index records the model, backend and precision it was built with: `add` and `search` embed with
+    that model (--model, when given, must name it) and refuse another precision unless
+    --allow-mixed-backend; `delete` and `info` embed nothing and take no model.
+    """
 
 
 @index.command("build")
@@ -45,13 +68,14 @@ def index() -> None:
 @click.option("--hnsw-m", default=32, show_default=True, type=click.IntRange(min=4), help="HNSW links per node.")
 @click.option("--ef-construction", default=128, show_default=True, type=click.IntRange(min=8))
 @click.option("--ef-search", default=64, show_default=True, type=click.IntRange(min=1), help="HNSW search breadth.")
-@click.option("--overwrite", is_flag=True, help="Replace an index already at --out.")
+@click.option("--overwrite", is_flag=True, help="Replace an index already at --out (never a folder of other files).")
+@_lock_option
 @_corpus_options
 @friendly_errors
 def index_build(corpus, out, model, runtime, allow_pickle, metric, overwrite, batch_size, skip_empty, progress, **opts):
     """Embed CORPUS (text, one per line; or .jsonl with 'text' and optional 'id') into an index at --out."""
     from sbert.data.corpus import read_corpus
-    from sbert.search.index import VectorIndex
+    from sbert.search.index import VectorIndex, backend_name
 
     VectorIndex.check_target(out, overwrite)
     ids, texts = read_corpus(corpus, skip_empty=skip_empty)
@@ -66,39 +90,54 @@ def index_build(corpus, out, model, runtime, allow_pickle, metric, overwrite, ba
         metric=metric,
         overwrite=overwrite,
         show_progress=progress,
+        backend=backend_name(encoder),
         **opts,
     )
-    click.echo(f"indexed {len(built):,} texts ({built.dim}-dim, {built.model}) in {out}", err=True)
+    click.echo(f"indexed {len(built):,} texts ({built.dim}-dim, {built.model}, {built.backend}) in {out}", err=True)
 
 
 @index.command("add")
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("corpus")
+@click.option("--model", "-m", default=None, help="Must be the index's model [default: the index's model].")
 @device_options
+@_mixed_option
+@_lock_option
 @_corpus_options
 @friendly_errors
-def index_add(folder, corpus, runtime, allow_pickle, batch_size, skip_empty, progress):
-    """Embed CORPUS with the index's own model and add it to the index in FOLDER."""
+def index_add(folder, corpus, model, runtime, allow_pickle, allow_mixed_backend, lock_timeout, batch_size, **read):
+    """Embed CORPUS with the index's own model and add it to the index in FOLDER (waiting for other writers)."""
     from sbert.data.corpus import read_corpus
-    from sbert.search.index import VectorIndex
+    from sbert.search.index import VectorIndex, backend_name
 
-    existing = VectorIndex.open(folder)
-    ids, texts = read_corpus(corpus, skip_empty=skip_empty)
-    encoder = load_model(existing.model, runtime, allow_pickle)
-    existing.check_model(existing.model, encoder.dim)
-    existing.add(_embed(encoder, texts, batch_size, progress), ids=ids, texts=texts, show_progress=progress)
+    existing = VectorIndex.open(folder, lock_timeout=lock_timeout)
+    existing.check_model(model or existing.model)
+    ids, texts = read_corpus(corpus, skip_empty=read["skip_empty"])
+    encoder = load_model(model or existing.model, runtime, allow_pickle)
+    existing.check_model(model or existing.model, encoder.dim)
+    backend = backend_name(encoder)
+    existing.check_backend(backend, allow_mixed_backend)  # before the costly encoding; again under the lock
+    existing.add(
+        _embed(encoder, texts, batch_size, read["progress"]),
+        ids=ids,
+        texts=texts,
+        show_progress=read["progress"],
+        backend=backend,
+        allow_mixed_backend=allow_mixed_backend,
+    )
     click.echo(f"added {len(texts):,} texts; the index holds {len(existing):,}", err=True)
 
 
 @index.command("delete")
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("ids", nargs=-1, required=True)
+@_lock_option
 @friendly_errors
-def index_delete(folder, ids):
-    """Delete rows by id from the index in FOLDER."""
+def index_delete(folder, ids, lock_timeout):
+    """Delete rows by id from the index in FOLDER (waiting for other writers)."""
     from sbert.search.index import VectorIndex
 
-    existing = VectorIndex.open(folder)
+    existing = VectorIndex.open(folder, lock_timeout=lock_timeout)
     try:
         removed = existing.delete(ids)
     except KeyError as err:
@@ -119,6 +158,7 @@ def index_info(folder, as_json):
         "rows": len(existing),
         "deleted": len(existing.deleted),
         "model": existing.model,
+        "backend": existing.backend,
         "dim": existing.dim,
         "metric": existing.metric,
         "structures": existing.manifest["structures"],
@@ -149,18 +189,29 @@ def index_info(folder, as_json):
 @click.option("--candidates", default=100, show_default=True, type=click.IntRange(min=1), help="With --rerank.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @device_options
+@_mixed_option
 @friendly_errors
-def search(folder, queries, k, model, method, ef_search, rescore, rerank, candidates, as_json, runtime, allow_pickle):
+def search(folder, queries, k, model, method, ef_search, rescore, rerank, candidates, as_json, runtime, **flags):
     """Find the texts in the index at FOLDER most similar to each of QUERIES."""
-    from sbert.search.index import VectorIndex
+    from sbert.search.index import VectorIndex, backend_name
 
+    allow_pickle, allow_mixed = flags["allow_pickle"], flags["allow_mixed_backend"]
     existing = VectorIndex.open(folder)
-    if model is not None:
-        existing.check_model(model)
+    existing.check_model(model or existing.model)
     encoder = load_model(model or existing.model, runtime, allow_pickle)
     existing.check_model(model or existing.model, encoder.dim)
+    backend = backend_name(encoder)
+    existing.check_backend(backend, allow_mixed)
     fetch = max(k, candidates) if rerank else k
-    hits = existing.search(encoder.encode(list(queries)), fetch, method=method, ef_search=ef_search, rescore=rescore)
+    hits = existing.search(
+        encoder.encode(list(queries)),
+        fetch,
+        method=method,
+        ef_search=ef_search,
+        rescore=rescore,
+        backend=backend,
+        allow_mixed_backend=allow_mixed,
+    )
     if rerank:
         from sbert.cross_encoder import CrossEncoder
         from sbert.search.rerank import rerank as rescore_hits
@@ -227,10 +278,19 @@ def mine(source, model, runtime, allow_pickle, top_k, max_pairs, threshold, limi
 @click.option("--min-size", default=10, show_default=True, type=click.IntRange(min=1), help="community: min size.")
 @click.option("--linkage", type=click.Choice(["average", "complete", "single"]), default="average", show_default=True)
 @click.option("--seed", default=0, show_default=True, type=int, help="kmeans: random seed.")
+@click.option(
+    "--limit",
+    default=10,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Clusters printed, and texts printed per cluster (0 = all; --json prints all).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the clusters as JSON.")
 @_corpus_options
 @friendly_errors
-def cluster(source, model, runtime, allow_pickle, method, threshold, k, min_size, linkage, seed, as_json, **read):
+def cluster(
+    source, model, runtime, allow_pickle, method, threshold, k, min_size, linkage, seed, limit, as_json, **read
+):
     """Group the texts in FILE by meaning (text lines, or .jsonl with 'text'/'id')."""
     from sbert import cluster as clustering
 
@@ -253,9 +313,13 @@ def cluster(source, model, runtime, allow_pickle, method, threshold, k, min_size
             }
         )
         return
-    for number, group in enumerate(groups):
+    for number, group in enumerate(groups[: limit or None]):
         click.echo(f"cluster {number} ({len(group)} texts)")
-        for row in group:
+        for row in group[: limit or None]:
             click.echo(f"    [{ids[row]}] {_clip(texts[row])}")
+        if limit and len(group) > limit:
+            click.echo(f"    ... {len(group) - limit:,} more")
     unclustered = int((labels < 0).sum())
-    click.echo(f"{len(groups)} clusters; {unclustered} texts in none", err=True)
+    hidden = len(groups) - limit if limit and len(groups) > limit else 0
+    note = f" ({hidden:,} more not shown: --limit 0 shows all, --json prints all)" if hidden else ""
+    click.echo(f"{len(groups):,} clusters; {unclustered:,} texts in none{note}", err=True)

@@ -68,27 +68,28 @@ def community_detection(
 
     Each row with at least ``min_community_size`` neighbours (itself included) at ``threshold`` or
     more proposes a community; the largest are taken first, each keeping only rows not yet taken,
-    and kept if it still has ``min_community_size`` rows. Scores are computed ``chunk_size`` rows at a
-    time, so memory holds chunk_size x n scores, plus the proposed communities.
+    and kept if it still has ``min_community_size`` rows; communities of equal size are taken in the
+    order of the rows that proposed them. Scores are computed ``chunk_size`` rows at a time, so memory
+    holds chunk_size x n scores, plus the proposed communities. They are float32 products, whose last
+    bits depend on ``chunk_size`` and the processor: a row within that rounding of ``threshold`` may
+    fall on either side.
     """
     if min_community_size < 1:
         raise ValueError(f"min_community_size must be at least 1, got {min_community_size}")
     x = torch.from_numpy(_unit(embeddings))
     n = len(x)
-    proposals: list[np.ndarray] = []
+    proposals: list[tuple[int, np.ndarray]] = []
     with torch.inference_mode():
         for start in range(0, n, chunk_size):
             scores = x[start : start + chunk_size] @ x.T
             counts = (scores >= threshold).sum(dim=1)
             for row in torch.nonzero(counts >= min_community_size).flatten().tolist():
-                members = torch.nonzero(scores[row] >= threshold).flatten()
-                order = torch.argsort(-scores[row, members], stable=True)
-                proposals.append(members[order].numpy())
-    proposals.sort(key=lambda m: (-len(m), m[0]))
+                proposals.append((start + row, torch.nonzero(scores[row] >= threshold).flatten().numpy()))
+    proposals.sort(key=lambda p: (-len(p[1]), p[0]))  # by proposer, not by score: no float noise in the order
     labels = np.full(n, -1, dtype=np.int64)
     taken = np.zeros(n, dtype=bool)
     next_id = 0
-    for members in proposals:
+    for _, members in proposals:
         if len(members) < min_community_size:
             break
         free = members[~taken[members]]
