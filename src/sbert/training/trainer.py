@@ -76,9 +76,14 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.signum, self.step, self.total_steps, self.checkpoint = signum, step, total_steps, checkpoint
         self.exit_code = 128 + signum
         super().__init__(
-            f"training stopped by {signal.Signals(signum).name} after step {step:,} of {total_steps:,}; "
-            f"checkpoint saved to {checkpoint}; to go on from step {step:,}, run the same command again "
-            "with --resume (in Python: train(resume=True))"
+            f"{self._headline()}; to go on from step {step:,}, run the same command again with --resume "
+            "(in Python: train(resume=True))"
+        )
+
+    def _headline(self) -> str:
+        return (
+            f"training stopped by {signal.Signals(self.signum).name} after step {self.step:,} of "
+            f"{self.total_steps:,}; checkpoint saved to {self.checkpoint}"
         )
 
     def explain(self, argv: Sequence[str]) -> str:
@@ -88,11 +93,7 @@ class TrainingInterrupted(KeyboardInterrupt):
         args = list(argv[1:])
         if "--resume" not in args:
             args.append("--resume")
-        return (
-            f"training stopped by {signal.Signals(self.signum).name} after step {self.step:,} of "
-            f"{self.total_steps:,}; checkpoint saved to {self.checkpoint}\n"
-            f"go on from step {self.step:,} with:\n  sbert {shlex.join(args)}"
-        )
+        return f"{self._headline()}\ngo on from step {self.step:,} with:\n  sbert {shlex.join(args)}"
 
 
 class _StopOnSignal:
@@ -128,7 +129,7 @@ class _StopOnSignal:
         )
         from tqdm.auto import tqdm
 
-        tqdm.write(f"\n{signal.Signals(signum).name} received: {then}; send it again to stop at once", file=sys.stderr)
+        tqdm.write(f"{signal.Signals(signum).name} received: {then}; send it again to stop at once", file=sys.stderr)
 
     def _restore(self) -> None:
         for signum, handler in self._previous.items():
