@@ -239,3 +239,14 @@ def test_nli_becomes_triplets_for_triplet_objectives(files):
     assert triplets and all(t.anchor.startswith("A dog") for t in triplets)
     with pytest.raises(ValueError, match="expected one of"):
         ObjectiveSpec("regression", "csv", ["x"])
+
+
+def test_train_into_a_folder_of_other_files_is_refused_before_training(files, tiny_model):
+    out = files / "mydocs"
+    out.mkdir()
+    (out / "thesis.txt").write_text("keep me")
+    args = [*stsb_regression(files, out), "--model", str(tiny_model), "--max-steps", "1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and "thesis.txt" in result.output and "no model" in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["thesis.txt"]
+    assert not (files / "mydocs.train").exists()  # refused before the first step

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from sbert.atomic import check_replaceable
 from sbert.errors import SbertError
 from sbert.training import checkpoint as ckpt
 from sbert.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
@@ -160,6 +161,7 @@ class Trainer:
             raise ValueError("training needs at least one objective, each with at least one example")
         self.encoder, self.objectives, self.config = encoder, list(objectives), config
         self.out = Path(out)
+        check_replaceable(self.out)  # a folder of other files is refused now, not after hours of training
         self.run_dir = Path(run_dir) if run_dir else self.out.with_name(self.out.name + ".train")
         self.evaluator = evaluator
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
