@@ -187,3 +187,33 @@ def test_a_reader_keeps_its_version_when_the_new_one_cannot_be_used(tmp_path):
     assert hits[0][0].id == "0"
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["dim"] == 8 and os.path.exists(folder / "manifest.json")
+
+
+def test_a_served_index_answers_from_the_newest_version(tmp_path, model):
+    """`sbert serve --index` while another process adds: every /search answers, and finds the new rows."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from sbert.serve.app import create_app
+
+    folder = tmp_path / "ix"
+    texts = ["Bread is baked in an oven.", "Cats sleep a lot.", "A recipe for pasta.", "The train was late."]
+    VectorIndex.build(folder, model.encode(texts), model="default", texts=texts, ann=True)
+    more = ["Shares fell sharply on the stock market.", "It rained all day."]
+    np.save(tmp_path / "more.npy", model.encode(more))
+    add = (
+        "import sys, numpy as np; from sbert.search.index import VectorIndex; "
+        "VectorIndex.open(sys.argv[1]).add(np.load(sys.argv[2]), ids=['news', 'rain'], texts=sys.argv[3:])"
+    )
+    with TestClient(create_app(model, model_name="default", index=VectorIndex.open(folder))) as client:
+        first = client.post("/search", json={"query": "stock prices dropped", "k": 1})
+        assert first.status_code == 200 and first.json()["results"][0]["hits"][0]["id"] != "news"
+        writer = subprocess.run(
+            [sys.executable, "-c", add, str(folder), str(tmp_path / "more.npy"), *more], capture_output=True, text=True
+        )
+        assert writer.returncode == 0, writer.stderr
+        for method in (None, "exact", "hnsw"):
+            body = {"query": "stock prices dropped", "k": 1, **({"method": method} if method else {})}
+            answer = client.post("/search", json=body)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["results"][0]["hits"][0]["id"] == "news", method
