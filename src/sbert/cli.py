@@ -313,10 +313,22 @@ def train(run_file, train, fmt, resume, **options) -> None:
     help="Also write every metric to this JSON file.",
 )
 @click.option("--cross-encoder", is_flag=True, help="MODEL is a cross-encoder: STS tasks score its pair outputs.")
+@click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")
 @device_options
 @friendly_errors
 def evaluate(
-    model_arg, model, tasks, data, tokenized, inner_folds, batch_size, json_out, cross_encoder, runtime, allow_pickle
+    model_arg,
+    model,
+    tasks,
+    data,
+    tokenized,
+    inner_folds,
+    batch_size,
+    json_out,
+    cross_encoder,
+    progress,
+    runtime,
+    allow_pickle,
 ) -> None:
     """Score MODEL on STS (Spearman x 100 of cosine) and SentEval transfer tasks (accuracy x 100)."""
     import time
@@ -340,7 +352,7 @@ def evaluate(
     for name, evaluator in evaluators.items():
         began = time.perf_counter()
         click.echo(f"evaluating {name} ...", err=True)
-        results[name] = evaluator(encoder)
+        results[name] = evaluator(encoder, show_progress=progress)
         metric, value = headline(name, results[name])
         rows.append((name, metric, value, time.perf_counter() - began))
     width = max(len(r[0]) for r in rows)
