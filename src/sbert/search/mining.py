@@ -55,7 +55,7 @@ def paraphrase_mining(
     can differ in the last bits, so pairs (or partners at a row's ``top_k`` cut) whose scores are that
     close can change places. ``exact_scores`` re-scores each row's candidates pair by pair in float64
     (see ``semantic_search``): scores and order then do not depend on chunk sizes, and equal vectors
-    tie exactly, for about 1.7x the mining time.
+    tie exactly, for about 1.8x the mining time.
     """
     if top_k < 1 or max_pairs < 1:
         raise ValueError(f"top_k and max_pairs must be at least 1, got {top_k} and {max_pairs}")
