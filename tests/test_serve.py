@@ -260,3 +260,17 @@ def test_cli_serve_passes_its_options(monkeypatch):
     assert seen["workers"] == 2  # the torch backend's default
     result = CliRunner().invoke(main, ["serve", "--workers", "0"])
     assert result.exit_code != 0 and "--workers" in result.output
+
+
+def test_cli_serve_refuses_an_index_of_another_precision(monkeypatch, model, tmp_path):
+    from click.testing import CliRunner
+
+    import sbert.serve
+    from sbert.cli import main
+    from sbert.search.index import VectorIndex
+
+    texts = ["a cat sits", "a dog runs"]
+    VectorIndex.build(tmp_path / "int8", model.encode(texts), model="default", texts=texts, backend="onnx/int8")
+    monkeypatch.setattr(sbert.serve, "serve", lambda encoder, **kw: kw["sock"].close())
+    result = CliRunner().invoke(main, ["serve", "--port", str(free_port()), "--index", str(tmp_path / "int8")])
+    assert result.exit_code == 1 and "int8" in result.output, result.output

@@ -65,7 +65,10 @@ def serve(
         index = VectorIndex.open(index_dir)
     encoder = load_model(model, runtime, allow_pickle)
     if index is not None:
+        from sbert.search.index import backend_name
+
         index.check_model(model, encoder.dim)
+        index.check_backend(backend_name(encoder))  # int8 queries against float vectors degrade silently
     cross = None
     if rerank_model is not None:
         from sbert.cross_encoder import CrossEncoder

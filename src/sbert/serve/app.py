@@ -235,6 +235,11 @@ def create_app(
     if packing and not can_pack:
         raise ValueError("packing needs the torch backend and a BERT-family model")
     packing = can_pack if packing is None else packing
+    backend = None
+    if index is not None:
+        from sbert.search.index import backend_name
+
+        backend = backend_name(encoder)
     forward_texts = max_batch_texts if packing else encode_batch_size
     limits = limits or Limits()
     registry = CollectorRegistry()
@@ -422,6 +427,7 @@ def create_app(
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 1000:
             raise ApiError(400, "'k' must be an integer from 1 to 1000", "k")
         method = body.get("method")
+        index.refresh()  # another process may have written a new version (with other structures)
         if method not in (None, "exact", *index.structures):
             raise ApiError(400, f"'method' must be exact or one of {index.structures}", "method")
         want_rerank = body.get("rerank", False)
@@ -434,7 +440,7 @@ def create_app(
             raise ApiError(400, "'candidates' must be an integer from 1 to 1000", "candidates")
         vectors, _ = await batcher.embed(queries)
         fetch = max(k, candidates) if want_rerank else k
-        hits = await run_in_threadpool(index.search, vectors, fetch, method=method)
+        hits = await run_in_threadpool(index.search, vectors, fetch, method=method, backend=backend)
         if want_rerank:
             from sbert.search.rerank import rerank
 
