@@ -399,6 +399,7 @@ class Encoder(nn.Sequential):
             "path": str(self.path) if self.path else None,
             "modules": [_describe_module(m) for m in self],
             "dim": self.dim,
+            **({"truncate_dim": self.truncate_dim, "model_dim": self.model_dim} if self.truncate_dim else {}),
             "max_seq_length": self.max_seq_length,
             "similarity": self.similarity_fn_name,
             "parameters": sum(p.numel() for p in self.parameters()),
