@@ -115,7 +115,19 @@ def test_info_and_eval_take_the_model_as_argument_or_option(runner, tmp_path):
     assert both.exit_code == 2 and "two models given" in both.output
 
 
-MODEL_COMMANDS = ["encode", "similarity", "train", "eval", "info", "search", "mine", "cluster", "serve", "index build"]
+MODEL_COMMANDS = [
+    "encode",
+    "similarity",
+    "train",
+    "eval",
+    "info",
+    "search",
+    "mine",
+    "cluster",
+    "serve",
+    "index build",
+    "index add",
+]
 
 
 @pytest.mark.parametrize("command", MODEL_COMMANDS)
