@@ -91,7 +91,6 @@ def test_read_only_model_folder_uses_the_cache_folder(model_copy, tmp_path, monk
     path = onnx_backend.export(model)
     assert path.parent.parent == tmp_path / "cache" / "onnx"
     assert path.parent.name == f"{model_copy.parent.name}-minilm-{path.parent.name[-12:]}"  # one folder per model
-    assert not (model_copy / "onnx").exists() or not list((model_copy / "onnx").glob("*.onnx"))
 
 
 def test_installed_model_exports_to_the_user_cache_and_says_where(tmp_path, monkeypatch, caplog):
