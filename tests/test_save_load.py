@@ -182,6 +182,16 @@ def test_truncated_or_empty_weights_name_the_file(tiny_dense_folder, weights):
         sbert.load(tiny_dense_folder, device="cpu")
 
 
+def test_truncated_pickle_weights_name_the_folder(tiny_dense_folder):
+    encoder = sbert.load(tiny_dense_folder, device="cpu")
+    (tiny_dense_folder / "model.safetensors").unlink()
+    torch.save(encoder[0].model.state_dict(), tiny_dense_folder / "pytorch_model.bin")
+    data = (tiny_dense_folder / "pytorch_model.bin").read_bytes()
+    (tiny_dense_folder / "pytorch_model.bin").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelFormatError, match=r"tiny: cannot load the transformer or its tokenizer: .*zip archive"):
+        sbert.load(tiny_dense_folder, allow_pickle=True, device="cpu")
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_non_finite_weights_are_refused_at_load_naming_the_file(tmp_path, bad):
     from conftest import make_tiny_encoder

@@ -110,7 +110,7 @@ class CrossEncoder(nn.Module):
                     folder, local_files_only=True, trust_remote_code=False, use_safetensors=has_safe or None, **kwargs
                 )
             tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
-        except (OSError, ValueError, KeyError) as err:
+        except (OSError, ValueError, KeyError, RuntimeError, EOFError) as err:  # RuntimeError: a damaged .bin
             raise ModelFormatError(f"{folder}: cannot load the cross-encoder or its tokenizer: {err}") from err
         check_finite(model, weights[0] if len(weights) == 1 else folder)
         if activation is None and not new_head:

@@ -69,7 +69,10 @@ def load_weights(folder: Path, *, allow_pickle: bool = False) -> dict[str, Tenso
             )
         import torch
 
-        state = torch.load(pickled, map_location="cpu", weights_only=True)
+        try:
+            state = torch.load(pickled, map_location="cpu", weights_only=True)
+        except (RuntimeError, EOFError, ValueError) as err:
+            raise ModelFormatError(f"{pickled}: damaged weights file ({err})") from None
         check_finite_tensors(state.items(), pickled)
         return state
     raise ModelFormatError(f"{folder}: no weights found (expected model.safetensors)")

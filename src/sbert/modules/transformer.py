@@ -276,7 +276,7 @@ class Transformer(Module):
                 model = AutoModel.from_pretrained(
                     str(path), local_files_only=True, trust_remote_code=False, use_safetensors=has_safe
                 )
-        except (OSError, ValueError, KeyError) as err:
+        except (OSError, ValueError, KeyError, RuntimeError, EOFError) as err:  # RuntimeError: a damaged .bin
             raise ModelFormatError(f"{path}: cannot load the transformer or its tokenizer: {err}") from err
         check_finite(model, weights[0] if len(weights) == 1 else path)
         model.eval()
