@@ -250,3 +250,32 @@ def test_train_into_a_folder_of_other_files_is_refused_before_training(files, ti
     assert result.exit_code == 1 and "thesis.txt" in result.output and "no model" in result.output
     assert sorted(p.name for p in out.iterdir()) == ["thesis.txt"]
     assert not (files / "mydocs.train").exists()  # refused before the first step
+
+
+def test_a_model_with_truncate_dim_trains_on_its_full_width_and_keeps_the_setting(files, tmp_path):
+    folder = tmp_path / "truncated"
+    encoder = make_tiny_encoder()
+    encoder.truncate_dim = 8
+    encoder.save(folder)
+    args = [
+        "train",
+        "--model",
+        str(folder),
+        "--objective",
+        "classification",
+        "--train",
+        str(files / "nli.jsonl"),
+        "--format",
+        "nli",
+        "--out",
+        str(tmp_path / "out"),
+        "--max-steps",
+        "2",
+        "--device",
+        "cpu",
+        "--no-progress",
+    ]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    trained = sbert.load(tmp_path / "out", device="cpu")
+    assert (trained.truncate_dim, trained.model_dim, trained.encode(["a dog"]).shape) == (8, 16, (1, 8))

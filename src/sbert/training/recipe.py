@@ -157,7 +157,8 @@ def build_encoder(
     encoder = sbert.load(model, **load_kwargs)
     if normalize is not None:
         modules = [m for m in encoder if not isinstance(m, Normalize)] + ([Normalize()] if normalize else [])
-        path, encoder = encoder.path, Encoder(modules, encoder.similarity_fn_name)
+        path = encoder.path
+        encoder = Encoder(modules, encoder.similarity_fn_name, encoder.truncate_dim, encoder.settings)
         encoder.path = path
     if init == "random":
         encoder[0] = encoder.transformer.reinitialized(seed).to(encoder.device)
@@ -201,7 +202,7 @@ def run(spec: RunSpec, resume: bool = False) -> dict:
     objectives = []
     for i, o in enumerate(spec.objectives):
         examples = [e for path in o.train for e in read_examples(o.format, path, o.objective, seed)]
-        objectives.append(Objective(examples, make_loss(o, encoder.dim), f"{i}:{o.objective}:{o.format}"))
+        objectives.append(Objective(examples, make_loss(o, encoder.model_dim), f"{i}:{o.objective}:{o.format}"))
     evaluator = make_evaluator(spec.dev_format, spec.dev, seed) if spec.dev else None
     trainer = Trainer(encoder, objectives, spec.config, spec.out, evaluator=evaluator, device=spec.device)
     return trainer.train(resume=resume)
