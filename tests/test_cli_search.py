@@ -66,6 +66,8 @@ def test_search_refuses_another_model_and_missing_index(runner, corpus, tmp_path
     assert result.exit_code == 1 and "was built with model 'all-MiniLM-L6-v2'" in result.output
     result = runner.invoke(main, ["search", str(tmp_path / "none"), "q"])
     assert result.exit_code == 1 and "no such index folder" in result.output
+    result = runner.invoke(main, ["search", str(folder), " "])  # the advice names what one can type
+    assert result.exit_code == 1 and "texts[0] is empty" in result.output and "allow_empty" not in result.output
     result = runner.invoke(main, ["index", "build", str(corpus), "--out", str(folder)])
     assert result.exit_code != 0 and "overwrite" in result.output
 

@@ -11,6 +11,21 @@ import click
 MODEL_HELP = "Model name ('default' = all-MiniLM-L6-v2) or path to a local model folder."
 
 
+# The library's advice names Python arguments; on the command line, name what the user can type.
+_CLI_TERMS = (
+    (
+        "; pass allow_empty=True to encode it anyway",
+        "; give a non-empty text (when reading a file, --skip-empty skips empty lines)",
+    ),
+)
+
+
+def in_cli_terms(message: str) -> str:
+    for library, cli in _CLI_TERMS:
+        message = message.replace(library, cli)
+    return message
+
+
 def friendly_errors(func: Callable) -> Callable:
     """Turn sbert's own errors and bad-input errors into a one-line message and exit status 1."""
 
@@ -21,7 +36,7 @@ def friendly_errors(func: Callable) -> Callable:
         try:
             return func(*args, **kwargs)
         except (SbertError, ValueError, TypeError) as err:
-            raise click.ClickException(str(err)) from err
+            raise click.ClickException(in_cli_terms(str(err))) from err
 
     return wrapper
 
