@@ -61,6 +61,25 @@ def test_token_output_drops_padding_and_matches_mean_pooling(model):
     np.testing.assert_allclose(pooled, model.encode(texts), atol=1e-5)
 
 
+@pytest.mark.parametrize("packing", [False, True])
+def test_encode_tokenized_equals_encode(model, stsb_sentences, packing):
+    texts = [*stsb_sentences[:40], "word " * 400]
+    tokens = model.tokenize(texts)
+    assert tokens.lengths == [len(ids) for ids in tokens.ids] and tokens.lengths[-1] == model.max_seq_length
+    assert tokens.truncated == [40] and len(tokens) == 41
+    options = {"batch_size": 8, "normalize": True, "packing": packing, "truncate_dim": 100}
+    expected = model.encode(texts, on_truncation="ignore", **options)
+    got = model.encode_tokenized(tokens, **options)
+    assert got.shape == (41, 100) and np.abs(got - expected).max() <= 1e-6
+
+
+def test_tokenize_refuses_what_encode_refuses(model):
+    with pytest.raises(TypeError, match=r"texts\[1\] is int, expected str"):
+        model.tokenize(["fine", 3])
+    with pytest.raises(ValueError, match=r"texts\[0\] is not valid Unicode text"):
+        model.tokenize(["\ud800 lone surrogate"])
+
+
 def test_truncation_is_reported(model):
     long_text = "word " * 400
     with pytest.warns(UserWarning, match="1 of 2 texts were longer than max_seq_length=256") as caught:

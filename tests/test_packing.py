@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from sbert.batching import batches, pack_rows
 
@@ -94,9 +93,9 @@ def test_packing_refused_where_it_would_be_wrong(model, monkeypatch):
         patch.setattr(model.transformer.model.config, "model_type", "mpnet")
         with pytest.raises(ValueError, match="packing supports BERT-family models; this one is 'mpnet'"):
             model.encode(["a text"], packing=True)
-    model.backend = lambda features: torch.zeros(len(features["input_ids"]), model.dim).numpy()
-    try:
+    assert model.can_pack
+    with monkeypatch.context() as patch:
+        patch.setattr(type(model), "backend_name", property(lambda self: "onnx"))
+        assert not model.can_pack
         with pytest.raises(ValueError, match="packing runs on the torch backend only"):
             model.encode(["a text"], packing=True)
-    finally:
-        model.use_backend("torch")

@@ -130,7 +130,7 @@ def embedding_meta(model: str, encoder, count: int, normalize: bool, fmt: str) -
         "count": count,
         "dim": encoder.dim,
         "model": canonical_name(model),
-        "backend": "torch" if encoder.backend is None else "onnx",
+        "backend": encoder.backend_name,
         "precision": encoder.precision,
         "normalized": normalize,
         "max_seq_length": encoder.max_seq_length,

@@ -10,26 +10,26 @@ import contextlib
 import json
 import re
 import warnings
-from collections.abc import Iterable, Sequence
-from importlib import metadata
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from sbert.atomic import atomic_dir, recover
-from sbert.batching import batches
+from sbert.backends.onnx import ExportSource
+from sbert.device import default_device
 from sbert.errors import ModelFormatError, ModelNotFoundError
 from sbert.modules import MODULE_TYPES, Module, Pooling, Transformer, module_class
-from sbert.modules.base import read_json, write_json
+from sbert.modules.base import Features, read_json, write_json
 from sbert.modules.folder import check_links, module_folder, refuse_remote_code
+from sbert.pipeline import PACKED_TOKENS, Batching, Runner, Tokenized, TorchRunner, finish, token_vectors
+from sbert.progress import ENCODE_FROM, progress_bar
+from sbert.versions import saved_versions
 
 CHUNK = 65_536  # texts tokenised at a time: bounds the memory for ids, keeps sorting near-global
-PACKED_TOKENS = 8_192  # real tokens per packed forward pass when max_tokens is not given
-PROGRESS_FROM = 5_000  # with show_progress=None, a bar appears from this many texts (on a terminal)
 ST_CONFIG = "config_sentence_transformers.json"
 
 
@@ -55,13 +55,6 @@ def check_texts(texts: Any, allow_empty: bool = False) -> list[str]:
     return items
 
 
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 class Encoder(nn.Sequential):
     """A sentence encoder: ``features -> modules[0] -> modules[1] -> ...`` as in Sentence-BERT §3."""
 
@@ -81,8 +74,8 @@ class Encoder(nn.Sequential):
         # config_sentence_transformers.json as read (prompts, default_prompt_name, ...): save writes it back.
         self.settings: dict[str, Any] = dict(settings or {})
         self.path: Path | None = None
-        self.backend: Any = None  # None: torch; else a callable features -> (B, dim) numpy (see use_backend)
-        self.precision = "fp32"
+        self._torch = TorchRunner(self)  # token output and packing always run in torch
+        self._runner: Runner = self._torch  # sentence vectors: this, or the ONNX backend (see use_backend)
 
     # -- shape -----------------------------------------------------------------------------------------
     @property
@@ -130,7 +123,46 @@ class Encoder(nn.Sequential):
     def device(self) -> torch.device:
         return next(self.parameters()).device
 
-    # -- backends --------------------------------------------------------------------------------------
+    @property
+    def can_pack(self) -> bool:
+        """Whether ``encode(..., packing=True)`` runs on this model and backend (BERT-family, torch)."""
+        return self.backend_name == "torch" and self.transformer.can_pack
+
+    def with_pooling(self, mode: str) -> Encoder:
+        """This encoder's transformer (shared, not copied) with plain ``mode`` pooling and nothing after."""
+        return Encoder([self.transformer, Pooling(self.transformer.dim, mode)])
+
+    def reinitialize_transformer(self, seed: int = 0) -> None:
+        """Replace the transformer's weights by fresh random ones (same architecture and tokenizer)."""
+        self[0] = self.transformer.reinitialized(seed).to(self.device)
+
+    # -- backends ----------------------------------------------------------------------------------------
+    @property
+    def backend_name(self) -> str:
+        """What computes the sentence vectors of ``encode``: "torch" or "onnx" (see ``use_backend``)."""
+        return self._runner.name
+
+    @property
+    def precision(self) -> str:
+        """The number format of ``encode``: "fp32", or "bf16" (torch) or "int8" (ONNX)."""
+        return self._runner.precision
+
+    @property
+    def runtime(self) -> str:
+        """Backend and precision as an index records them: "torch/fp32", "onnx/int8", ..."""
+        return f"{self.backend_name}/{self.precision}"
+
+    @property
+    def onnx_path(self) -> Path | None:
+        """The ONNX file ``encode`` runs on the ONNX backend; None on torch."""
+        return getattr(self._runner, "path", None)
+
+    def export_source(self) -> ExportSource:
+        """What the ONNX backend needs to export this encoder: itself, an example batch, its settings, its folder."""
+        ids, _ = self.transformer.tokenize(["an example sentence to trace", "a second, longer example sentence here"])
+        settings = {"modules": [_describe_module(m) for m in self], "max_seq_length": self.max_seq_length}
+        return ExportSource(self, self.transformer.collate(ids), settings, self.path)
+
     def use_backend(
         self,
         backend: Literal["torch", "onnx"] = "torch",
@@ -156,16 +188,24 @@ class Encoder(nn.Sequential):
                     UserWarning,
                     stacklevel=_caller_stacklevel(),
                 )
-            self.backend, self.precision = None, precision
+            self._torch.precision = precision
+            self._runner = self._torch
         elif backend == "onnx":
             from sbert.backends.onnx import OnnxBackend
 
-            self.backend, self.precision = OnnxBackend(self, precision, cache_dir), precision
+            self._runner = OnnxBackend(self.export_source(), precision, cache_dir)
         else:
             raise ValueError(f"backend must be 'torch' or 'onnx', got {backend!r}")
         return self
 
-    # -- inference -------------------------------------------------------------------------------------
+    # -- inference: tokenise -> collate (padded or packed) -> run (torch or ONNX) -> finish ----------------
+    def tokenize(self, texts: Sequence[str]) -> Tokenized:
+        """Token ids of each text (special tokens added, cut to ``max_seq_length``) and which were cut.
+
+        ``encode_tokenized`` embeds the result: tokenise once, and take token counts and truncation from it.
+        """
+        return Tokenized(*self.transformer.tokenize(check_texts(texts, allow_empty=True)))
+
     def encode(
         self,
         texts: str | Iterable[str],
@@ -200,119 +240,112 @@ class Encoder(nn.Sequential):
         """
         if convert_to not in ("numpy", "torch"):
             raise ValueError(f"convert_to must be 'numpy' or 'torch', got {convert_to!r}")
-        if output not in ("sentence", "token"):
-            raise ValueError(f"output must be 'sentence' or 'token', got {output!r}")
         if on_truncation not in ("warn", "error", "ignore"):
             raise ValueError(f"on_truncation must be 'warn', 'error' or 'ignore', got {on_truncation!r}")
-        if packing and self.backend is not None and output == "sentence":
-            raise ValueError("packing runs on the torch backend only; call use_backend('torch') or drop packing")
-        if packing:
-            self.transformer.check_packable()  # before any tokenising
+        batching = self._batching(batch_size, sort_by_length, max_tokens, packing, output)  # before any tokenising
         width = self._check_truncate_dim(truncate_dim) or self.dim
-        single = isinstance(texts, str)
         items = check_texts(texts, allow_empty)
-        was_training = self.training
-        self.eval()
-        try:
-            # A context, not a decorator: a decorator's wrapper would sit between this frame and the
-            # caller's, and the truncation warning below would point into torch instead of the caller.
-            with torch.inference_mode():
-                result, truncated = self._run(
-                    items,
-                    batch_size,
-                    normalize,
-                    show_progress,
-                    output,
-                    sort_by_length,
-                    on_truncation,
-                    max_tokens,
-                    packing,
-                    width,
-                )
-        finally:
-            self.train(was_training)
+        out = _empty_output(len(items), width, output)
+        truncated = 0
+        # A context, not a decorator: a decorator's wrapper would sit between this frame and the
+        # caller's, and the truncation warning below would point into torch instead of the caller.
+        with (
+            self._inference(),
+            progress_bar(len(items), "encode", show_progress, "text", from_items=ENCODE_FROM) as bar,
+        ):
+            for start in range(0, len(items), CHUNK):
+                tokens = self._tokenize_chunk(items[start : start + CHUNK], start, on_truncation)
+                truncated += len(tokens.truncated)
+                self._run(tokens, batching, normalize, width, out, start, bar)
         if truncated and on_truncation == "warn":
             warnings.warn(
                 f"{truncated} of {len(items)} texts were longer than max_seq_length={self.max_seq_length} "
                 "tokens and were truncated",
                 stacklevel=2,
             )
-        if output == "token":
-            tokens = [torch.from_numpy(t) if convert_to == "torch" else t for t in result]
-            return tokens[0] if single else tokens
-        if single:
-            result = result[0]
-        return torch.from_numpy(result) if convert_to == "torch" else result
+        return _converted(out, isinstance(texts, str), convert_to)
 
-    def _run(
+    def encode_tokenized(
         self,
-        items,
-        batch_size,
-        normalize,
-        show_progress,
-        output,
-        sort_by_length,
-        on_truncation,
-        max_tokens,
-        packing,
-        width,
-    ):
-        from tqdm.auto import tqdm
+        tokens: Tokenized,
+        *,
+        batch_size: int = 32,
+        normalize: bool = False,
+        max_tokens: int | None = None,
+        packing: bool = False,
+        show_progress: bool | None = None,
+        truncate_dim: int | None = None,
+        sort_by_length: bool = True,
+    ) -> np.ndarray:
+        """Sentence vectors (n, dim) of texts already tokenised by ``tokenize``: what ``encode`` gives for them."""
+        batching = self._batching(batch_size, sort_by_length, max_tokens, packing)
+        width = self._check_truncate_dim(truncate_dim) or self.dim
+        out = _empty_output(len(tokens), width, "sentence")
+        with (
+            self._inference(),
+            progress_bar(len(tokens), "encode", show_progress, "text", from_items=ENCODE_FROM) as bar,
+        ):
+            self._run(tokens, batching, normalize, width, out, 0, bar)
+        return out
 
-        n = len(items)
-        out: np.ndarray | list = np.empty((n, width), dtype=np.float32) if output == "sentence" else [None] * n
-        disable = (None if n >= PROGRESS_FROM else True) if show_progress is None else not show_progress
-        device = self.device
-        truncated_total = 0
-        collate = self.transformer.collate_packed if packing else self.transformer.collate
-        if packing and max_tokens is None:
-            max_tokens = PACKED_TOKENS
-        with tqdm(total=n, desc="encode", unit="text", disable=disable, dynamic_ncols=True) as bar:
-            for start in range(0, n, CHUNK):
-                ids, truncated = self.transformer.tokenize(items[start : start + CHUNK])
-                if truncated and on_truncation == "error":
-                    raise ValueError(
-                        f"texts[{start + truncated[0]}] is longer than max_seq_length={self.max_seq_length} "
-                        f"tokens ({len(truncated)} such texts in this chunk); shorten it or pass "
-                        "on_truncation='warn'"
-                    )
-                truncated_total += len(truncated)
-                for rows in batches([len(i) for i in ids], batch_size, sort_by_length, max_tokens, packing):
-                    features = collate([ids[r] for r in rows])
-                    if output == "sentence" and self.backend is not None:
-                        features = {"sentence_embedding": torch.from_numpy(self.backend(features))}
-                    else:
-                        with self._autocast(device):
-                            features = self({k: v.to(device) for k, v in features.items()})
-                    if output == "sentence":
-                        emb = features["sentence_embedding"][:, :width]
-                        if normalize:
-                            emb = F.normalize(emb, p=2, dim=1)
-                        out[start + rows] = emb.float().cpu().numpy()
-                    else:
-                        self._keep_tokens(out, start + rows, features, normalize)
-                    bar.update(len(rows))
-        return out, truncated_total
+    def _batching(
+        self, batch_size: int, sort_by_length: bool, max_tokens: int | None, packing: bool, output: str = "sentence"
+    ) -> Batching:
+        """The one place that chooses padded or packed batches (and checks, once, that packing is right)."""
+        if output not in ("sentence", "token"):
+            raise ValueError(f"output must be 'sentence' or 'token', got {output!r}")
+        if not packing:
+            return Batching(self.transformer.collate, False, batch_size, sort_by_length, max_tokens)
+        if self.backend_name != "torch" and output == "sentence":
+            raise ValueError("packing runs on the torch backend only; call use_backend('torch') or drop packing")
+        self.transformer.check_packable()
+        tokens = PACKED_TOKENS if max_tokens is None else max_tokens
+        return Batching(self.transformer.collate_packed, True, batch_size, sort_by_length, tokens)
 
-    def _autocast(self, device: torch.device):
-        if self.precision == "bf16":
-            return torch.autocast(device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+    @contextlib.contextmanager
+    def _inference(self) -> Iterator[None]:
+        """Evaluation mode without autograd, for one ``encode``; the training mode is restored after."""
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.inference_mode():
+                yield
+        finally:
+            self.train(was_training)
 
-    @staticmethod
-    def _keep_tokens(out: list, rows: np.ndarray, features: dict, normalize: bool) -> None:
-        tokens = features["token_embeddings"]
-        if normalize:
-            tokens = F.normalize(tokens, p=2, dim=-1)
-        tokens = tokens.float().cpu().numpy()
-        mask = features["attention_mask"].bool().cpu().numpy()
-        for k, row in enumerate(rows):
-            out[row] = tokens[k][mask[k]]
+    def _tokenize_chunk(self, texts: list[str], start: int, on_truncation: str) -> Tokenized:
+        tokens = Tokenized(*self.transformer.tokenize(texts))
+        if tokens.truncated and on_truncation == "error":
+            raise ValueError(
+                f"texts[{start + tokens.truncated[0]}] is longer than max_seq_length={self.max_seq_length} "
+                f"tokens ({len(tokens.truncated)} such texts in this chunk); shorten it or pass on_truncation='warn'"
+            )
+        return tokens
 
-    def embed(self, *groups: Sequence[str]) -> tuple[torch.Tensor, ...]:
+    def _run(self, tokens: Tokenized, batching: Batching, normalize: bool, width: int, out, start: int, bar) -> None:
+        """Embed ``tokens`` into ``out[start:]``: an (n, width) array, or a list for token vectors."""
+        for rows in batching.batches(tokens.lengths):
+            features = batching.collate([tokens.ids[r] for r in rows])
+            if isinstance(out, np.ndarray):
+                out[start + rows] = finish(self._runner.sentences(features, batching.packed), width, normalize)
+            else:  # token vectors: always torch
+                vectors = token_vectors(self._torch.features(features, batching.packed), normalize)
+                for row, text_vectors in zip(start + rows, vectors, strict=True):
+                    out[row] = text_vectors
+            bar.update(len(rows))
+
+    def forward(self, features: Features, packed: bool = False) -> Features:
+        """Run the modules in order; ``packed`` features (``Transformer.collate_packed``) take the transformer's
+        packed path."""
+        features = self.transformer.forward_packed(features) if packed else self.transformer(features)
+        for module in list(self)[1:]:
+            features = module(features)
+        return features
+
+    def embed_with_grad(self, *groups: Sequence[str]) -> tuple[torch.Tensor, ...]:
         """Sentence vectors with gradients, for training: one forward pass over all groups, split back.
 
-        ``embed(firsts, seconds)`` gives ``(u, v)``, each (len(group), dim). Truncation is silent here.
+        ``embed_with_grad(firsts, seconds)`` gives ``(u, v)``, each (len(group), dim). Truncation is silent here.
         """
         sizes = [len(group) for group in groups]
         ids, _ = self.transformer.tokenize([text for group in groups for text in group])
@@ -340,8 +373,7 @@ class Encoder(nn.Sequential):
 
     def _settings_to_save(self) -> dict[str, Any]:
         settings = dict(self.settings)
-        versions = {"sbert": _version("sbert"), "transformers": _version("transformers"), "pytorch": _version("torch")}
-        settings["__version__"] = {**(settings.get("__version__") or {}), **versions}
+        settings["__version__"] = {**(settings.get("__version__") or {}), **saved_versions()}
         settings.setdefault("prompts", {})
         settings.setdefault("default_prompt_name", None)
         settings["similarity_fn_name"] = self.similarity_fn_name
@@ -391,7 +423,7 @@ class Encoder(nn.Sequential):
         _warn_unapplied_prompt(path / ST_CONFIG, settings)
         encoder.path = path
         encoder.eval()
-        return encoder.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        return encoder.to(device or default_device())
 
     def describe(self) -> dict[str, Any]:
         """A summary for people: modules, dimension, maximum length, similarity."""
@@ -405,6 +437,20 @@ class Encoder(nn.Sequential):
             "parameters": sum(p.numel() for p in self.parameters()),
             "device": str(self.device),
         }
+
+
+def _empty_output(n: int, width: int, output: str) -> np.ndarray | list:
+    """Where ``encode`` writes: an (n, width) array of sentence vectors, or a list for token vectors."""
+    return np.empty((n, width), dtype=np.float32) if output == "sentence" else [None] * n
+
+
+def _converted(out: np.ndarray | list, single: bool, convert_to: str) -> np.ndarray | torch.Tensor | list:
+    """``encode``'s result in the form asked for: one item for a single text; numpy or torch."""
+    convert = torch.from_numpy if convert_to == "torch" else (lambda array: array)
+    if isinstance(out, list):
+        tokens = [convert(t) for t in out]
+        return tokens[0] if single else tokens
+    return convert(out[0] if single else out)
 
 
 def _describe_module(module: nn.Module) -> str:

@@ -39,7 +39,7 @@ class TrainableEncoder(TextEncoder, Protocol):
     @property
     def device(self) -> torch.device: ...
 
-    def embed(self, *groups: Sequence[str]) -> tuple[torch.Tensor, ...]:
+    def embed_with_grad(self, *groups: Sequence[str]) -> tuple[torch.Tensor, ...]:
         """Vectors with gradients for each group of texts, from one forward pass."""
         ...
 

@@ -9,6 +9,9 @@ folder. Each new export is logged (logger ``sbert.backends.onnx``, level WARNING
 weights, the modules' settings, the precision and the library versions, so a changed model gets a new
 export; a file whose hash does not match (a partial copy, a corrupt disk) is rebuilt. Writes are
 atomic (write, then rename).
+
+The backend knows nothing of ``Encoder``: it is handed an ``ExportSource`` (the model as a function of
+features, an example batch, the settings the export depends on, the model's folder).
 """
 
 from __future__ import annotations
@@ -19,18 +22,17 @@ import logging
 import os
 import uuid
 import warnings
-from importlib import metadata
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from sbert.atomic import atomic_file
-
-if TYPE_CHECKING:
-    from sbert.encoder import Encoder
+from sbert.modules.base import Features
+from sbert.versions import package_version
 
 logger = logging.getLogger(__name__)
 
@@ -40,11 +42,14 @@ OPSET = 17
 UNSAVED = "unsaved"  # shared cache subfolder of encoders without a folder (exports of several models)
 
 
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "none"
+@dataclass(frozen=True)
+class ExportSource:
+    """What an export needs from a model (``Encoder.export_source()`` makes one)."""
+
+    module: nn.Module  # padded features -> features with "sentence_embedding": the whole model
+    example: Features  # one collated batch: the graph's input names, in order, and the tracing example
+    settings: dict[str, Any]  # what else the export depends on (module settings, maximum length): in the key
+    folder: Path | None = None  # the model's folder (the export is cached beside it), None if unsaved
 
 
 def _require_onnxruntime():
@@ -56,28 +61,27 @@ def _require_onnxruntime():
 
 
 class _SentenceGraph(nn.Module):
-    """The encoder as a function of tensors: (input_ids, attention_mask[, token_type_ids]) -> embeddings."""
+    """The model as a function of tensors: (input_ids, attention_mask[, token_type_ids]) -> embeddings."""
 
-    def __init__(self, encoder: Encoder, names: list[str]) -> None:
+    def __init__(self, module: nn.Module, names: list[str]) -> None:
         super().__init__()
-        self.encoder, self.names = encoder, names
+        self.module, self.names = module, names
 
     def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
-        return self.encoder(dict(zip(self.names, tensors, strict=True)))["sentence_embedding"]
+        return self.module(dict(zip(self.names, tensors, strict=True)))["sentence_embedding"]
 
 
-def model_key(encoder: Encoder, precision: str) -> str:
+def model_key(source: ExportSource, precision: str) -> str:
     """A hash of everything the export depends on: weights, module settings, precision, versions."""
     digest = hashlib.sha256()
     settings = {
+        **source.settings,
         "export": EXPORT_VERSION,
         "precision": precision,
-        "modules": encoder.describe().get("modules"),
-        "max_seq_length": encoder.max_seq_length,
-        "versions": [_version(p) for p in ("sbert", "torch", "transformers", "onnx", "onnxruntime")],
+        "versions": [package_version(p) for p in ("sbert", "torch", "transformers", "onnx", "onnxruntime")],
     }
     digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
-    for name, tensor in encoder.state_dict().items():
+    for name, tensor in source.module.state_dict().items():
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     return digest.hexdigest()[:20]
@@ -123,17 +127,17 @@ def _writable(folder: Path) -> bool:
         return False
 
 
-def cache_folder(encoder: Encoder, cache_dir: str | Path | None = None) -> Path:
+def cache_folder(model_folder: Path | None, cache_dir: str | Path | None = None) -> Path:
     """Where exports go: ``cache_dir`` if given, else ``<model>/onnx`` for a writable model folder that is
     not an installed package's, else ``<cache_root()>/onnx/<model>-<hash>`` (``onnx/unsaved`` without a folder)."""
     if cache_dir is not None:
         return Path(cache_dir)
-    if encoder.path is None:
+    if model_folder is None:
         return cache_root() / "onnx" / UNSAVED
-    beside = Path(encoder.path) / "onnx"
-    if not installed(encoder.path) and _writable(beside):
+    beside = Path(model_folder) / "onnx"
+    if not installed(model_folder) and _writable(beside):
         return beside
-    return cache_root() / "onnx" / _model_slug(encoder.path)
+    return cache_root() / "onnx" / _model_slug(model_folder)
 
 
 def _valid(onnx_path: Path, meta_path: Path, key: str) -> bool:
@@ -153,15 +157,14 @@ def _commit(tmp: Path, onnx_path: Path, meta_path: Path, key: str, precision: st
         json.dump({"key": key, "precision": precision, "sha256": sha, "opset": OPSET}, handle, indent=1)
 
 
-def _export_fp32(encoder: Encoder, target: Path, names: list[str]) -> None:
-    ids, _ = encoder.transformer.tokenize(["an example sentence to trace", "a second, longer example sentence here"])
-    features = encoder.transformer.collate(ids)
-    example = tuple(features[n] for n in names)
+def _export_fp32(source: ExportSource, target: Path) -> None:
+    names = list(source.example)
+    example = tuple(source.example[n] for n in names)
     axes = {n: {0: "batch", 1: "tokens"} for n in names} | {"sentence_embedding": {0: "batch"}}
-    graph = _SentenceGraph(encoder, names).eval()
-    device = encoder.device
+    graph = _SentenceGraph(source.module, names).eval()
+    device = next(source.module.parameters()).device
     try:
-        encoder.to("cpu")
+        source.module.to("cpu")
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")  # the tracer's notes on Python-level branches in transformers
             torch.onnx.export(
@@ -175,7 +178,7 @@ def _export_fp32(encoder: Encoder, target: Path, names: list[str]) -> None:
                 dynamo=False,
             )
     finally:
-        encoder.to(device)
+        source.module.to(device)
 
 
 def _quantize_int8(source: Path, target: Path) -> None:
@@ -201,13 +204,13 @@ def _quantize_int8(source: Path, target: Path) -> None:
         root.setLevel(level)
 
 
-def export(encoder: Encoder, precision: str = "fp32", cache_dir: str | Path | None = None) -> Path:
-    """The cached ONNX file of ``encoder`` at ``precision`` (fp32 or int8), exporting it if needed."""
+def export(source: ExportSource, precision: str = "fp32", cache_dir: str | Path | None = None) -> Path:
+    """The cached ONNX file of ``source`` at ``precision`` (fp32 or int8), exporting it if needed."""
     if precision not in PRECISIONS:
         raise ValueError(f"ONNX precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    folder = cache_folder(encoder, cache_dir)
+    folder = cache_folder(source.folder, cache_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    key = model_key(encoder, precision)
+    key = model_key(source, precision)
     onnx_path = folder / f"model-{precision}-{key}.onnx"
     meta_path = onnx_path.with_suffix(".json")
     if _valid(onnx_path, meta_path, key):
@@ -217,16 +220,16 @@ def export(encoder: Encoder, precision: str = "fp32", cache_dir: str | Path | No
     tmp = folder / f".{onnx_path.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
         if precision == "fp32":
-            _export_fp32(encoder, tmp, _input_names(encoder))
+            _export_fp32(source, tmp)
         else:
-            _quantize_int8(export(encoder, "fp32", folder), tmp)
+            _quantize_int8(export(source, "fp32", folder), tmp)
         _commit(tmp, onnx_path, meta_path, key, precision)
     finally:
         tmp.unlink(missing_ok=True)
     logger.warning(
         "sbert: exported %s to ONNX (%s) once for backend='onnx'; cached at %s "
         "(set SBERT_CACHE or pass cache_dir to choose the folder)",
-        encoder.path or "the in-memory model",
+        source.folder or "the in-memory model",
         precision,
         onnx_path,
     )
@@ -238,26 +241,21 @@ def export(encoder: Encoder, precision: str = "fp32", cache_dir: str | Path | No
     return onnx_path
 
 
-def _input_names(encoder: Encoder) -> list[str]:
-    ids, _ = encoder.transformer.tokenize(["x"])
-    return list(encoder.transformer.collate(ids))
-
-
 class OnnxBackend:
-    """Runs an encoder's ONNX export with ONNX Runtime on the CPU: features -> (B, dim) float32."""
+    """Runs a model's ONNX export with ONNX Runtime on the CPU: padded features -> (B, dim) float32."""
 
     name = "onnx"
 
     def __init__(
         self,
-        encoder: Encoder,
+        source: ExportSource,
         precision: str = "fp32",
         cache_dir: str | Path | None = None,
         threads: int | None = None,
     ) -> None:
         ort = _require_onnxruntime()
         self.precision = precision
-        self.path = export(encoder, precision, cache_dir)
+        self.path = export(source, precision, cache_dir)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads or torch.get_num_threads()
@@ -265,6 +263,12 @@ class OnnxBackend:
         self.session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
         self.inputs = [i.name for i in self.session.get_inputs()]
 
-    def __call__(self, features: dict[str, torch.Tensor]) -> np.ndarray:
+    def __call__(self, features: Features) -> np.ndarray:
         feeds = {name: features[name].cpu().numpy() for name in self.inputs}
         return self.session.run(None, feeds)[0]
+
+    def sentences(self, features: Features, packed: bool = False) -> torch.Tensor:
+        """Sentence vectors of a padded batch (the runner interface of ``sbert.pipeline``)."""
+        if packed:
+            raise ValueError("packing runs on the torch backend only; call use_backend('torch') or drop packing")
+        return torch.from_numpy(self(features))

@@ -19,10 +19,7 @@ _TOKEN = re.compile(r"'s|n't|'re|'ve|'ll|'d|'m|\w+|[^\w\s]")
 
 def raw_encoder(encoder, mode: str = "mean"):
     """The encoder's transformer with plain ``mode`` pooling and nothing after: "Avg. BERT" / "CLS"."""
-    from sbert.encoder import Encoder
-    from sbert.modules import Pooling
-
-    return Encoder([encoder.transformer, Pooling(encoder.transformer.dim, mode)])
+    return encoder.with_pooling(mode)
 
 
 class WordVectorAverage:

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from sbert.data.examples import LabeledPair, ScoredPair, Triplet
+from sbert.protocols import TrainableEncoder
 
 
 def _fields(example) -> tuple[str, str, str | None]:
@@ -28,11 +29,11 @@ class MultipleNegativesRankingLoss(nn.Module):
         super().__init__()
         self.scale = float(scale)
 
-    def forward(self, encoder, batch: Sequence[Triplet | LabeledPair | ScoredPair]) -> torch.Tensor:
+    def forward(self, encoder: TrainableEncoder, batch: Sequence[Triplet | LabeledPair | ScoredPair]) -> torch.Tensor:
         anchors, positives, negatives = zip(*(_fields(e) for e in batch), strict=True)
         groups = [list(anchors), list(positives)]
         if all(n is not None for n in negatives):
             groups.append(list(negatives))
-        a, *candidates = encoder.embed(*groups)
+        a, *candidates = encoder.embed_with_grad(*groups)
         scores = F.normalize(a, dim=1) @ F.normalize(torch.cat(candidates), dim=1).T * self.scale
         return F.cross_entropy(scores, torch.arange(len(batch), device=scores.device))

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from sbert.data.examples import ScoredPair
+from sbert.protocols import TrainableEncoder
 
 
 class CosineRegressionLoss(nn.Module):
@@ -21,7 +22,7 @@ class CosineRegressionLoss(nn.Module):
             raise ValueError(f"score_range must be (low, high) with high > low, got {score_range}")
         self.low, self.high = float(low), float(high)
 
-    def forward(self, encoder, batch: Sequence[ScoredPair]) -> torch.Tensor:
-        u, v = encoder.embed([p.sentence1 for p in batch], [p.sentence2 for p in batch])
+    def forward(self, encoder: TrainableEncoder, batch: Sequence[ScoredPair]) -> torch.Tensor:
+        u, v = encoder.embed_with_grad([p.sentence1 for p in batch], [p.sentence2 for p in batch])
         gold = torch.tensor([(p.score - self.low) / (self.high - self.low) for p in batch], device=u.device)
         return F.mse_loss(F.cosine_similarity(u, v), gold.to(u.dtype))

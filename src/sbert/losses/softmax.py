@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from sbert.data.examples import LabeledPair
+from sbert.protocols import TrainableEncoder
 
 PARTS = ("u", "v", "|u-v|", "u*v")
 CONCAT_MODES = ("u,v", "|u-v|", "u*v", "|u-v|,u*v", "u,v,u*v", "u,v,|u-v|", "u,v,|u-v|,u*v")
@@ -42,10 +43,10 @@ class SoftmaxLoss(nn.Module):
         self.parts = parse_concat(concat)
         self.classifier = nn.Linear(len(self.parts) * dim, num_labels)
 
-    def logits(self, encoder, batch: Sequence[LabeledPair]) -> torch.Tensor:
-        u, v = encoder.embed([p.sentence1 for p in batch], [p.sentence2 for p in batch])
+    def logits(self, encoder: TrainableEncoder, batch: Sequence[LabeledPair]) -> torch.Tensor:
+        u, v = encoder.embed_with_grad([p.sentence1 for p in batch], [p.sentence2 for p in batch])
         return self.classifier(concatenate(u, v, self.parts))
 
-    def forward(self, encoder, batch: Sequence[LabeledPair]) -> torch.Tensor:
+    def forward(self, encoder: TrainableEncoder, batch: Sequence[LabeledPair]) -> torch.Tensor:
         labels = torch.tensor([p.label for p in batch], device=encoder.device)
         return F.cross_entropy(self.logits(encoder, batch), labels)

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from sbert.data.examples import Triplet
+from sbert.protocols import TrainableEncoder
 
 DISTANCES = {
     "euclidean": lambda x, y: F.pairwise_distance(x, y, p=2),
@@ -27,7 +28,9 @@ class TripletLoss(nn.Module):
             raise ValueError(f"distance must be one of {', '.join(DISTANCES)}, got {distance!r}")
         self.distance, self.margin = distance, float(margin)
 
-    def forward(self, encoder, batch: Sequence[Triplet]) -> torch.Tensor:
-        a, p, n = encoder.embed([t.anchor for t in batch], [t.positive for t in batch], [t.negative for t in batch])
+    def forward(self, encoder: TrainableEncoder, batch: Sequence[Triplet]) -> torch.Tensor:
+        a, p, n = encoder.embed_with_grad(
+            [t.anchor for t in batch], [t.positive for t in batch], [t.negative for t in batch]
+        )
         d = DISTANCES[self.distance]
         return F.relu(d(a, p) - d(a, n) + self.margin).mean()

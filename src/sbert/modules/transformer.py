@@ -174,10 +174,10 @@ class Transformer(Module):
 
         Each text keeps its own positions (from 0) and attends only to itself (a block-diagonal
         mask), so results equal ``collate``'s up to float rounding while no compute goes to padding.
-        ``forward`` gives back ``token_embeddings`` (B, T, H) and ``attention_mask`` (B, T) in the
-        padded layout, so pooling is unchanged.
+        ``forward_packed`` gives back ``token_embeddings`` (B, T, H) and ``attention_mask`` (B, T) in
+        the padded layout, so pooling is unchanged.
+        Callers check ``can_pack`` first (``Encoder`` does, once per run).
         """
-        self.check_packable()
         lengths = [len(ids) for ids in batch]
         longest = max(lengths)
         width = max(width or PACK_WIDTH, longest)
@@ -210,14 +210,14 @@ class Transformer(Module):
         }
 
     def forward(self, features: Features) -> Features:
-        if "unpack_index" in features:
-            return self._forward_packed(features)
+        """Token vectors of a padded batch (``collate``)."""
         inputs = {k: features[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in features}
         output = self.model(**inputs, return_dict=True)
         features["token_embeddings"] = output.last_hidden_state
         return features
 
-    def _forward_packed(self, features: Features) -> Features:
+    def forward_packed(self, features: Features) -> Features:
+        """Token vectors of a packed batch (``collate_packed``), in the padded layout."""
         attend = features["packed_attention"]
         if getattr(self.model.config, "_attn_implementation", "eager") != "sdpa":  # additive for eager attention
             dtype = next(self.model.parameters()).dtype

@@ -88,7 +88,7 @@ def _faiss():
 
 def backend_name(encoder) -> str:
     """How an ``Encoder`` makes its vectors, as recorded in an index: ``torch/fp32``, ``onnx/int8``, ..."""
-    return f"{'torch' if encoder.backend is None else 'onnx'}/{encoder.precision}"
+    return encoder.runtime
 
 
 def _precision(backend: str) -> str:
