@@ -11,6 +11,59 @@ from sbert.data.paths import data_dir
 from sbert.data.sts import read_stsb
 from sbert.errors import InputFileError
 
+# The fast tier, `pytest -m "not slow"`: what needs no model, no training and no server answers in
+# well under a minute. A test is slow when it uses a fixture that loads a model or reads the reference
+# implementation, or lives in a module that trains, starts processes or servers.
+MODEL_FIXTURES = {
+    "model",
+    "reference",
+    "tiny_encoder",
+    "stsb_sentences",
+    "saved",
+    "tiny_model",
+    "tiny_dense_folder",
+    "cross",
+}
+# Slow without such a fixture: large brute-force comparisons, model folders built inside the test.
+SLOW_TESTS = {
+    "test_choose_c_and_cross_validation_on_separable_data",
+    "test_hnsw_recall_at_10_on_20000_vectors",
+    "test_links_leading_outside_the_folder_are_refused",
+    "test_load_never_imports_sentence_transformers",
+    "test_mining_equals_brute_force_on_500_texts",
+    "test_mining_with_exact_scores_does_not_depend_on_chunk_sizes",
+    "test_non_finite_weights_are_refused_at_load_naming_the_file",
+    "test_scores_and_order_do_not_depend_on_chunk_sizes",
+    "test_semantic_search_equals_brute_force_with_odd_chunks",
+    "test_single_modes_and_every_ordered_triple_equal_sentence_transformers",
+    "test_transfer_evaluation_shows_its_folds_when_asked",
+    "test_hub_cache_layout_links_into_its_blobs_are_allowed",
+    "test_truncated_pickle_weights_name_the_folder",
+}
+SLOW_MODULES = {
+    "test_cli_train",
+    "test_cross_encoder",
+    "test_docs",
+    "test_evaluation_reference",
+    "test_index_concurrency",
+    "test_onnx",
+    "test_remote_code",
+    "test_serve",
+    "test_serve_robust",
+    "test_st_formats",
+    "test_train_interrupt",
+    "test_trainer",
+    "test_training_equivalence",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2] if item.module else ""
+        name = getattr(item, "originalname", item.name)
+        if module in SLOW_MODULES or name in SLOW_TESTS or MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def model():
