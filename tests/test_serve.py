@@ -17,7 +17,7 @@ httpx = pytest.importorskip("httpx")
 import uvicorn  # noqa: E402
 
 from sbert.serve.app import Limits, create_app  # noqa: E402
-from sbert.serve.batcher import DynamicBatcher  # noqa: E402
+from sbert.serve.merging import DynamicBatcher  # noqa: E402
 
 KEY = "test-key"
 TEXTS = ["A man is playing a guitar.", "The new movie is awesome.", "A woman slices an onion.", "Hi"]
@@ -255,9 +255,10 @@ def test_cli_serve_passes_its_options(monkeypatch):
     assert result.exit_code == 0, result.output
     assert seen["sock"].getsockname() == ("127.0.0.1", port)  # bound by the command before it loaded the model
     seen["sock"].close()
-    assert seen["port"] == port and seen["max_batch_texts"] == 64 and seen["api_key"] == "k"
-    assert seen["packing"] is False and seen["access_log"] is True and seen["dim"] == 384
-    assert seen["workers"] == 2  # the torch backend's default
+    engine = seen["engine"]
+    assert seen["port"] == port and engine.max_batch_texts == 64 and seen["api_key"] == "k"
+    assert engine.packing is False and seen["access_log"] is True and seen["dim"] == 384
+    assert engine.workers is None and engine.workers_for(on_torch=True) == 2  # the engine's default: 2 on torch
     result = CliRunner().invoke(main, ["serve", "--workers", "0"])
     assert result.exit_code != 0 and "--workers" in result.output
 

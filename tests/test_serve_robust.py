@@ -17,7 +17,7 @@ httpx = pytest.importorskip("httpx")
 
 from test_serve import TEXTS, Server, free_port  # noqa: E402
 
-from sbert.serve.app import create_app  # noqa: E402
+from sbert.serve.app import EngineSettings, create_app  # noqa: E402
 
 POISON = "this text makes the model fail"  # stands for an input that fails only inside a merged batch
 SURROGATE = b'{"input": ["A fine sentence.", "bad \\ud800 text"], "encoding_format": "float"}'
@@ -38,8 +38,8 @@ BAD = [
 
 @pytest.fixture(scope="module")
 def app(model):
-    app = create_app(model, model_name="default", max_wait_ms=20)
-    batcher = app.state.batcher
+    app = create_app(model, model_name="default", engine=EngineSettings(max_wait_ms=20))
+    batcher = app.state.engine.batcher
     encode = batcher.encode_fn
 
     def poisoned(texts):
@@ -206,7 +206,7 @@ def test_serve_listens_on_the_socket_it_bound_first(model):
 
 
 def test_batcher_retries_a_failing_merged_batch_request_by_request():
-    from sbert.serve.batcher import DynamicBatcher
+    from sbert.serve.merging import DynamicBatcher
 
     calls: list[list[str]] = []
 

@@ -14,7 +14,6 @@ KNOWN_CYCLES: set[tuple[str, str]] = set()
 KNOWN_LONG = {
     "sbert.search.index.build",
     "sbert.search.mining.paraphrase_mining",
-    "sbert.serve.app.create_app",
     "sbert.training.trainer.train",
 }
 

@@ -7,6 +7,10 @@ from pathlib import Path
 import click
 
 from sbert.cli_common import MODEL_HELP, device_options, friendly_errors, load_model
+from sbert.serve.settings import TORCH_WORKERS, EngineSettings, Limits
+
+ENGINE, LIMITS = EngineSettings(), Limits()  # the defaults, shown in --help
+POSITIVE = click.IntRange(min=1)
 
 
 @click.command()
@@ -17,17 +21,36 @@ from sbert.cli_common import MODEL_HELP, device_options, friendly_errors, load_m
 @click.option("--index", "index_dir", type=click.Path(file_okay=False, path_type=Path), help="Serve /search on it.")
 @click.option("--rerank", "rerank_model", help="A cross-encoder folder: /search re-ranks on request.")
 @click.option("--api-key", help="Require 'Authorization: Bearer KEY' (default: $SBERT_API_KEY; none = open).")
-@click.option("--max-inputs", default=2048, show_default=True, type=click.IntRange(min=1), help="Texts per request.")
-@click.option("--max-chars", default=100_000, show_default=True, type=click.IntRange(min=1), help="Per text.")
-@click.option("--max-body-mb", default=16.0, show_default=True, type=click.FloatRange(min=0.001))
-@click.option("--max-batch", default=256, show_default=True, type=click.IntRange(min=1), help="Texts per model batch.")
-@click.option("--max-wait-ms", default=5.0, show_default=True, type=click.FloatRange(min=0), help="Batch wait.")
-@click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1), help="Model forward batch.")
-@click.option("--max-tokens", type=click.IntRange(min=1), help="Cap forward passes at this many tokens.")
+@click.option("--max-inputs", default=LIMITS.max_inputs, show_default=True, type=POSITIVE, help="Texts per request.")
+@click.option("--max-chars", default=LIMITS.max_chars, show_default=True, type=POSITIVE, help="Per text.")
+@click.option(
+    "--max-body-mb", default=LIMITS.max_body_bytes / 2**20, show_default=True, type=click.FloatRange(min=0.001)
+)
+@click.option(
+    "--max-batch",
+    "max_batch_texts",
+    default=ENGINE.max_batch_texts,
+    show_default=True,
+    type=POSITIVE,
+    help="Texts per model batch.",
+)
+@click.option(
+    "--max-wait-ms", default=ENGINE.max_wait_ms, show_default=True, type=click.FloatRange(min=0), help="Batch wait."
+)
+@click.option(
+    "--batch-size",
+    "encode_batch_size",
+    default=ENGINE.encode_batch_size,
+    show_default=True,
+    type=POSITIVE,
+    help="Model forward batch.",
+)
+@click.option("--max-tokens", type=POSITIVE, help="Cap forward passes at this many tokens.")
 @click.option(
     "--workers",
-    type=click.IntRange(min=1),
-    help="Batches run side by side, torch's threads divided among them (default: 2 on torch, 1 on onnx).",
+    type=POSITIVE,
+    help="Batches run side by side, torch's threads divided among them "
+    f"(default: {TORCH_WORKERS} on torch, 1 on onnx).",
 )
 @click.option("--access-log/--no-access-log", default=False, show_default=True, help="A log line per request.")
 @click.option(
@@ -48,7 +71,8 @@ def serve(
     max_inputs,
     max_chars,
     max_body_mb,
-    **batching,
+    access_log,
+    **engine,  # EngineSettings' fields, by name
 ):
     """Serve embeddings over HTTP: OpenAI-compatible /v1/embeddings, /similarity, /search, /health, /metrics."""
     from sbert.serve import bind
@@ -56,7 +80,6 @@ def serve(
     sock = bind(host, port)  # first: a busy port fails at once, not after loading torch and the model
 
     from sbert.serve import serve as run
-    from sbert.serve.app import Limits
 
     index = None
     if index_dir is not None:
@@ -65,10 +88,8 @@ def serve(
         index = VectorIndex.open(index_dir)
     encoder = load_model(model, runtime, allow_pickle)
     if index is not None:
-        from sbert.search.index import backend_name
-
         index.check_model(model, encoder.dim)
-        index.check_backend(backend_name(encoder))  # int8 queries against float vectors degrade silently
+        index.check_backend(encoder.runtime)  # int8 queries against float vectors degrade silently
     cross = None
     if rerank_model is not None:
         from sbert.cross_encoder import CrossEncoder
@@ -84,12 +105,7 @@ def serve(
         index=index,
         api_key=api_key,
         limits=limits,
-        max_batch_texts=batching["max_batch"],
-        max_wait_ms=batching["max_wait_ms"],
-        encode_batch_size=batching["batch_size"],
-        max_tokens=batching["max_tokens"],
+        engine=EngineSettings(**engine),
         cross_encoder=cross,
-        packing=batching["packing"],
-        access_log=batching["access_log"],
-        workers=batching["workers"] or (2 if encoder.backend is None else 1),
+        access_log=access_log,
     )

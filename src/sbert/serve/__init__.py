@@ -1,4 +1,10 @@
-"""The embedding service: ``create_app`` (FastAPI) and ``DynamicBatcher``; ``sbert serve`` runs it."""
+"""The embedding service; ``sbert serve`` runs it.
+
+``bind``, ``make_server`` and ``serve`` (here) start it; ``app.create_app`` wires the FastAPI app from
+``engine`` (how texts are batched and run), ``schemas``/``responses`` (the bodies), ``routes``,
+``errors`` and ``gate`` (auth, limits, metrics). This module stays light: the command line binds the
+port before it loads torch or the model.
+"""
 
 from __future__ import annotations
 
@@ -66,7 +72,7 @@ def serve(
     """Run the service with uvicorn until SIGINT/SIGTERM; in-flight requests finish first.
 
     ``sock``: a socket from ``bind`` (else ``host:port`` is bound here). ``options`` go to ``create_app``
-    (index, limits, batching, cross_encoder, packing, workers). ``access_log`` logs a line per request
+    (index, limits, engine settings, cross_encoder). ``access_log`` logs a line per request
     (off: /metrics counts requests for less CPU).
     """
     from sbert.serve.app import create_app

@@ -1,4 +1,6 @@
-"""Dynamic batching: concurrent requests' texts merged into batches and embedded on one worker thread.
+"""Dynamic batching of requests: concurrent requests' texts merged into batches, run on worker threads.
+
+Not to be confused with ``sbert.batching`` (smart batching: one call's texts grouped by length).
 
 Requests call ``await batcher.embed(texts)``; ``encode_fn(texts)`` returns an array, or a tuple of
 arrays (say embeddings and token counts), with one row per text. A worker thread (never the event loop) takes queued
@@ -6,7 +8,8 @@ requests until the batch holds ``max_batch_texts`` texts or ``max_batch_chars`` 
 ``max_wait_ms`` has passed since the first one, embeds them in one ``encode_fn`` call and hands each
 request its rows. A merged batch that fails is retried request by request, so only the request that
 makes ``encode_fn`` fail gets the error. With ``workers`` > 1, that many threads do this side by side:
-one collects the next batch while another runs the model (give each fewer torch threads, see ``create_app``).
+one collects the next batch while another runs the model (give each fewer torch threads, as
+``EmbeddingEngine`` does).
 """
 
 from __future__ import annotations

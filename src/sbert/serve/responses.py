@@ -1,0 +1,82 @@
+"""Response bodies of the service, as pydantic models, and the JSON writer that sends them.
+
+Routes send plain dicts through ``json_response`` (orjson, numpy arrays written directly: no
+float lists built in Python); the models below are the contract those dicts keep (the OpenAPI
+schema, and the tests check served bodies against them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel
+from starlette.responses import Response
+
+
+def json_response(payload: Any, status: int = 200) -> Response:
+    """A JSON response; numpy arrays in ``payload`` are written directly (orjson), not via lists."""
+    return Response(
+        orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY), status_code=status, media_type="application/json"
+    )
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorResponse(BaseModel):
+    """OpenAI's error shape, for every 4xx and 5xx."""
+
+    error: ErrorDetail
+
+
+class Embedding(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str  # a base64 string of little-endian float32 with encoding_format=base64
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingResponse(BaseModel):
+    """OpenAI's embeddings response."""
+
+    object: Literal["list"] = "list"
+    data: list[Embedding]
+    model: str
+    usage: Usage
+
+
+class SimilarityResponse(BaseModel):
+    mode: Literal["matrix", "pairwise"]
+    similarity: str
+    scores: list[list[float]] | list[float]
+
+
+class Hit(BaseModel):
+    id: str
+    score: float
+    text: str | None = None
+
+
+class QueryResult(BaseModel):
+    query: str
+    hits: list[Hit]
+
+
+class SearchResponse(BaseModel):
+    results: list[QueryResult]
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+    model: str
+    dim: int
+    index: bool

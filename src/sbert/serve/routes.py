@@ -1,0 +1,148 @@
+"""The service's endpoints, each a few lines: read the request model, ask the engine, answer.
+
+Every route finds what it serves in ``request.app.state.service`` (a ``Service``, built by
+``create_app``). Embedding runs on the engine's worker threads; search and re-ranking on
+Starlette's thread pool: never on the event loop.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from fastapi import FastAPI, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from sbert import similarity
+from sbert.protocols import PairScorer
+from sbert.serve.engine import Embedded, EmbeddingEngine
+from sbert.serve.errors import ApiError
+from sbert.serve.responses import EmbeddingResponse, Health, SearchResponse, SimilarityResponse, json_response
+from sbert.serve.schemas import Context, EmbeddingRequest, RequestModel, SearchRequest, SimilarityRequest, parse
+
+
+@dataclass
+class Service:
+    """What the routes serve: the engine, request context, similarity function, index, cross-encoder."""
+
+    engine: EmbeddingEngine
+    context: Context
+    similarity_fn_name: str = "cosine"
+    index: Any = None  # a VectorIndex, for /search
+    index_backend: str | None = None  # how the encoder makes vectors, as the index records it
+    cross_encoder: PairScorer | None = None
+
+    async def read(self, request: Request, model: type[RequestModel]) -> RequestModel:
+        """The request's body as ``model``, validated against this server (ApiError otherwise)."""
+        return parse(await request.body(), model, self.context)
+
+
+def add_routes(app: FastAPI) -> None:
+    """Serve the endpoints on ``app`` itself (not through a sub-router: the gate labels /metrics by
+    matching the app's own routes, before routing)."""
+    app.add_api_route("/health", health, methods=["GET"], response_model=Health)
+    app.add_api_route("/metrics", metrics, methods=["GET"])
+    app.add_api_route("/v1/embeddings", embeddings, methods=["POST"], response_model=EmbeddingResponse)
+    app.add_api_route("/similarity", similarity_scores, methods=["POST"], response_model=SimilarityResponse)
+    app.add_api_route("/search", search, methods=["POST"], response_model=SearchResponse)
+
+
+def _service(request: Request) -> Service:
+    return request.app.state.service
+
+
+async def health(request: Request) -> dict:
+    service = _service(request)
+    return {
+        "status": "ok",
+        "model": service.context.model_name,
+        "dim": service.engine.dim,
+        "index": service.index is not None,
+    }
+
+
+async def metrics(request: Request) -> Response:
+    return request.app.state.metrics.response()
+
+
+async def embeddings(request: Request) -> Response:
+    service = _service(request)
+    body = await service.read(request, EmbeddingRequest)
+    embedded = await service.engine.embed(body.input)
+    if not body.truncate and embedded.first_truncated is not None:
+        raise ApiError(
+            400,
+            f"input[{embedded.first_truncated}] is longer than the model's {service.engine.max_seq_length} tokens "
+            "(send truncate=true to cut it)",
+            "input",
+            "input_too_long",
+        )
+    return json_response(_embedding_body(body, embedded, service.context.model_name))
+
+
+async def similarity_scores(request: Request) -> Response:
+    service = _service(request)
+    body = await service.read(request, SimilarityRequest)
+    vectors = (await service.engine.embed(body.a + (body.b or []))).vectors
+    a, b = vectors[: len(body.a)], vectors[len(body.a) :] if body.b is not None else vectors
+    scores = similarity.get(service.similarity_fn_name, pairwise=body.mode == "pairwise")(a, b)
+    return json_response({"mode": body.mode, "similarity": service.similarity_fn_name, "scores": scores})
+
+
+async def search(request: Request) -> Response:
+    service = _service(request)
+    if service.index is None:
+        raise ApiError(404, "no index is loaded: start the server with --index DIR", code="no_index")
+    body = await service.read(request, SearchRequest)
+    _check_search(service, body)
+    hits = await _hits(service, body, (await service.engine.embed(body.query)).vectors)
+    results = [
+        {"query": query, "hits": [{"id": h.id, "score": h.score, "text": h.text} for h in found]}
+        for query, found in zip(body.query, hits, strict=True)
+    ]
+    return json_response({"results": results})
+
+
+def _embedding_body(body: EmbeddingRequest, embedded: Embedded, model_name: str) -> dict:
+    """OpenAI's embeddings response: vectors (cut to ``dimensions`` and re-normalised), floats or base64."""
+    vectors = embedded.vectors
+    if body.dimensions is not None and body.dimensions < vectors.shape[1]:
+        vectors = vectors[:, : body.dimensions]
+        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    vectors = np.ascontiguousarray(vectors, dtype="<f4")
+    base64_out = body.encoding_format == "base64"
+    data = [
+        {"object": "embedding", "index": i, "embedding": base64.b64encode(v.tobytes()).decode() if base64_out else v}
+        for i, v in enumerate(vectors)
+    ]
+    tokens = int(embedded.tokens.sum())
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+    return {"object": "list", "data": data, "model": body.model or model_name, "usage": usage}
+
+
+def _check_search(service: Service, body: SearchRequest) -> None:
+    """Refuse a ``method`` the index does not hold, or ``rerank`` without a cross-encoder."""
+    service.index.refresh()  # another process may have written a new version (with other structures)
+    if body.method not in (None, "exact", *service.index.structures):
+        raise ApiError(400, f"'method' must be exact or one of {service.index.structures}", "method")
+    if body.rerank and service.cross_encoder is None:
+        raise ApiError(400, "no cross-encoder is loaded: start the server with --rerank MODEL", "rerank")
+
+
+async def _hits(service: Service, body: SearchRequest, vectors: np.ndarray) -> list:
+    """Each query's hits: ``k`` from the index, or ``candidates`` re-ranked down to ``k``."""
+    fetch = max(body.k, body.candidates) if body.rerank else body.k
+    hits = await run_in_threadpool(
+        service.index.search, vectors, fetch, method=body.method, backend=service.index_backend
+    )
+    if not body.rerank:
+        return hits
+    from sbert.search.rerank import rerank
+
+    return [
+        await run_in_threadpool(rerank, service.cross_encoder, query, found, body.k)
+        for query, found in zip(body.query, hits, strict=True)
+    ]

@@ -1,0 +1,183 @@
+"""Request bodies of the service, as pydantic models, and the safe reading of a body into one.
+
+``parse(raw, Model, context)`` reads JSON (refusing integers over ``MAX_INT_DIGITS`` digits and
+bodies nested too deeply) and validates it with a ``Context``: the limits, the model's width and
+names. Every refusal is an ``ApiError`` in OpenAI's shape naming the field (``'input[3]' is empty``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, NoReturn, TypeVar
+
+from pydantic import (
+    BaseModel,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    WrapValidator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from sbert.encoder import check_texts
+from sbert.serve.errors import ApiError, from_validation
+from sbert.serve.settings import Limits
+
+MAX_INT_DIGITS = 100  # longer integers in a request body are refused (Python's own limit, 4300, raises ValueError)
+RequestModel = TypeVar("RequestModel", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What validating a request needs to know about the server."""
+
+    limits: Limits
+    dim: int
+    model_name: str = "default"
+    served: frozenset[str] = frozenset()
+
+
+def refuse(message: str, code: str | None = None, param: str | None = None, status: int = 400, **more: Any) -> NoReturn:
+    """Refuse a request from inside a validator with this exact message (``errors.from_validation``
+    turns it into an ApiError with ``status``, ``param`` and ``code``)."""
+    ctx = {"message": message, "code": code, "param": param, "status": status, **more}
+    raise PydanticCustomError("refused", "{message}", ctx)
+
+
+def _context(info: ValidationInfo) -> Context:
+    return info.context if isinstance(info.context, Context) else Context(Limits(), dim=2**31)
+
+
+def phrased(message: str) -> WrapValidator:
+    """Refuse anything the wrapped type refuses with "'field' ``message``"."""
+
+    def check(value: Any, handler: Callable[[Any], Any], info: ValidationInfo) -> Any:
+        try:
+            return handler(value)
+        except ValidationError:
+            refuse(f"'{info.field_name}' {message}", param=info.field_name)
+
+    return WrapValidator(check)
+
+
+Count = Annotated[StrictInt, Field(ge=1, le=1000), phrased("must be an integer from 1 to 1000")]  # not true/false
+Flag = Annotated[StrictBool, phrased("must be true or false")]
+
+
+def _texts(value: Any, handler: Callable[[Any], Any], info: ValidationInfo) -> list[str]:
+    """A string or a list of strings within the limits, each one the model can encode."""
+    param, limits = info.field_name or "input", _context(info).limits
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items:
+        refuse(f"'{param}' must be a non-empty string or a non-empty list of strings", param=param)
+    if len(items) > limits.max_inputs:
+        refuse(f"'{param}' has {len(items)} items; the limit is {limits.max_inputs}", "too_many_inputs", param)
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            kind = "token arrays are not supported; send text" if isinstance(text, (int, list)) else type(text).__name__
+            refuse(f"'{param}[{i}]' must be a string ({kind})", param=param)
+        if not text.strip():
+            refuse(f"'{param}[{i}]' is empty; empty strings cannot be embedded", "empty_input", param)
+        if len(text) > limits.max_chars:
+            refuse(
+                f"'{param}[{i}]' has {len(text)} characters; the limit is {limits.max_chars}", "input_too_long", param
+            )
+    try:
+        check_texts(items)  # what the model cannot encode (lone surrogates), refused before it joins a batch
+    except (TypeError, ValueError) as err:
+        refuse(re.sub(r"^texts\[(\d+)\]", lambda m: f"'{param}[{m.group(1)}]'", str(err)), "invalid_input", param)
+    return items
+
+
+def _optional_texts(value: Any, handler: Callable[[Any], Any], info: ValidationInfo) -> list[str] | None:
+    return None if value is None else _texts(value, handler, info)
+
+
+Texts = Annotated[list[str], WrapValidator(_texts)]
+OptionalTexts = Annotated[list[str] | None, WrapValidator(_optional_texts)]
+REQUIRED = Field(None, validate_default=True)  # absent: refused by the validator, with its message
+
+
+def _served_model(value: Any, handler: Callable[[Any], Any], info: ValidationInfo) -> str | None:
+    """A model this server serves (absent: the served one); any other name gets OpenAI's 404."""
+    if value is not None and not isinstance(value, str):
+        refuse("'model' must be a string", param="model")
+    context = _context(info)
+    if value is None or value in context.served or not context.served:
+        return value
+    others = ", ".join(repr(n) for n in sorted(context.served - {context.model_name}))
+    message = f"the model {value!r} does not exist here: this server serves {context.model_name!r}"
+    refuse(f"{message} (also accepted: {others})", "model_not_found", "model", status=404, kind="invalid_request_error")
+
+
+def _dimensions(value: Any, handler: Callable[[Any], Any], info: ValidationInfo) -> int | None:
+    dim = _context(info).dim
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= dim):
+        refuse(f"'dimensions' must be an integer from 1 to {dim}", param="dimensions")
+    return value
+
+
+class EmbeddingRequest(BaseModel):
+    """OpenAI's embeddings request, plus ``truncate`` (false: texts over the model's length are refused)."""
+
+    model: Annotated[str | None, WrapValidator(_served_model)] = None  # first: an unknown model is a 404 first
+    input: Texts = REQUIRED
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: Annotated[int | None, WrapValidator(_dimensions)] = None
+    truncate: Flag = True
+
+
+class SimilarityRequest(BaseModel):
+    """Scores between ``a`` and ``b`` (absent: ``a`` with itself): a matrix, or pair by pair."""
+
+    a: Texts = REQUIRED
+    b: OptionalTexts = None
+    mode: Literal["matrix", "pairwise"] = "matrix"
+
+    @model_validator(mode="after")
+    def _pairs(self) -> SimilarityRequest:
+        if self.mode == "pairwise" and (self.b is None or len(self.a) != len(self.b)):
+            refuse("'pairwise' needs 'a' and 'b' of the same length", param="b")
+        return self
+
+
+class SearchRequest(BaseModel):
+    """The ``k`` nearest texts to each query; ``rerank`` re-scores ``candidates`` with the cross-encoder."""
+
+    query: Texts = REQUIRED
+    k: Count = 10
+    method: Annotated[StrictStr | None, phrased("must be a string")] = None
+    rerank: Flag = False
+    candidates: Count = 100
+
+
+def parse(raw: bytes, model: type[RequestModel], context: Context) -> RequestModel:
+    """The request body ``raw`` as ``model``, or an ApiError (400, or 404 for an unknown model)."""
+    try:
+        payload = json.loads(raw, parse_int=_parse_int)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ApiError(400, f"request body is not valid JSON: {err}") from err
+    except RecursionError:
+        raise ApiError(400, "request body is nested too deeply (arrays or objects inside each other)") from None
+    if not isinstance(payload, dict):
+        raise ApiError(400, "request body must be a JSON object")
+    try:
+        return model.model_validate(payload, context=context)
+    except ValidationError as err:
+        raise from_validation(err) from None
+
+
+def _parse_int(digits: str) -> int:
+    """json's integer parser, refusing numbers too long to be a sensible value (and to convert quickly)."""
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise ApiError(
+            400, f"request body holds an integer of {len(digits)} digits; the limit is {MAX_INT_DIGITS} digits"
+        )
+    return int(digits)
