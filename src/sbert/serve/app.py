@@ -19,7 +19,7 @@ from sbert.errors import ModelNotFoundError
 from sbert.protocols import PairScorer
 from sbert.registry import canonical_name, known_names, resolve
 from sbert.serve import errors
-from sbert.serve.engine import EmbeddingEngine
+from sbert.serve.engine import EmbeddingEngine, ServedEncoder
 from sbert.serve.gate import Gate
 from sbert.serve.metrics import Metrics, route_label
 from sbert.serve.routes import Service, add_routes
@@ -30,7 +30,7 @@ __all__ = ["EngineSettings", "Limits", "create_app"]
 
 
 def create_app(
-    encoder,
+    encoder: ServedEncoder,
     *,
     model_name: str = "default",
     index=None,
@@ -78,7 +78,7 @@ def create_app(
     return app
 
 
-def served_names(model_name: str, encoder) -> frozenset[str]:
+def served_names(model_name: str, encoder: ServedEncoder) -> frozenset[str]:
     """The ``model`` values /v1/embeddings accepts: the served name, its folder and the aliases of that model."""
     names = {model_name, canonical_name(model_name)}
     folder = Path(encoder.path).resolve() if getattr(encoder, "path", None) is not None else None

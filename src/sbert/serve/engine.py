@@ -7,12 +7,58 @@ torch's threads are divided among them. Routes only ``await engine.embed(texts)`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from sbert.protocols import TextEncoder
 from sbert.serve.merging import DynamicBatcher
 from sbert.serve.settings import EngineSettings
+
+if TYPE_CHECKING:
+    from sbert.pipeline import Tokenized
+
+
+@runtime_checkable
+class ServedEncoder(TextEncoder, Protocol):
+    """What the service needs from a model: tokenise a merged batch once, embed those tokens, and how
+    it runs (``Encoder`` satisfies it)."""
+
+    similarity_fn_name: str
+
+    @property
+    def max_seq_length(self) -> int: ...
+
+    @property
+    def backend_name(self) -> str:
+        """ "torch" or "onnx"."""
+        ...
+
+    @property
+    def can_pack(self) -> bool:
+        """Whether ``encode_tokenized(..., packing=True)`` runs on this model and backend."""
+        ...
+
+    @property
+    def runtime(self) -> str:
+        """Backend and precision as an index records them ("torch/fp32")."""
+        ...
+
+    def tokenize(self, texts: Sequence[str]) -> Tokenized: ...
+
+    def encode_tokenized(
+        self,
+        tokens: Tokenized,
+        *,
+        batch_size: int = 32,
+        max_tokens: int | None = None,
+        packing: bool = False,
+        show_progress: bool | None = None,
+    ) -> np.ndarray:
+        """(len(tokens), dim) float32 sentence vectors, in input order."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -37,7 +83,7 @@ class EmbeddingEngine:
     ``close`` finishes the queued work, stops the workers and gives torch back its threads.
     """
 
-    def __init__(self, encoder, settings: EngineSettings | None = None) -> None:
+    def __init__(self, encoder: ServedEncoder, settings: EngineSettings | None = None) -> None:
         settings = settings or EngineSettings()
         on_torch, can_pack = encoder.backend_name == "torch", encoder.can_pack
         if settings.packing and not can_pack:
