@@ -331,7 +331,7 @@ def main() -> None:
 
     model = sbert.load("default", device="cpu", backend=args.backend)
     model.encode(texts[:256])
-    can_pack = args.backend == "torch" and model.transformer.can_pack
+    can_pack = model.can_pack
     packing = {"auto": can_pack, "on": True, "off": False}[args.server_packing]
 
     def library_rate(**options) -> tuple[float, float]:
@@ -389,15 +389,15 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=60)
     # The library on batches like the server's: shuffled texts, groups of the mean merged batch size,
-    # one tokenize + encode call per group (what the server's worker does per batch).
+    # one tokenize + encode_tokenized call per group (what the server's engine does per batch).
     shuffled = random.Random(0).sample(texts, len(texts))
     for row in rows:
         size = max(1, int(float(row[6])))
         began = time.perf_counter()
         for i in range(0, len(shuffled), size):
             group = shuffled[i : i + size]
-            model.transformer.tokenize(group)
-            model.encode(group, show_progress=False, batch_size=256 if packing else 32, packing=packing)
+            tokens = model.tokenize(group)
+            model.encode_tokenized(tokens, show_progress=False, batch_size=256 if packing else 32, packing=packing)
         same_batches = len(texts) / (time.perf_counter() - began)
         row.insert(-2, f"{same_batches:,.0f} ({same_batches / default_rate:.0%})")
     lines = [
