@@ -21,7 +21,8 @@ from conftest import make_tiny_encoder
 import sbert
 from sbert.cli import main
 from sbert.training import Trainer
-from sbert.training.recipe import ObjectiveSpec, load_run_file, read_examples
+from sbert.training.recipe import objective_examples
+from sbert.training.spec import ObjectiveSpec, load_run_file
 
 STSB = "\n".join(
     f"main-captions\tMSRvid\t2012test\t{i:04d}\t{i % 6}.0\tA man is playing number {i}.\tA person plays {i}."
@@ -235,7 +236,7 @@ def test_bad_train_arguments(files):
 
 
 def test_nli_becomes_triplets_for_triplet_objectives(files):
-    triplets = read_examples("nli", files / "nli.jsonl", "triplet")
+    triplets = objective_examples(ObjectiveSpec("triplet", "nli", [str(files / "nli.jsonl")]))
     assert triplets and all(t.anchor.startswith("A dog") for t in triplets)
     with pytest.raises(ValueError, match="expected one of"):
         ObjectiveSpec("regression", "csv", ["x"])
@@ -279,3 +280,36 @@ def test_a_model_with_truncate_dim_trains_on_its_full_width_and_keeps_the_settin
     assert result.exit_code == 0, result.output
     trained = sbert.load(tmp_path / "out", device="cpu")
     assert (trained.truncate_dim, trained.model_dim, trained.encode(["a dog"]).shape) == (8, 16, (1, 8))
+
+
+def test_train_and_eval_choices_come_from_the_tables():
+    from sbert.cli import evaluate, train
+    from sbert.data.formats import FORMATS
+    from sbert.evaluation.tasks import TASKS
+    from sbert.losses.registry import OBJECTIVES
+    from sbert.losses.triplet import DISTANCES
+    from sbert.modules.pooling import MODES
+
+    choices = {p.name: tuple(p.type.choices) for p in train.params if hasattr(p.type, "choices")}
+    assert choices["objective"] == tuple(OBJECTIVES) and choices["fmt"] == choices["dev_format"] == tuple(FORMATS)
+    assert (choices["pooling"], choices["distance"]) == (MODES, tuple(DISTANCES))
+    tasks_help = next(p.help for p in evaluate.params if p.name == "tasks")
+    assert all(task in tasks_help for task in TASKS)
+    code = "import sys, sbert.cli; print('torch' in sys.modules)"  # the tables that need torch load on use
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_options_override_a_run_file_and_cannot_add_an_objective_to_it(files, tiny_model):
+    run = files / "run.toml"
+    run.write_text(
+        f'model = "{tiny_model}"\nout = "{files / "from-file"}"\n[train]\nbatch_size = 4\nmax_steps = 5\n'
+        f'progress = false\n[[objectives]]\nobjective = "regression"\nformat = "stsb"\n'
+        f'train = ["{files / "sts.csv"}"]\n'
+    )
+    out = files / "from-options"
+    result = CliRunner().invoke(main, ["train", "--config", str(run), "--max-steps", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert [r["step"] for r in log_rows(files / "from-options.train") if "loss" in r] == [1, 2]
+    assert not (files / "from-file").exists()
+    result = CliRunner().invoke(main, ["train", "--config", str(run), "--objective", "mnrl"])
+    assert result.exit_code == 2 and "--objective, --format and --train describe one objective" in result.output

@@ -227,7 +227,7 @@ def _nli_senteval(folder):
 
 
 def _run_file(path):
-    from sbert.training.recipe import load_run_file
+    from sbert.training.spec import load_run_file
 
     return load_run_file(path)
 
@@ -287,3 +287,106 @@ def test_a_damaged_gzip_file_is_named(tmp_path):
     path.write_bytes(gzip.compress(b"g\tf\t2012\t1\t2.5\tA\tB\n" * 2000)[:-40])  # truncated
     with pytest.raises(InputFileError, match=r"sts.csv.gz: damaged or truncated gzip file"):
         list(read_stsb(path))
+
+
+# -- the formats table, and run specifications filled from TOML, YAML or options -------------------------
+SICK_ROWS = "1\tA man eats.\tA man is eating.\t4.5\tENTAILMENT\n2\tA dog runs.\tA cat sleeps.\t1.5\tCONTRADICTION\n"
+
+
+def test_each_format_reads_the_kinds_of_example_its_entry_names(tmp_path):
+    from sbert.data.formats import FORMATS, formats_giving, read_examples
+
+    (tmp_path / "SICK_train.txt").write_text(SICK_ROWS)
+    assert read_examples("sick", tmp_path / "SICK_train.txt", ScoredPair)[0] == ScoredPair(
+        "A man eats.", "A man is eating.", 4.5
+    )
+    assert [p.label for p in read_examples("sick", tmp_path / "SICK_train.txt", LabeledPair)] == [1, 0]
+    assert FORMATS["nli"].kind_for([Triplet, ScoredPair, LabeledPair]) is Triplet  # NLI pairs become triplets
+    assert FORMATS["sick"].kind_for([Triplet, ScoredPair, LabeledPair]) is ScoredPair
+    assert formats_giving([LabeledPair]) == ["sick", "nli"]
+    with pytest.raises(ValueError, match=r"format 'sick' gives ScoredPair or LabeledPair examples, not Triplet"):
+        read_examples("sick", tmp_path / "SICK_train.txt", Triplet)
+    (tmp_path / "empty.tsv").write_text("anchor\tpositive\tnegative\n")
+    with pytest.raises(InputFileError, match=r"empty.tsv: no triplets examples found"):
+        read_examples("triplets", tmp_path / "empty.tsv", Triplet)
+
+
+RUN_TOML = """
+out = "m"
+dev = "dev.csv"
+dev_format = "stsb"
+[train]
+batch_size = 8
+lr = 1e-4
+[[objectives]]
+objective = "triplet"
+format = "nli"
+train = "nli.jsonl"
+margin = 2
+"""
+RUN_YAML = """
+out: m
+dev: dev.csv
+dev_format: stsb
+train: {batch_size: 8, lr: 1.0e-4}
+objectives:
+  - {objective: triplet, format: nli, train: [nli.jsonl], margin: 2.0}
+"""
+
+
+def test_toml_yaml_and_options_fill_the_same_run_spec(tmp_path):
+    from sbert.training.spec import load_run_file, run_spec, values_from_options
+
+    (tmp_path / "run.toml").write_text(RUN_TOML)
+    (tmp_path / "run.yaml").write_text(RUN_YAML)
+    options = {"out": "m", "dev": "dev.csv", "dev_format": "stsb", "batch_size": 8, "lr": 1e-4, "epochs": None}
+    options |= {"objective": "triplet", "format": "nli", "margin": 2.0, "concat": None, "model": None}
+    from_options = run_spec(values_from_options(options, ["nli.jsonl"]))
+    assert load_run_file(tmp_path / "run.toml") == load_run_file(tmp_path / "run.yaml") == from_options
+    objective = from_options.objectives[0]
+    assert objective.settings == {"margin": 2.0, "distance": "euclidean"} and objective.kind is Triplet
+    assert (from_options.config.batch_size, from_options.config.epochs, from_options.model) == (8, 1, "default")
+    overridden = load_run_file(tmp_path / "run.toml", values_from_options({"epochs": 3, "out": "elsewhere"}))
+    assert (overridden.out, overridden.config.epochs, overridden.config.batch_size) == ("elsewhere", 3, 8)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"out": "m", "train": {"batch_size": "16"}}, r"train.batch_size: expected an integer, got '16'"),
+        ({"out": "m", "train": {"lr": "2e-5"}}, r"train.lr: expected a number, got '2e-5' \(YAML reads 2e-5 as text"),
+        ({"out": "m", "train": {"learning_rate": 1}}, r"train.learning_rate: unknown key; training settings are"),
+        ({"out": "m", "normalize": "yes"}, r"normalize: expected true or false or nothing, got 'yes'"),
+        ({"out": 3}, r"out: expected a string, got 3"),
+        ({"objectives": []}, r"out: missing"),
+        ({"out": "m", "objectives": []}, r"objectives: none given"),
+        ({"out": "m", "objectives": [{"objective": "triplet", "format": "nli"}]}, r"objectives\[0\].train: missing"),
+        (
+            {"out": "m", "objectives": [{"objective": "triplet", "format": "nli", "train": "x", "margin": "big"}]},
+            r"objectives\[0\]: margin: expected a number, got 'big'",
+        ),
+        (
+            {"out": "m", "objectives": [{"objective": "triplet", "format": "nli", "train": "x", "margn": 1}]},
+            r"objectives\[0\].margn: unknown key; objective keys are concat, distance",
+        ),
+        (
+            {"out": "m", "objectives": [{"objective": "classification", "format": "stsb", "train": "x"}]},
+            r"objectives\[0\]: objective 'classification' needs LabeledPair examples, but format 'stsb' gives",
+        ),
+        (
+            {
+                "out": "m",
+                "cross_encoder": True,
+                "dev": "d",
+                "dev_format": "nli",
+                "objectives": [{"objective": "regression", "format": "stsb", "train": "x"}],
+            },
+            r"a cross-encoder's dev data must be scored pairs: dev format 'nli': expected one of stsb, sick, sts",
+        ),
+    ],
+)
+def test_a_bad_run_value_is_refused_with_its_key(values, message):
+    from sbert.training.spec import run_spec
+
+    with pytest.raises(ValueError, match=message):
+        run_spec(values)

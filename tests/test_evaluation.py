@@ -17,7 +17,7 @@ from sbert.errors import InputFileError
 from sbert.evaluation import STSEvaluator, TripletEvaluator
 from sbert.evaluation.baselines import WordVectorAverage
 from sbert.evaluation.sts import STSSubsetsEvaluator, correlations
-from sbert.evaluation.tasks import expand, make_evaluator
+from sbert.evaluation.tasks import expand, task_evaluator
 from sbert.evaluation.transfer import choose_c, cross_validated_accuracy, fold_indices, pair_features
 
 
@@ -171,7 +171,7 @@ def test_task_names_expand_and_missing_folders_are_named(tmp_path):
     with pytest.raises(ValueError, match="unknown task 'sts17'"):
         expand("sts17")
     with pytest.raises(InputFileError, match=r"STS13-en-test: STS13 folder not found"):
-        make_evaluator("sts13", tmp_path)
+        task_evaluator("sts13", tmp_path)
 
 
 def test_eval_command_on_a_fixture_data_folder(tmp_path, model):
@@ -218,3 +218,57 @@ def test_transfer_evaluation_shows_its_folds_when_asked(capsys):
     for quiet in (False, None):  # None: only on a terminal, and pytest's standard error is not one
         TransferEvaluator(cv, inner_folds=2)(encoder, show_progress=quiet)
         assert capsys.readouterr().err == ""
+
+
+# -- evaluators name their headline metric ----------------------------------------------------------------------
+class TableScorer:
+    """A one-label cross-encoder stand-in: each pair's score given up front."""
+
+    num_labels = 1
+
+    def __init__(self, scores: dict[tuple[str, str], float]) -> None:
+        self.scores = scores
+
+    def predict(self, pairs, batch_size=32, show_progress=None):
+        return np.array([self.scores[tuple(p)] for p in pairs], dtype=np.float32)
+
+
+def test_each_evaluator_names_its_headline_metric_for_the_model_it_scores():
+    from sbert.evaluation import Evaluator
+    from sbert.evaluation.transfer import TransferEvaluator
+
+    enc = TableEncoder({"a": [1, 0], "b": [1, 0.1], "c": [0, 1], "d": [1, 1]})
+    pairs = [ScoredPair("a", "b", 5.0), ScoredPair("a", "c", 0.0), ScoredPair("a", "d", 3.0)]
+    cross = TableScorer({("a", "b"): 0.9, ("a", "c"): 0.1, ("a", "d"): 0.5})
+    cv, _, transfer_encoder = _tiny_transfer_tasks()
+    cases = [
+        (STSEvaluator(pairs), enc, "spearman_cosine"),
+        (STSEvaluator(pairs), cross, "spearman_score"),
+        (STSSubsetsEvaluator({"x": pairs}), enc, "all_pooled/spearman_cosine"),
+        (STSSubsetsEvaluator({"x": pairs}), cross, "all_pooled/spearman_score"),
+        (TripletEvaluator([Triplet("a", "b", "c")]), enc, "accuracy_euclidean"),
+        (TransferEvaluator(cv, inner_folds=2), transfer_encoder, "accuracy"),
+    ]
+    for evaluator, model, key in cases:
+        assert isinstance(evaluator, Evaluator)
+        assert evaluator.primary_metric(model) == key
+        assert key in evaluator(model, show_progress=False), key
+    assert STSEvaluator(pairs)(cross)["spearman_score"] == pytest.approx(100.0)
+
+
+def test_dev_evaluator_of_each_training_format(tmp_path):
+    from sbert.evaluation.dev import dev_evaluator
+
+    (tmp_path / "nli.jsonl").write_text(
+        "".join(
+            json.dumps({"sentence1": "p", "sentence2": h, "gold_label": g}) + "\n"
+            for h, g in (("e", "entailment"), ("c", "contradiction"))
+        )
+    )
+    (tmp_path / "sts.csv").write_text("g\tf\t2012\t1\t4.0\ta\tb\ng\tf\t2012\t2\t1.0\ta\tc\n")
+    triplets = dev_evaluator("nli", tmp_path / "nli.jsonl")
+    assert isinstance(triplets, TripletEvaluator) and triplets.triplets == [Triplet("p", "e", "c")]
+    scored = dev_evaluator("stsb", tmp_path / "sts.csv", cross_encoder=True)
+    assert isinstance(scored, STSEvaluator) and scored.name == "sts.csv"
+    with pytest.raises(ValueError, match=r"dev format 'nli': gives nothing a dev evaluation reads; expected one of"):
+        dev_evaluator("nli", tmp_path / "nli.jsonl", cross_encoder=True)

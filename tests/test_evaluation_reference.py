@@ -6,7 +6,7 @@ import pytest
 
 from sbert.data.paths import data_dir
 from sbert.errors import InputFileError
-from sbert.evaluation.tasks import make_evaluator
+from sbert.evaluation.tasks import task_evaluator
 
 st = pytest.importorskip("sentence_transformers")
 
@@ -32,13 +32,13 @@ def reference_spearman(reference, pairs) -> float:
 
 
 def test_default_model_scores_its_published_stsb_value(model, folder):
-    score = make_evaluator("stsb", folder)(model)["spearman_cosine"]
+    score = task_evaluator("stsb", folder)(model)["spearman_cosine"]
     assert score == pytest.approx(82.03, abs=0.05)
 
 
 @pytest.mark.parametrize("task", ["sick-r", "sts12"])
 def test_same_score_as_sentence_transformers_evaluator(model, reference, folder, task):
-    evaluator = make_evaluator(task, folder)
+    evaluator = task_evaluator(task, folder)
     pairs = evaluator.pairs if task == "sick-r" else [p for s in evaluator.subsets.values() for p in s]
     ours = evaluator(model)
     ours = ours["spearman_cosine"] if task == "sick-r" else ours["all_pooled/spearman_cosine"]

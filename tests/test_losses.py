@@ -123,3 +123,48 @@ def test_in_batch_negatives_by_hand():
     row2 = -math.log(math.exp(s * c) / (math.exp(0) + math.exp(s * c) + math.exp(s) + math.exp(0)))
     triplets = [Triplet("a1", "p1", "n1"), Triplet("a2", "p2", "n2")]
     assert MultipleNegativesRankingLoss()(enc, triplets).item() == pytest.approx((row1 + row2) / 2, rel=1e-5)
+
+
+# -- the objectives table: an objective is one entry, its loss built from its settings -----------------------
+def test_every_objective_builds_its_loss_from_its_settings():
+    from sbert.losses.cross_encoder import CrossEncoderScoreLoss
+    from sbert.losses.registry import OBJECTIVES, LossInputs
+
+    enc = FixedEncoder({"a": [1.0, 0.0], "b": [0.0, 1.0], "c": [1.0, 1.0]})
+    batches = {LabeledPair: [LabeledPair("a", "b", 1)], ScoredPair: [ScoredPair("a", "b", 2.5)]}
+    batches[Triplet] = [Triplet("a", "c", "b")]
+    for name, kind in OBJECTIVES.items():
+        loss = kind.bi_encoder(LossInputs(kind.settings, dim=2))
+        assert torch.isfinite(loss(enc, batches[kind.needs[0]])), name
+    sick = OBJECTIVES["regression"]
+    assert isinstance(sick.cross_encoder(LossInputs({}, 0, (1.0, 5.0))), CrossEncoderScoreLoss)
+    assert (sick.cross_labels({}), OBJECTIVES["classification"].cross_labels({"num_labels": 2})) == (1, 2)
+    margin = OBJECTIVES["triplet"].bi_encoder(LossInputs({"margin": 3.0, "distance": "cosine"}, dim=2))
+    assert (margin.margin, margin.distance) == (3.0, "cosine")
+
+
+def test_a_new_objective_is_one_table_entry(monkeypatch, tmp_path):
+    """A loss registered in OBJECTIVES is usable from a run specification with its own setting."""
+    from sbert.losses.registry import OBJECTIVES, ObjectiveKind
+    from sbert.training.recipe import make_loss, objective_examples
+    from sbert.training.spec import run_spec
+
+    class ScaledRegression(CosineRegressionLoss):
+        def __init__(self, score_range, weight: float) -> None:
+            super().__init__(score_range)
+            self.weight = weight
+
+    entry = ObjectiveKind(
+        needs=(ScoredPair,),
+        settings={"weight": 1.0},
+        bi_encoder=lambda x: ScaledRegression(x.score_range, x.settings["weight"]),
+    )
+    monkeypatch.setitem(OBJECTIVES, "scaled", entry)
+    (tmp_path / "sick.txt").write_text("1\tA man eats.\tA man is eating.\t4.5\tENTAILMENT\n")
+    spec = run_spec(
+        {"out": "m", "objectives": [{"objective": "scaled", "format": "sick", "train": str(tmp_path / "sick.txt")}]}
+    )
+    objective = spec.objectives[0]
+    loss = make_loss(objective, type("Model", (), {"model_dim": 2})())
+    assert (type(loss), loss.weight, (loss.low, loss.high)) == (ScaledRegression, 1.0, (1.0, 5.0))
+    assert objective_examples(objective) == [ScoredPair("A man eats.", "A man is eating.", 4.5)]

@@ -14,7 +14,6 @@ KNOWN_CYCLES: set[tuple[str, str]] = set()
 KNOWN_LONG = {
     "sbert.search.index.build",
     "sbert.search.mining.paraphrase_mining",
-    "sbert.training.trainer.train",
 }
 
 

@@ -158,3 +158,42 @@ def test_dev_evaluation_shows_its_progress_under_the_training_bar(tmp_path, tiny
     trainer.evaluator = STSEvaluator(scored_pairs(12), name="dev")
     trainer.train()  # progress=False: nothing on standard error
     assert capsys.readouterr().err == ""
+
+
+def test_an_evaluator_that_names_no_headline_metric_is_refused_before_training(tmp_path, tiny_encoder):
+    def plain(model, show_progress=None):
+        return {"score": 1.0}
+
+    with pytest.raises(TypeError, match=r"names no headline metric: give it a primary_metric\(model\) method"):
+        Trainer(
+            tiny_encoder,
+            [Objective(scored_pairs(4), CosineRegressionLoss(), "sts")],
+            TrainConfig(progress=False),
+            tmp_path / "m",
+            evaluator=plain,
+        )
+    assert not (tmp_path / "m.train").exists()
+
+
+def test_a_custom_evaluator_names_the_metric_the_best_model_is_kept_by(tmp_path, tiny_encoder):
+    class Countdown:
+        """Scores 3, 2, 1, ...: the first evaluation stays the best."""
+
+        name = "countdown"
+
+        def __init__(self) -> None:
+            self.left = 3.0
+
+        def primary_metric(self, model) -> str:
+            return "left"
+
+        def __call__(self, model) -> dict[str, float]:
+            self.left -= 1
+            return {"left": self.left, "other": -self.left}
+
+    trainer = regression_trainer(tmp_path, tiny_encoder, max_steps=3, eval_every=1)
+    trainer.evaluator = Countdown()
+    summary = trainer.train()
+    rows = [json.loads(x) for x in (tmp_path / "m.train" / "log.jsonl").read_text().splitlines()]
+    assert [(r["primary"], r["best"]) for r in rows if "dev" in r] == [("left", True), ("left", False), ("left", False)]
+    assert summary["best_score"] == 2.0 and summary["final_score"] == 0.0

@@ -17,6 +17,8 @@ from sbert.cli_common import (
     model_options,
     one_model,
 )
+from sbert.data.formats import FORMATS
+from sbert.evaluation.tasks import GROUPS, TASKS
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -124,6 +126,7 @@ def embedding_meta(model: str, encoder, count: int, normalize: bool, fmt: str) -
     """What produced a file of embeddings: vectors from another backend or precision are not comparable
     (int8 vectors can be far from float ones; docs/cpu-inference.md)."""
     from sbert.registry import canonical_name
+    from sbert.versions import package_version
 
     return {
         "format": fmt,
@@ -134,17 +137,8 @@ def embedding_meta(model: str, encoder, count: int, normalize: bool, fmt: str) -
         "precision": encoder.precision,
         "normalized": normalize,
         "max_seq_length": encoder.max_seq_length,
-        "sbert": _sbert_version(),
+        "sbert": package_version("sbert"),
     }
-
-
-def _sbert_version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("sbert")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 @main.command()
@@ -190,19 +184,40 @@ def similarity(texts, model, runtime, allow_pickle, function, as_json) -> None:
         click.echo(f"{f'[{i}]':<6}" + "".join(f"{v:9.4f}" for v in row))
 
 
+class _TableChoice(click.Choice):
+    """A choice among the names of a table in a module that loads torch, read when a command parses or
+    shows its help: importing the CLI stays fast."""
+
+    def __init__(self, module: str, table: str) -> None:  # no super().__init__: ``choices`` is read lazily
+        self.module, self.table, self.case_sensitive = module, table, True
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        import importlib
+
+        return tuple(getattr(importlib.import_module(self.module), self.table))
+
+
 @main.command()
 @click.option(
     "--config",
     "run_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="A TOML/YAML run file (several objectives); other options then override its top-level keys.",
+    help="A TOML/YAML run file (several objectives); the other options override its settings.",
 )
 @click.option("--model", "-m", default=None, help=MODEL_HELP + " [default: default]")
-@click.option("--objective", type=click.Choice(["classification", "regression", "triplet", "mnrl"]))
-@click.option("--train", "train", multiple=True, help="Training data: a file, or a folder (SentEval NLI, SemEval STS).")
-@click.option("--format", "fmt", type=click.Choice(["stsb", "sick", "sts", "nli", "triplets"]))
+@click.option("--objective", type=_TableChoice("sbert.losses.registry", "OBJECTIVES"))
+@click.option(
+    "--train",
+    "train",
+    multiple=True,
+    help="Training data: a file (a folder for --format "
+    + " or ".join(f.name for f in FORMATS.values() if "folder" in f.reads)
+    + ").",
+)
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)))
 @click.option("--dev", help="Dev data, evaluated every --eval-every steps and at the end; the best model is kept.")
-@click.option("--dev-format", type=click.Choice(["stsb", "sick", "sts", "nli", "triplets"]))
+@click.option("--dev-format", type=click.Choice(list(FORMATS)))
 @click.option("--out", "-o", help="Output folder: a sentence-transformers model (checkpoints in OUT.train/).")
 @click.option("--epochs", type=click.IntRange(min=1), help="[default: 1]")
 @click.option("--batch-size", type=click.IntRange(min=1), help="[default: 16]")
@@ -212,7 +227,7 @@ def similarity(texts, model, runtime, allow_pickle, function, as_json) -> None:
 @click.option("--seed", type=int, help="[default: 42]")
 @click.option("--eval-every", type=click.IntRange(min=1), help="Steps between dev evaluations.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), help="Steps between checkpoints [default: 500].")
-@click.option("--pooling", type=click.Choice(["mean", "cls", "max", "mean_sqrt_len"]), help="Change the pooling.")
+@click.option("--pooling", type=_TableChoice("sbert.modules.pooling", "MODES"), help="Change the pooling.")
 @click.option(
     "--normalize/--no-normalize",
     default=None,
@@ -220,10 +235,10 @@ def similarity(texts, model, runtime, allow_pickle, function, as_json) -> None:
 )
 @click.option("--concat", help="Classification features, e.g. 'u,v,|u-v|' (default) or 'u,v,|u-v|,u*v'.")
 @click.option("--margin", type=float, help="Triplet margin [default: 1, the paper's].")
-@click.option("--distance", type=click.Choice(["euclidean", "cosine", "manhattan"]), help="Triplet distance.")
+@click.option("--distance", type=_TableChoice("sbert.losses.triplet", "DISTANCES"), help="Triplet distance.")
 @click.option(
     "--init",
-    type=click.Choice(["pretrained", "random"]),
+    type=_TableChoice("sbert.training.spec", "INITS"),
     help="'random': same architecture, random weights (the no-pre-training control).",
 )
 @click.option(
@@ -247,32 +262,23 @@ def similarity(texts, model, runtime, allow_pickle, function, as_json) -> None:
 def train(run_file, train, fmt, resume, **options) -> None:
     """Fine-tune a model with the paper's objectives (or in-batch negatives)."""
     from sbert.training import TrainingInterrupted
-    from sbert.training.recipe import finished_message, load_run_file, run, spec_from_options
+    from sbert.training.recipe import finished_message, run
+    from sbert.training.spec import load_run_file, run_spec, values_from_options
 
-    options["format"] = fmt
+    values = values_from_options({**options, "format": fmt}, train)
     if run_file is not None:
-        overrides = {
-            k: v
-            for k, v in options.items()
-            if k in ("model", "out", "init", "pooling", "normalize", "device", "allow_pickle") and v is not None
-        }
-        spec = load_run_file(run_file, overrides)
-    else:
-        missing = [
-            f"--{n}"
-            for n, v in (
-                ("objective", options["objective"]),
-                ("train", train),
-                ("format", fmt),
-                ("out", options["out"]),
+        if "objectives" in values:
+            raise click.UsageError(
+                "--objective, --format and --train describe one objective; with --config, "
+                "the run file's [[objectives]] tables do"
             )
-            if not v
-        ]
+        spec = load_run_file(run_file, values)
+    else:
+        wanted = (("objective", options["objective"]), ("train", train), ("format", fmt), ("out", options["out"]))
+        missing = [f"--{name}" for name, value in wanted if not value]
         if missing:
             raise click.UsageError(f"missing {', '.join(missing)} (or give a --config run file)")
-        spec = spec_from_options(options, train)
-    if options["keep_checkpoint"]:
-        spec.config.keep_checkpoint = True
+        spec = run_spec(values)
     try:
         summary = run(spec, resume=resume)
     except TrainingInterrupted as stop:  # SIGINT/SIGTERM: a checkpoint was saved at the step reached
@@ -289,8 +295,7 @@ def train(run_file, train, fmt, resume, **options) -> None:
     "-t",
     default="stsb,sick-r",
     show_default=True,
-    help="Comma-separated: stsb, stsb-dev, sick-r, sts12..sts16, mr, cr, subj, mpqa, sst2, trec, mrpc; "
-    "or the groups sts and senteval.",
+    help=f"Comma-separated: {', '.join(TASKS)}; or the groups {' and '.join(GROUPS)}.",
 )
 @click.option(
     "--data",
@@ -337,11 +342,11 @@ def evaluate(
 
     from sbert.atomic import atomic_file
     from sbert.data.paths import data_dir
-    from sbert.evaluation.tasks import expand, headline, make_evaluator
+    from sbert.evaluation.tasks import expand, task_evaluator
 
     names = expand(tasks)
     folder = data_dir(data)
-    evaluators = {name: make_evaluator(name, folder, tokenized, inner_folds, batch_size) for name in names}
+    evaluators = {name: task_evaluator(name, folder, tokenized, inner_folds, batch_size) for name in names}
     if cross_encoder:
         from sbert.cross_encoder import CrossEncoder
 
@@ -353,8 +358,8 @@ def evaluate(
         began = time.perf_counter()
         click.echo(f"evaluating {name} ...", err=True)
         results[name] = evaluator(encoder, show_progress=progress)
-        metric, value = headline(name, results[name])
-        rows.append((name, metric, value, time.perf_counter() - began))
+        metric = evaluator.primary_metric(encoder)
+        rows.append((name, metric, results[name][metric], time.perf_counter() - began))
     width = max(len(r[0]) for r in rows)
     click.echo(f"{'task':<{width}}  {'score':>7}  {'seconds':>7}  metric")
     for name, metric, value, seconds in rows:

@@ -53,12 +53,14 @@ class STSEvaluator:
     long inputs).
     """
 
-    primary = "spearman_cosine"
-
     def __init__(self, pairs: Sequence[ScoredPair], name: str = "sts", batch_size: int = 32) -> None:
         if len(pairs) < 2:
             raise ValueError(f"{name}: an STS evaluation needs at least 2 scored pairs, got {len(pairs)}")
         self.pairs, self.name, self.batch_size = list(pairs), name, batch_size
+
+    def primary_metric(self, model) -> str:
+        """Spearman of cosine; of the scores, for a cross-encoder (it has no vectors to take the cosine of)."""
+        return "spearman_score" if is_cross_encoder(model) else "spearman_cosine"
 
     def __call__(self, encoder, show_progress: bool | None = None) -> dict[str, float]:
         gold = [p.score for p in self.pairs]
@@ -80,12 +82,14 @@ class STSSubsetsEvaluator:
     SentEval reports as "all"). ``all_wmean``: the mean weighted by subset size.
     """
 
-    primary = "all_pooled/spearman_cosine"
-
     def __init__(self, subsets: dict[str, list[ScoredPair]], name: str = "sts", batch_size: int = 32) -> None:
         if not subsets:
             raise ValueError(f"{name}: no subsets")
         self.subsets, self.name, self.batch_size = subsets, name, batch_size
+
+    def primary_metric(self, model) -> str:
+        """Spearman over all pairs of the year pooled (the paper's number), of cosine or of a cross-encoder's scores."""
+        return "all_pooled/spearman_" + ("score" if is_cross_encoder(model) else "cosine")
 
     def __call__(self, encoder, show_progress: bool | None = None) -> dict[str, float]:
         pairs = [p for subset in self.subsets.values() for p in subset]

@@ -1,7 +1,8 @@
 """Named evaluation tasks read from the data folder: ``stsb``, ``sick-r``, ``sts12``..``sts16``, SentEval.
 
-``make_evaluator(name, data_dir)`` gives an evaluator; ``expand(names)`` resolves the group names
-``sts`` (every STS task) and ``senteval`` (every transfer task).
+``task_evaluator(name, data_dir)`` gives a task's evaluator; ``expand(names)`` resolves the group names
+``sts`` (every STS task) and ``senteval`` (every transfer task). (The dev evaluation of a training run
+reads a file in a training data format instead: ``sbert.evaluation.dev``.)
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def expand(names: str | list[str]) -> list[str]:
     return out
 
 
-def make_evaluator(name: str, data: Path, tokenized: bool = False, inner_folds: int = 5, batch_size: int = 32):
+def task_evaluator(name: str, data: Path, tokenized: bool = False, inner_folds: int = 5, batch_size: int = 32):
     """The evaluator for task ``name``; STS years read the raw release unless ``tokenized``."""
     from sbert.data.sts import read_semeval_sts, read_sick, read_stsb
     from sbert.data.transfer import read_transfer_task
@@ -69,8 +70,9 @@ def make_evaluator(name: str, data: Path, tokenized: bool = False, inner_folds: 
 
 
 def headline(name: str, metrics: dict[str, float]) -> tuple[str, float]:
-    """The number a table shows for a task: Spearman x 100 of cosine (of the scores, for a
-    cross-encoder), or accuracy x 100."""
+    """The number a table shows for a task's ``metrics`` when its evaluator is not at hand (with it:
+    ``evaluator.primary_metric(model)``): Spearman x 100 of cosine (of the scores, for a cross-encoder),
+    or accuracy x 100."""
     for key in (
         "spearman_cosine",
         "all_pooled/spearman_cosine",

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from sbert.data.transfer import TransferTask
+from sbert.progress import progress_bar
 
 GRID = tuple(2.0**t for t in range(-2, 4))
 SEED = 1111  # SentEval's
@@ -88,11 +89,13 @@ def pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
 class TransferEvaluator:
     """Accuracy x 100 (and F1 x 100 for MRPC) of a logistic regression on the encoder's embeddings."""
 
-    primary = "accuracy"
-
     def __init__(self, task: TransferTask, batch_size: int = 32, inner_folds: int = 5, seed: int = SEED):
         self.task, self.batch_size, self.inner_folds, self.seed = task, batch_size, inner_folds, seed
         self.name = task.name
+
+    def primary_metric(self, model) -> str:
+        """Test accuracy (MRPC's F1 is reported beside it)."""
+        return "accuracy"
 
     def _features(self, encoder, texts: list, show_progress: bool | None) -> np.ndarray:
         kwargs = {"batch_size": self.batch_size, "on_truncation": "ignore", "show_progress": show_progress}
@@ -104,19 +107,16 @@ class TransferEvaluator:
 
     def __call__(self, encoder, show_progress: bool | None = None) -> dict[str, float]:
         """Embed the task's texts, then fit and score; ``show_progress`` None: bars on a terminal."""
-        from tqdm.auto import tqdm
-
         splits = self.task.splits
         data = {
             name: (self._features(encoder, s.texts, show_progress), np.asarray(s.labels)) for name, s in splits.items()
         }
-        disable = None if show_progress is None else not show_progress  # None: shown when stderr is a terminal
         if "all" in data:
             x, y = data["all"]
-            with tqdm(total=10, desc=f"{self.name}: 10-fold CV", unit="fold", disable=disable) as bar:
+            with progress_bar(10, f"{self.name}: 10-fold CV", show_progress, unit="fold") as bar:
                 return {"accuracy": cross_validated_accuracy(x, y, 10, self.inner_folds, self.seed, on_fold=bar.update)}
         (xtr, ytr), (xte, yte) = data["train"], data["test"]
-        with tqdm(total=len(GRID) + 1, desc=f"{self.name}: choosing C", unit="fit", disable=disable) as bar:
+        with progress_bar(len(GRID) + 1, f"{self.name}: choosing C", show_progress, unit="fit") as bar:
             if "dev" in data:
                 xdev, ydev = data["dev"]
                 scores = []

@@ -13,12 +13,14 @@ from sbert.data.examples import Triplet
 class TripletEvaluator:
     """Accuracy (x 100) under euclidean (the paper's), cosine and manhattan distance."""
 
-    primary = "accuracy_euclidean"
-
     def __init__(self, triplets: Sequence[Triplet], name: str = "triplets", batch_size: int = 32) -> None:
         if not triplets:
             raise ValueError(f"{name}: a triplet evaluation needs at least one triplet")
         self.triplets, self.name, self.batch_size = list(triplets), name, batch_size
+
+    def primary_metric(self, model) -> str:
+        """Accuracy under the euclidean distance, the paper's."""
+        return "accuracy_euclidean"
 
     def __call__(self, encoder, show_progress: bool | None = None) -> dict[str, float]:
         texts = list(dict.fromkeys(s for t in self.triplets for s in (t.anchor, t.positive, t.negative)))

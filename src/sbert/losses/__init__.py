@@ -4,6 +4,10 @@
 - ``CosineRegressionLoss``: MSE between cos(u, v) and the scaled gold score — SBERT §3, STS.
 - ``TripletLoss``: max(d(a,p) - d(a,n) + margin, 0) — SBERT §3.
 - ``MultipleNegativesRankingLoss``: in-batch negatives, cross-entropy over scaled cosine.
+
+Bi-encoder losses take a ``sbert.protocols.TrainableEncoder``. ``sbert.losses.registry.OBJECTIVES``
+names them (the objectives of run files and ``sbert train --objective``): adding a loss is a module here
+and one entry there.
 """
 
 from sbert.losses.in_batch import MultipleNegativesRankingLoss

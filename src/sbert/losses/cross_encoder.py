@@ -7,6 +7,7 @@ Trainer runs them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -14,8 +15,11 @@ from torch import nn
 
 from sbert.data.examples import LabeledPair, ScoredPair
 
+if TYPE_CHECKING:
+    from sbert.cross_encoder import CrossEncoder
 
-def _logits(model, batch) -> torch.Tensor:
+
+def _logits(model: CrossEncoder, batch: Sequence[ScoredPair | LabeledPair]) -> torch.Tensor:
     pairs = [(p.sentence1, p.sentence2) for p in batch]
     encoded = model.tokenize(pairs)
     return model(model._collate(encoded, list(range(len(pairs)))))
@@ -34,7 +38,7 @@ class CrossEncoderScoreLoss(nn.Module):
             raise ValueError(f"kind must be 'bce' or 'mse', got {kind!r}")
         self.low, self.high, self.kind = float(low), float(high), kind
 
-    def forward(self, model, batch: Sequence[ScoredPair]) -> torch.Tensor:
+    def forward(self, model: CrossEncoder, batch: Sequence[ScoredPair]) -> torch.Tensor:
         logits = _logits(model, batch)[:, 0]
         gold = torch.tensor([(p.score - self.low) / (self.high - self.low) for p in batch], device=logits.device)
         if self.kind == "bce":
@@ -45,7 +49,7 @@ class CrossEncoderScoreLoss(nn.Module):
 class CrossEncoderClassificationLoss(nn.Module):
     """Cross-entropy of the ``num_labels`` logits against the pair's label (NLI: 3 labels)."""
 
-    def forward(self, model, batch: Sequence[LabeledPair]) -> torch.Tensor:
+    def forward(self, model: CrossEncoder, batch: Sequence[LabeledPair]) -> torch.Tensor:
         logits = _logits(model, batch)
         labels = torch.tensor([p.label for p in batch], device=logits.device)
         return F.cross_entropy(logits, labels)

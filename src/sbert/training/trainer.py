@@ -20,20 +20,31 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
+from torch.optim.lr_scheduler import LambdaLR
 
 from sbert.atomic import check_replaceable
+from sbert.device import default_device
 from sbert.errors import SbertError
+from sbert.progress import progress_bar
 from sbert.training import checkpoint as ckpt
 from sbert.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from sbert.training.schedule import warmup_steps, warmup_then_linear_decay
+
+if TYPE_CHECKING:
+    from sbert.evaluation.base import Evaluator
+    from sbert.protocols import PairScorer, TrainableEncoder
+
+    # A bi-encoder, or a cross-encoder; an nn.Module either way: the trainer moves it to the device,
+    # checkpoints its state_dict and calls its save.
+    TrainableModel = TrainableEncoder | PairScorer
 
 
 @dataclass
@@ -141,30 +152,66 @@ class _StopOnSignal:
         self._restore()
 
 
+@dataclass
+class _Parts:
+    """What a call of ``Trainer.train`` steps: the model and the losses' own weights (classifier heads) on
+    the device, the optimizer over both, the schedule, and mixed precision's autocast and loss scaler."""
+
+    model: nn.Module
+    losses: nn.ModuleList
+    params: list[nn.Parameter]
+    optimizer: torch.optim.Optimizer
+    scheduler: LambdaLR
+    autocast: Callable[[], contextlib.AbstractContextManager]
+    scaler: torch.amp.GradScaler
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "encoder": self.model.state_dict(),
+            "losses": self.losses.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["encoder"])
+        self.losses.load_state_dict(state["losses"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+
+
 class Trainer:
-    """Fine-tunes ``encoder`` on ``objectives``; saves the best (or final) model to ``out``.
+    """Fine-tunes ``encoder`` (a bi-encoder, or a cross-encoder) on ``objectives``; saves the best (or
+    final) model to ``out``. ``evaluator`` scores the dev data and names the metric the best model is
+    kept by (``sbert.evaluation.Evaluator``).
 
     ``run_dir`` (default ``<out>.train``) holds ``checkpoint.pt`` and ``log.jsonl``.
     """
 
     def __init__(
         self,
-        encoder,
+        encoder: TrainableModel,
         objectives: Sequence[Objective],
         config: TrainConfig,
         out: str | Path,
-        evaluator: Callable | None = None,
+        evaluator: Evaluator | None = None,
         run_dir: str | Path | None = None,
         device: str | None = None,
     ) -> None:
         if not objectives or any(len(o.examples) == 0 for o in objectives):
             raise ValueError("training needs at least one objective, each with at least one example")
+        if evaluator is not None:
+            _primary_metric(
+                evaluator, encoder
+            )  # an evaluator that names none is refused now, not at the first evaluation
         self.encoder, self.objectives, self.config = encoder, list(objectives), config
         self.out = Path(out)
         check_replaceable(self.out)  # a folder of other files is refused now, not after hours of training
         self.run_dir = Path(run_dir) if run_dir else self.out.with_name(self.out.name + ".train")
         self.evaluator = evaluator
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.device = torch.device(device or default_device())
         self.batches_per_epoch = [math.ceil(len(o.examples) / config.batch_size) for o in self.objectives]
         self.steps_per_epoch = sum(self.batches_per_epoch)
         self.total_steps = config.epochs * self.steps_per_epoch
@@ -172,7 +219,7 @@ class Trainer:
             self.total_steps = min(self.total_steps, config.max_steps)
         self.best: float | None = None
 
-    # -- the loop --------------------------------------------------------------------------------------
+    # -- the loop: set up, step, evaluate and checkpoint when due, finish --------------------------------
     def train(
         self,
         resume: bool = False,
@@ -185,13 +232,36 @@ class Trainer:
         the current step and raises ``TrainingInterrupted``. A finished run removes its checkpoint unless
         ``config.keep_checkpoint``; ``log.jsonl`` stays.
         """
-        from tqdm.auto import tqdm
+        parts, start = self._set_up(resume)
+        running = None  # the loss shown on the bar, smoothed
+        began = time.perf_counter()
+        with _StopOnSignal(handle_signals) as stop, self._progress_bar(start) as bar:
+            for step, epoch, objective, batch in self._batches(start):
+                value = self._step(parts, objective, batch)
+                done = step + 1
+                running = value if running is None else 0.98 * running + 0.02 * value
+                bar.update(1)
+                bar.set_postfix(loss=f"{running:.4f}", refresh=False)
+                lr = parts.scheduler.get_last_lr()[0]
+                self._log({"step": done, "epoch": epoch, "objective": objective.name, "loss": value, "lr": lr})
+                if self._due(self.config.eval_every, done):
+                    self._evaluate(done, bar)
+                if on_step is not None:
+                    on_step(done, value)
+                self._checkpoint_when_due(done, parts, stop)
+            elapsed = time.perf_counter() - began  # the training loop alone
+            stop.finishing = True
+            score, checkpoint = self._finish(parts, bar)
+        return self._summary(start, elapsed, score, checkpoint)
 
+    def _set_up(self, resume: bool) -> tuple[_Parts, int]:
+        """Model and losses on the device, optimizer, schedule; restored from the checkpoint when
+        ``resume``. Returns them and the step to start from."""
         cfg = self.config
         torch.manual_seed(cfg.seed)
-        encoder = self.encoder.to(self.device)
+        model = self.encoder.to(self.device)
         losses = nn.ModuleList([o.loss for o in self.objectives]).to(self.device)
-        params = _unique_params([encoder, losses])
+        params = _unique_params([model, losses])
         optimizer = torch.optim.AdamW(
             _param_groups(params, cfg.weight_decay),
             lr=cfg.lr,
@@ -199,72 +269,67 @@ class Trainer:
             fused=True,  # 5x faster on CPU
         )
         scheduler = warmup_then_linear_decay(optimizer, warmup_steps(self.total_steps, cfg.warmup), self.total_steps)
-        autocast, scaler = self._mixed_precision()
+        parts = _Parts(model, losses, params, optimizer, scheduler, *self._mixed_precision())
 
         ckpt.collect_checkpoint_leftovers(self.run_dir)  # temporary files of killed checkpoint writes
-        start = self._restore(encoder, losses, optimizer, scheduler, scaler) if resume else 0
+        start = self._restore(parts) if resume else 0
         if start == 0:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             (self.run_dir / "log.jsonl").write_text("")
-        encoder.train()
+        model.train()
         losses.train()
+        return parts, start
+
+    def _batches(self, start: int) -> Iterator[tuple[int, int, Objective, list]]:
+        """(step, epoch, objective, its batch of examples) for each step from ``start`` to the end."""
         plan, plan_epoch = [], -1
-        running = None
-        began = time.perf_counter()
-        disable = None if cfg.progress is None else not cfg.progress
-        with (
-            _StopOnSignal(handle_signals) as stop,
-            tqdm(total=self.total_steps, initial=start, desc="train", unit="step", disable=disable) as bar,
-        ):
-            for step in range(start, self.total_steps):
-                epoch, index = divmod(step, self.steps_per_epoch)
-                if epoch != plan_epoch:
-                    plan, plan_epoch = self.epoch_plan(epoch), epoch
-                task, rows = plan[index]
-                objective = self.objectives[task]
-                batch = [objective.examples[r] for r in rows]
+        for step in range(start, self.total_steps):
+            epoch, index = divmod(step, self.steps_per_epoch)
+            if epoch != plan_epoch:
+                plan, plan_epoch = self.epoch_plan(epoch), epoch
+            task, rows = plan[index]
+            objective = self.objectives[task]
+            yield step, epoch, objective, [objective.examples[r] for r in rows]
 
-                with autocast():
-                    loss = objective.loss(encoder, batch)
-                scaler.scale(loss).backward()
-                if cfg.max_grad_norm:
-                    scaler.unscale_(optimizer)
-                    torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-                scaler.step(optimizer)
-                scaler.update()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
+    def _step(self, parts: _Parts, objective: Objective, batch: list) -> float:
+        """One optimizer step on ``batch``: forward, backward, clip, step, schedule. Returns the loss."""
+        with parts.autocast():
+            loss = objective.loss(parts.model, batch)
+        parts.scaler.scale(loss).backward()
+        if self.config.max_grad_norm:
+            parts.scaler.unscale_(parts.optimizer)
+            torch.nn.utils.clip_grad_norm_(parts.params, self.config.max_grad_norm)
+        parts.scaler.step(parts.optimizer)
+        parts.scaler.update()
+        parts.scheduler.step()
+        parts.optimizer.zero_grad(set_to_none=True)
+        return float(loss.detach())
 
-                done, value = step + 1, float(loss.detach())
-                running = value if running is None else 0.98 * running + 0.02 * value
-                bar.update(1)
-                bar.set_postfix(loss=f"{running:.4f}", refresh=False)
-                self._log(
-                    {
-                        "step": done,
-                        "epoch": epoch,
-                        "objective": objective.name,
-                        "loss": value,
-                        "lr": scheduler.get_last_lr()[0],
-                    }
-                )
-                if cfg.eval_every and done % cfg.eval_every == 0 and done < self.total_steps:
-                    self._evaluate(done, bar)
-                if on_step is not None:
-                    on_step(done, value)
-                due = cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < self.total_steps
-                if due or stop.received is not None:
-                    path = self._checkpoint(done, encoder, losses, optimizer, scheduler, scaler)
-                if stop.received is not None:
-                    self._log({"step": done, "interrupted": signal.Signals(stop.received).name})
-                    raise TrainingInterrupted(stop.received, done, self.total_steps, path)
+    def _due(self, every: int | None, done: int) -> bool:
+        """Whether a periodic event (every ``every`` steps) falls after step ``done``; never after the last
+        step, whose evaluation and save ``_finish`` does."""
+        return bool(every) and done % every == 0 and done < self.total_steps
 
-            elapsed = time.perf_counter() - began  # the training loop alone
-            stop.finishing = True
-            score = self._evaluate(self.total_steps, bar)
-            if self.evaluator is None:
-                self.encoder.save(self.out)
-            checkpoint = self._finish_checkpoint(encoder, losses, optimizer, scheduler, scaler)
+    def _checkpoint_when_due(self, done: int, parts: _Parts, stop: _StopOnSignal) -> None:
+        """A periodic checkpoint; or, after SIGINT/SIGTERM, a checkpoint and ``TrainingInterrupted``."""
+        if not self._due(self.config.checkpoint_every, done) and stop.received is None:
+            return
+        path = self._checkpoint(done, parts)
+        if stop.received is not None:
+            self._log({"step": done, "interrupted": signal.Signals(stop.received).name})
+            raise TrainingInterrupted(stop.received, done, self.total_steps, path)
+
+    def _finish(self, parts: _Parts, bar) -> tuple[float | None, Path | None]:
+        """The final evaluation and save; the checkpoint kept (``keep_checkpoint``) or removed."""
+        score = self._evaluate(self.total_steps, bar)
+        if self.evaluator is None:
+            self.encoder.save(self.out)
+        if self.config.keep_checkpoint:
+            return score, self._checkpoint(self.total_steps, parts)
+        (self.run_dir / ckpt.FILE).unlink(missing_ok=True)
+        return score, None
+
+    def _summary(self, start: int, elapsed: float, score: float | None, checkpoint: Path | None) -> dict:
         steps_run = self.total_steps - start
         summary = {
             "steps": self.total_steps,
@@ -295,7 +360,10 @@ class Trainer:
         return plan
 
     # -- pieces ----------------------------------------------------------------------------------------
-    def _mixed_precision(self):
+    def _progress_bar(self, start: int):
+        return progress_bar(self.total_steps, "train", self.config.progress, unit="step", initial=start)
+
+    def _mixed_precision(self) -> tuple[Callable[[], contextlib.AbstractContextManager], torch.amp.GradScaler]:
         mode = self.config.amp
         if mode not in ("auto", "bf16", "fp16", "off"):
             raise ValueError(f"amp must be auto, bf16, fp16 or off; got {mode!r}")
@@ -312,7 +380,8 @@ class Trainer:
         return autocast, torch.amp.GradScaler(enabled=mode == "fp16" and cuda)
 
     def _evaluate(self, step: int, bar=None) -> float | None:
-        """Score the dev data; with the training bar shown, the evaluation shows its progress too."""
+        """Score the dev data by the evaluator's headline metric; a better score saves the model. With
+        the training bar shown, the evaluation shows its progress too."""
         if self.evaluator is None:
             return None
         shown = bar is not None and not bar.disable
@@ -321,9 +390,7 @@ class Trainer:
         metrics = _call_evaluator(self.evaluator, self.encoder, shown)
         if shown:
             bar.set_description_str("train", refresh=True)
-        primary = self.evaluator.primary
-        if primary not in metrics:  # a cross-encoder's STS metrics are named after its scores, not cosine
-            primary = primary.replace("cosine", "score")
+        primary = _primary_metric(self.evaluator, self.encoder)
         score = metrics[primary]
         improved = self.best is None or score > self.best
         if improved:
@@ -356,30 +423,19 @@ class Trainer:
             "objectives": [[o.name, len(o.examples)] for o in self.objectives],
         }
 
-    def _finish_checkpoint(self, encoder, losses, optimizer, scheduler, scaler) -> Path | None:
-        """After a finished run: the final state saved (``keep_checkpoint``), or the checkpoint removed."""
-        if self.config.keep_checkpoint:
-            return self._checkpoint(self.total_steps, encoder, losses, optimizer, scheduler, scaler)
-        (self.run_dir / ckpt.FILE).unlink(missing_ok=True)
-        return None
-
-    def _checkpoint(self, step, encoder, losses, optimizer, scheduler, scaler) -> Path:
+    def _checkpoint(self, step: int, parts: _Parts) -> Path:
         return save_checkpoint(
             self.run_dir,
             {
                 "step": step,
                 "fingerprint": json.dumps(self.fingerprint(), sort_keys=True),
-                "encoder": encoder.state_dict(),
-                "losses": losses.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "scaler": scaler.state_dict(),
+                **parts.state_dict(),
                 "rng": rng_state(),
                 "best": self.best,
             },
         )
 
-    def _restore(self, encoder, losses, optimizer, scheduler, scaler) -> int:
+    def _restore(self, parts: _Parts) -> int:
         state = load_checkpoint(self.run_dir)
         if state is None:
             self._refuse_finished_run()
@@ -391,11 +447,7 @@ class Trainer:
                 f"{self.run_dir}: the checkpoint was made with other settings (checkpoint vs now: {diff}); "
                 "resume with the same settings, or start afresh without --resume"
             )
-        encoder.load_state_dict(state["encoder"])
-        losses.load_state_dict(state["losses"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        scaler.load_state_dict(state["scaler"])
+        parts.load_state_dict(state)
         set_rng_state(state["rng"])
         self.best = state["best"]
         step = int(state["step"])
@@ -422,7 +474,17 @@ class Trainer:
         path.write_text("".join(json.dumps(row) + "\n" for row in kept), encoding="utf-8")
 
 
-def _call_evaluator(evaluator: Callable, model, show_progress: bool) -> dict[str, float]:
+def _primary_metric(evaluator: Evaluator, model: TrainableModel) -> str:
+    """The key of ``evaluator``'s headline metric for ``model``; refused if it names none."""
+    if not callable(getattr(evaluator, "primary_metric", None)):
+        raise TypeError(
+            f"evaluator {evaluator!r} names no headline metric: give it a primary_metric(model) method "
+            "returning the key of the number to keep the best model by (sbert.evaluation.Evaluator)"
+        )
+    return evaluator.primary_metric(model)
+
+
+def _call_evaluator(evaluator: Evaluator, model: TrainableModel, show_progress: bool) -> dict[str, float]:
     """``evaluator(model)``, passing ``show_progress`` to evaluators that take it (sbert's do)."""
     try:
         takes = "show_progress" in inspect.signature(evaluator).parameters

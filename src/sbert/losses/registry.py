@@ -1,0 +1,90 @@
+"""The training objectives by name: which examples each needs, its settings, and its loss for a
+bi-encoder (an ``Encoder``) and, where there is one, for a cross-encoder.
+
+Adding a loss: a module in ``sbert/losses`` and one entry in ``OBJECTIVES``; run files and
+``sbert train --objective`` then know it, and its settings are keys of ``[[objectives]]`` tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import nn
+
+from sbert.data.examples import LabeledPair, ScoredPair, Triplet
+from sbert.losses.cross_encoder import CrossEncoderClassificationLoss, CrossEncoderScoreLoss
+from sbert.losses.in_batch import MultipleNegativesRankingLoss
+from sbert.losses.regression import CosineRegressionLoss
+from sbert.losses.softmax import SoftmaxLoss
+from sbert.losses.triplet import TripletLoss
+
+ScoreRange = tuple[float, float]
+DEFAULT_SCORE_RANGE: ScoreRange = (0.0, 5.0)  # for scored pairs of a format that names no scale
+
+
+@dataclass(frozen=True)
+class LossInputs:
+    """What a loss is built from: the objective's settings, the model's vector width, the gold scores' scale."""
+
+    settings: Mapping[str, Any]
+    dim: int
+    score_range: ScoreRange = DEFAULT_SCORE_RANGE
+
+
+@dataclass(frozen=True)
+class ObjectiveKind:
+    """One objective: the examples it takes (most wanted first), its settings with their defaults, and
+    how to build its loss for a bi-encoder and (``None``: not trainable so) a cross-encoder, whose head
+    then has ``cross_labels(settings)`` outputs."""
+
+    needs: tuple[type, ...]
+    bi_encoder: Callable[[LossInputs], nn.Module]
+    settings: dict[str, Any] = field(default_factory=dict)
+    cross_encoder: Callable[[LossInputs], nn.Module] | None = None
+    cross_labels: Callable[[Mapping[str, Any]], int] | None = None
+    help: str = ""
+
+
+OBJECTIVES: dict[str, ObjectiveKind] = {
+    "classification": ObjectiveKind(
+        needs=(LabeledPair,),
+        settings={"concat": "u,v,|u-v|", "num_labels": 3},
+        bi_encoder=lambda x: SoftmaxLoss(x.dim, x.settings["num_labels"], x.settings["concat"]),
+        cross_encoder=lambda x: CrossEncoderClassificationLoss(),
+        cross_labels=lambda settings: settings["num_labels"],
+        help="softmax over concat(u, v, ...) of labelled pairs (SBERT §3, NLI)",
+    ),
+    "regression": ObjectiveKind(
+        needs=(ScoredPair,),
+        bi_encoder=lambda x: CosineRegressionLoss(x.score_range),
+        cross_encoder=lambda x: CrossEncoderScoreLoss(x.score_range),
+        cross_labels=lambda settings: 1,
+        help="MSE of cos(u, v) against the scaled gold score (SBERT §3, STS)",
+    ),
+    "triplet": ObjectiveKind(
+        needs=(Triplet,),
+        settings={"margin": 1.0, "distance": "euclidean"},
+        bi_encoder=lambda x: TripletLoss(x.settings["distance"], x.settings["margin"]),
+        help="max(d(a, p) - d(a, n) + margin, 0) (SBERT §3)",
+    ),
+    "mnrl": ObjectiveKind(
+        needs=(Triplet, ScoredPair, LabeledPair),
+        settings={"scale": 20.0},
+        bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"]),
+        help="in-batch negatives: cross-entropy over scaled cosine",
+    ),
+}
+
+
+def objective_kind(name: str) -> ObjectiveKind:
+    """``OBJECTIVES[name]``, or a ValueError naming the objectives there are."""
+    if name not in OBJECTIVES:
+        raise ValueError(f"objective {name!r}: expected one of {', '.join(OBJECTIVES)}")
+    return OBJECTIVES[name]
+
+
+def setting_names() -> set[str]:
+    """Every objective's settings: the keys an ``[[objectives]]`` table may have besides its data."""
+    return {key for kind in OBJECTIVES.values() for key in kind.settings}
