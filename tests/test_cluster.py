@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sbert import cluster
+from sbert.search import cluster
 
 
 def planted(sizes=(40, 25, 12), noise_rows=30, dim=32, spread=0.05, seed=0):
@@ -71,3 +71,12 @@ def test_community_detection_does_not_depend_on_chunk_size_with_duplicates():
     for labels in runs[1:]:
         np.testing.assert_array_equal(labels, runs[0])
     assert len(cluster.clusters(runs[0])) == 3
+
+
+def test_sbert_cluster_is_the_search_module():
+    """Clustering lives in sbert.search; ``sbert.cluster`` (and ``from sbert import cluster``) still finds it."""
+    import sbert
+    from sbert import cluster as via_package
+
+    assert sbert.cluster is via_package is cluster
+    assert via_package.community_detection(np.eye(3, dtype=np.float32), 0.5, 1).tolist() == [0, 1, 2]

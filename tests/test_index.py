@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 from ranking import assert_top_k
 
 from sbert.errors import IndexExistsError, IndexFormatError, IndexMismatchError
-from sbert.search import index as index_module
 from sbert.search import semantic_search
+from sbert.search import store as store_module
 from sbert.search.index import VectorIndex
 
 
@@ -89,7 +90,7 @@ def test_interrupted_writes_leave_the_previous_index_intact(tmp_path, vectors, m
 
     # 1. after the new segment and graph are written, before the manifest is replaced
     ix = VectorIndex.open(folder)
-    monkeypatch.setattr(index_module, "_write_manifest", crash)
+    monkeypatch.setattr(store_module, "_write_manifest", crash)
     with pytest.raises(KeyboardInterrupt):
         ix.add(vectors[300:])
     assert len(ix) == 300  # the object went back to what is on disk
@@ -101,10 +102,10 @@ def test_interrupted_writes_leave_the_previous_index_intact(tmp_path, vectors, m
         handle.write(json.dumps(obj)[:50])
         raise OSError("disk full")
 
-    monkeypatch.setattr(index_module.json, "dump", half_dump)
+    monkeypatch.setattr(store_module.json, "dump", half_dump)
     with pytest.raises(OSError):
         VectorIndex.open(folder).delete(["3"])
-    monkeypatch.setattr(index_module.json, "dump", real_dump)
+    monkeypatch.setattr(store_module.json, "dump", real_dump)
     assert (folder / "manifest.json").read_text() == manifest
     after = VectorIndex.open(folder)
     assert len(after) == 300
@@ -201,3 +202,64 @@ def test_an_index_without_a_recorded_backend_still_opens(tmp_path, vectors):
     ix.add(vectors[100:110], backend="onnx/int8")
     assert ix.search(vectors[:1], 1, backend="torch/fp32")[0][0].id == "0"
     assert "backend" not in json.loads((folder / "manifest.json").read_text())
+
+
+def test_the_store_knows_nothing_of_faiss_and_keeps_any_structure_kind(tmp_path):
+    """The segment store works for a structure kind it was merely told the name of, and imports no FAISS."""
+    import ast
+
+    from sbert.search.store import SegmentStore, new_manifest, new_tag
+
+    tree = ast.parse(Path(store_module.__file__).read_text(encoding="utf-8"))
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not {m for m in imported if "faiss" in m or "structures" in m}, imported
+    store = SegmentStore(tmp_path / "ix", {"toy": ("size",)}, ".toy")
+    manifest = new_manifest(model="m", model_path=None, backend=None, dim=4, metric="dot")
+    (tmp_path / "ix").mkdir()
+    (tmp_path / "ix" / "notes.txt").write_text("the user's")
+    with store.locked():
+        tag = new_tag()
+        seg = store.write_segment(tag, np.eye(4, dtype=np.float32)[:3], ["a", "b", "c"], None)
+        first = store.write_structure("toy", tag, b"hello")
+        snap = store.commit({**manifest, "segments": [seg], "structures": {"toy": {"size": 3, "file": first}}})
+        assert snap.ids == ["a", "b", "c"] and snap.structure("toy", lambda handle, file: handle.read()) == b"hello"
+        second = store.write_structure("toy", new_tag(), b"world")
+        snap = store.commit({**snap.manifest, "structures": {"toy": {"size": 3, "file": second}}})
+    kept = {p.name for p in (tmp_path / "ix").iterdir()}  # the old toy file collected, the user's file kept
+    assert kept == {"manifest.json", ".lock", "notes.txt", second, seg["vectors"], seg["records"]}
+    assert store.load().structure("toy", lambda handle, file: (file.name, handle.read())) == (second, b"world")
+    broken = json.loads((tmp_path / "ix" / "manifest.json").read_text())
+    broken["structures"]["toy"]["size"] = "3"
+    with pytest.raises(IndexFormatError, match=r"manifest\.json: 'structures\.toy\.size' must be a positive integer"):
+        store.parse(json.dumps(broken).encode())
+
+
+def test_each_structure_reads_back_what_it_wrote_and_skips_deleted_rows(tmp_path):
+    """One interface for every structure: build, add, write, read back (checked), search without deleted rows."""
+    from types import SimpleNamespace
+
+    from sbert.search.structures import EXACT, STORED
+
+    x = clustered(300, dim=32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    deleted = np.array([5, 17], np.int64)
+    alive = np.ones(300, bool)
+    alive[deleted] = False
+    rows = SimpleNamespace(vectors=x, deleted=deleted, alive_bits=np.packbits(alive, bitorder="little"))
+    queries = x[[5, 17, 40]]
+    exact = EXACT.search(queries, 5, rows)
+    assert_top_k(exact.scores, exact.indices, np.where(alive, queries.astype(np.float64) @ x.T, -9.0))
+    for name, kind in STORED.items():
+        config = {"M": 16, "ef_construction": 64, "ef_search": 64} if name == "hnsw" else {}
+        built = kind.build(x[:200], config, progress=False)
+        built.add(x[200:], progress=False)
+        file = tmp_path / f"{name}.faiss"
+        file.write_bytes(built.to_bytes())
+        with open(file, "rb") as handle:
+            loaded = kind.load(handle, file, config, 32, 300)
+        found = loaded.search(queries, 5, rows)
+        np.testing.assert_array_equal(found.indices, built.search(queries, 5, rows).indices)
+        assert not np.isin(found.indices, deleted).any() and found.indices[2, 0] == 40, name
+        with open(file, "rb") as handle, pytest.raises(IndexFormatError, match=f"{name}.faiss: holds 300 rows"):
+            kind.load(handle, file, config, 32, 299)

@@ -158,7 +158,7 @@ def test_a_second_writer_waits_for_the_lock_and_names_it(tmp_path, caplog):
         # Released while the second writer waits: it then goes on, from the newest version.
         index.lock_timeout = 30
         threading.Timer(0.5, lambda: fcntl.flock(holder, fcntl.LOCK_UN)).start()
-        with caplog.at_level(logging.WARNING, logger="sbert.search.index"):
+        with caplog.at_level(logging.WARNING, logger="sbert.search.store"):
             index.add(x[:2], ids=["new-0", "new-1"])
         assert f"holds the lock {folder / '.lock'}; waiting up to 30 s" in caplog.text
         assert len(VectorIndex.open(folder)) == 22

@@ -190,3 +190,52 @@ def test_mining_texts_need_an_encoder(model):
     texts = ["A man plays the guitar.", "The weather is cold.", "Someone is playing a guitar."]
     mined = paraphrase_mining(texts, model, top_k=2)
     assert (mined[0].i, mined[0].j) == (0, 2)
+
+
+def test_ranking_orders_by_score_then_id_and_puts_missing_last():
+    from sbert.search import ranking
+
+    scores = np.array([[0.5, 0.9, 0.5, 0.7, 0.9, 0.1]], np.float32)
+    ids = np.array([[7, 3, 2, -1, 8, 5]])
+    best_scores, best_ids = ranking.top(scores, ids, 4)
+    assert best_ids.tolist() == [[3, 8, 2, 7]]  # 0.9 (3, 8), then 0.5 (2, 7); the missing entry (-1) is not ranked
+    np.testing.assert_allclose(best_scores, [[0.9, 0.9, 0.5, 0.5]])
+    everything = ranking.top(scores, ids)
+    assert everything[1][0, -1] == -1 and everything[0][0, -1] == -np.inf
+    # One dimension, several id keys (mining's pairs: i, then j); no ids: equal scores keep their positions.
+    s, i, j = np.array([0.3, 0.8, 0.3, 0.3]), np.array([1, 0, 1, 0]), np.array([4, 2, 3, 9])
+    assert ranking.order(s, i, j).tolist() == [1, 3, 2, 0]
+    assert ranking.order(np.array([0.2, 0.5, 0.2, 0.5])).tolist() == [1, 3, 0, 2]
+
+
+def test_ranking_band_keeps_every_candidate_within_float_rounding_of_the_cut():
+    from sbert.search import ranking
+
+    cut = np.float32(0.75)
+    close = np.nextafter(cut, np.float32(0), dtype=np.float32)  # one float32 step below the k-th score
+    scores = np.array([[0.5, cut, 0.74, close, 0.9]], np.float32)
+    kept_scores, kept_ids = ranking.band(scores, np.arange(5)[None, :], 2)
+    assert kept_ids.tolist() == [[4, 1, 3]]  # the best 2, then the k-th's neighbour in the band; 0.74 is out
+    assert kept_scores[0, -1] == close and 0.74 < ranking.floor(np.array([[cut]]))[0, 0] < close
+
+
+def test_rerank_and_cross_encoder_rank_break_ties_by_position():
+    from sbert.cross_encoder import CrossEncoder
+    from sbert.search.index import Hit
+    from sbert.search.rerank import rerank
+
+    class Scorer:
+        num_labels = 1
+
+        def predict(self, pairs, batch_size=32, show_progress=None):
+            return np.array([{"a": 0.2, "b": 0.9, "c": 0.2, "d": 0.9}[doc] for _, doc in pairs], np.float32)
+
+    hits = [Hit(f"id{n}", 0.0, text, n) for n, text in enumerate("abcd")]
+    assert [h.id for h in rerank(Scorer(), "q", hits)] == ["id1", "id3", "id0", "id2"]
+    assert [h.score for h in rerank(Scorer(), "q", hits, top_k=3)] == pytest.approx([0.9, 0.9, 0.2])
+    scorer = Scorer()
+    assert CrossEncoder.rank(scorer, "q", list("abcd"), top_k=3) == [
+        (1, pytest.approx(0.9)),
+        (3, pytest.approx(0.9)),
+        (0, pytest.approx(0.2)),
+    ]

@@ -48,13 +48,16 @@ def load(
     return encoder
 
 
+_MODULES = {"similarity": "sbert.similarity", "cluster": "sbert.search.cluster"}  # sbert.<name>, loaded on use
+
+
 def __getattr__(name: str):
     if name == "Encoder":
         from sbert.encoder import Encoder
 
         return Encoder
-    if name == "similarity":
-        return importlib.import_module("sbert.similarity")
+    if name in _MODULES:
+        return importlib.import_module(_MODULES[name])
     raise AttributeError(f"module 'sbert' has no attribute {name!r}")
 
 

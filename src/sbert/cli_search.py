@@ -292,7 +292,7 @@ def cluster(
     source, model, runtime, allow_pickle, method, threshold, k, min_size, linkage, seed, limit, as_json, **read
 ):
     """Group the texts in FILE by meaning (text lines, or .jsonl with 'text'/'id')."""
-    from sbert import cluster as clustering
+    from sbert.search import cluster as clustering
 
     if method == "kmeans" and k is None:
         raise click.UsageError("--method kmeans needs --k")

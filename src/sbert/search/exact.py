@@ -2,24 +2,23 @@
 
 Scores are first computed in float32 blocks (matrix products), whose last bits depend on the block
 shapes and the processor. The candidates (each query's best ``k``, plus every row within a small band
-of the ``k``-th score) are then re-scored pair by pair in float64 (``pair_scores``), and the result is
-cut by (score descending, corpus index ascending). So a pair's score does not depend on chunk sizes,
-equal vectors get equal scores and are ordered by index, and only rows whose true scores are within
-float32 rounding of the cut could change with chunking or processor.
+of the ``k``-th score: ``ranking.band``) are then re-scored pair by pair in float64 (``pair_scores``),
+and the result is cut by (score descending, corpus index ascending: ``ranking.top``). So a pair's
+score does not depend on chunk sizes, equal vectors get equal scores and are ordered by index, and only
+rows whose true scores are within float32 rounding of the cut could change with chunking or processor.
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from sbert import similarity
-from sbert.similarity import Array
+from sbert.arrays import Array, as_tensor
+from sbert.search import ranking
 
-BAND = 1e-5  # float32 scores this close to the k-th (x max(1, |k-th|)) are re-scored before the cut
 _RESCORE_BLOCK = 2**22  # float64 values gathered at a time when re-scoring
 
 
@@ -31,27 +30,6 @@ class TopK(NamedTuple):
 
     scores: np.ndarray
     indices: np.ndarray
-
-
-def as_tensor(x: Array) -> torch.Tensor:
-    """(n, d) floating tensor from numpy or torch; a single (d,) vector becomes one row."""
-    if isinstance(x, torch.Tensor):
-        t = x
-    else:
-        with warnings.catch_warnings():  # read-only arrays (memory-mapped indexes) are only ever read here
-            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            t = torch.from_numpy(np.asarray(x))
-    if t.ndim == 1:
-        t = t.unsqueeze(0)
-    if t.ndim != 2:
-        raise ValueError(f"expected embeddings of shape (n, d) or (d,), got shape {tuple(t.shape)}")
-    return t if t.is_floating_point() else t.float()
-
-
-def _ordered(scores: np.ndarray, indices: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of candidates reduced to their best ``k`` by (score desc, index asc)."""
-    order = np.lexsort((indices, -scores), axis=-1)[:, :k]
-    return np.take_along_axis(scores, order, 1), np.take_along_axis(indices, order, 1)
 
 
 def pair_scores(a: np.ndarray, b: np.ndarray, score: str) -> np.ndarray:
@@ -95,30 +73,14 @@ def _rescore(queries: torch.Tensor, corpus: torch.Tensor, indices: np.ndarray, s
     return out
 
 
-def _floor(kth: np.ndarray | torch.Tensor):
-    """The lowest float32 score that may still belong in the top k, given the k-th: a band below it."""
-    scale = np.maximum(np.abs(kth), 1.0) if isinstance(kth, np.ndarray) else torch.clamp(kth.abs(), min=1.0)
-    return kth - BAND * scale
-
-
 def _band_top(scores: torch.Tensor, offset: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Each row's best ``k`` float32 scores of a block and every score in the band below the ``k``-th (as many
     columns as the widest row needs), with column indices + ``offset``."""
     values, positions = torch.topk(scores, k, dim=1, largest=True, sorted=False)
-    width = int((scores >= _floor(values.min(dim=1, keepdim=True).values)).sum(dim=1).max())
+    width = int((scores >= ranking.floor(values.min(dim=1, keepdim=True).values)).sum(dim=1).max())
     if width > k:
         values, positions = torch.topk(scores, width, dim=1, largest=True, sorted=False)
     return values.float().cpu().numpy(), positions.cpu().numpy() + offset
-
-
-def _keep_band(scores: np.ndarray, indices: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Candidates reduced to each row's best ``k`` and those in the band below its ``k``-th."""
-    order = np.lexsort((indices, -scores), axis=-1)
-    scores, indices = np.take_along_axis(scores, order, 1), np.take_along_axis(indices, order, 1)
-    if scores.shape[1] <= k:
-        return scores, indices
-    width = max(k, int((scores >= _floor(scores[:, k - 1 : k])).sum(axis=1).max()))
-    return scores[:, :width], indices[:, :width]
 
 
 def _chunk_top(scores: torch.Tensor, offset: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -135,7 +97,7 @@ def _chunk_top(scores: torch.Tensor, offset: int, k: int) -> tuple[np.ndarray, n
         n = int(keep.sum())
         i[row, n:] = np.sort(ties)
         s[row, :n], i[row, :n] = s[row, keep], i[row, keep]
-    return _ordered(s, i, k)
+    return ranking.top(s, i, k)
 
 
 def semantic_search(
@@ -184,12 +146,12 @@ def semantic_search(
                 if score == "cosine":
                     c = torch.nn.functional.normalize(c, dim=1)
                 block, kc = fn(q, c), min(k, c.shape[0])
-                reduce = _keep_band if exact_scores else _ordered
+                reduce = ranking.band if exact_scores else ranking.top
                 s, i = _band_top(block, c0, kc) if exact_scores else _chunk_top(block, c0, kc)
                 best_s, best_i = reduce(np.hstack([best_s, s]), np.hstack([best_i, i]), k)
             if exact_scores:  # the candidates, re-scored pair by pair, then cut
                 exact = _rescore(raw_queries[q0 : q0 + query_chunk_size], corpus, best_i, score)
-                best_s, best_i = _ordered(exact, best_i, k)
+                best_s, best_i = ranking.top(exact, best_i, k)
             out_s.append(best_s)
             out_i.append(best_i)
     return TopK(np.vstack(out_s).astype(np.float32), np.vstack(out_i).astype(np.int64))

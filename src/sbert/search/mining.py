@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import torch
 
-from sbert.search.exact import as_tensor, semantic_search
-from sbert.similarity import Array
+from sbert.arrays import Array, as_tensor
+from sbert.search import ranking
+from sbert.search.exact import TopK, semantic_search
 
 if TYPE_CHECKING:
-    from sbert.encoder import Encoder
+    from sbert.protocols import TextEncoder
 
 
 class Pair(NamedTuple):
@@ -23,18 +24,35 @@ class Pair(NamedTuple):
     j: int
 
 
-def _reduce(s: np.ndarray, a: np.ndarray, b: np.ndarray, limit: int) -> tuple[np.ndarray, ...]:
-    """Distinct pairs (a < b), best first by (score desc, a, b), at most ``limit``; a pair seen twice keeps its best."""
-    order = np.lexsort((b, a, -s))
+Candidates = tuple[np.ndarray, np.ndarray, np.ndarray]  # scores, i, j: one pair per position, i < j
+
+
+def _reduce(parts: list[Candidates], limit: int) -> Candidates:
+    """Distinct pairs (i < j), best first by (score desc, i, j), at most ``limit``; a pair seen twice keeps its best."""
+    s, a, b = (np.concatenate(x) for x in zip(*parts, strict=True))
+    order = ranking.order(s, a, b)
     s, a, b = s[order], a[order], b[order]
     _, first = np.unique(a.astype(np.int64) * (int(b.max(initial=0)) + 1) + b, return_index=True)
     keep = np.sort(first)[:limit]  # first occurrence = best score for that pair, order preserved
     return s[keep], a[keep], b[keep]
 
 
+def _partners(found: TopK, q0: int, top_k: int, threshold: float | None) -> Candidates:
+    """Each query row's ``top_k`` partners in ``found`` (rows ``q0``, ``q0 + 1``, ... of the corpus) as pairs."""
+    rows = np.arange(q0, q0 + found.indices.shape[0])[:, None]
+    other = found.indices != rows
+    # Keep top_k partners per row: drop the row itself, or the last one when the row was not listed.
+    other &= np.cumsum(other, axis=1) <= top_k
+    if threshold is not None:
+        other &= found.scores >= threshold
+    i = np.broadcast_to(rows, other.shape)[other]
+    j = found.indices[other]
+    return found.scores[other], np.minimum(i, j), np.maximum(i, j)
+
+
 def paraphrase_mining(
     texts_or_embeddings: Sequence[str] | Array,
-    encoder: Encoder | None = None,
+    encoder: TextEncoder | None = None,
     *,
     top_k: int = 100,
     max_pairs: int = 500_000,
@@ -68,32 +86,15 @@ def paraphrase_mining(
     corpus = as_tensor(emb)
     if score == "cosine" and not exact_scores:  # normalise once, not once per query chunk
         corpus, score = torch.nn.functional.normalize(corpus, dim=1), "dot"
-    n = corpus.shape[0]
-    kept = [np.empty(0, np.float32), np.empty(0, np.int64), np.empty(0, np.int64)]
-    pending: list[tuple[np.ndarray, ...]] = []
-    pending_size = 0
-    for q0 in range(0, n, query_chunk_size):
-        found = semantic_search(
-            corpus[q0 : q0 + query_chunk_size],
-            corpus,
-            top_k + 1,
-            score=score,
-            query_chunk_size=query_chunk_size,
-            corpus_chunk_size=corpus_chunk_size,
-            exact_scores=exact_scores,
-        )
-        rows = np.arange(q0, q0 + found.indices.shape[0])[:, None]
-        other = found.indices != rows
-        # Keep top_k partners per row: drop the row itself, or the last one when the row was not listed.
-        other &= np.cumsum(other, axis=1) <= top_k
-        if threshold is not None:
-            other &= found.scores >= threshold
-        i = np.broadcast_to(rows, other.shape)[other]
-        j = found.indices[other]
-        pending.append((found.scores[other], np.minimum(i, j), np.maximum(i, j)))
-        pending_size += len(i)
-        if pending_size > 2 * max_pairs:
-            kept = list(_reduce(*(np.concatenate(x) for x in zip(kept, *pending, strict=False)), max_pairs))
-            pending, pending_size = [], 0
-    s, a, b = _reduce(*(np.concatenate(x) for x in zip(kept, *pending, strict=False)), max_pairs)
+    chunks = {"query_chunk_size": query_chunk_size, "corpus_chunk_size": corpus_chunk_size}
+    parts: list[Candidates] = [(np.empty(0, np.float32), np.empty(0, np.int64), np.empty(0, np.int64))]
+    pending = 0  # candidates found since the last reduction
+    for q0 in range(0, corpus.shape[0], query_chunk_size):
+        query = corpus[q0 : q0 + query_chunk_size]
+        found = semantic_search(query, corpus, top_k + 1, score=score, exact_scores=exact_scores, **chunks)
+        parts.append(_partners(found, q0, top_k, threshold))
+        pending += len(parts[-1][0])
+        if pending > 2 * max_pairs:
+            parts, pending = [_reduce(parts, max_pairs)], 0
+    s, a, b = _reduce(parts, max_pairs)
     return [Pair(float(x), int(y), int(z)) for x, y, z in zip(s, a, b, strict=True)]

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
-
+from sbert.search import ranking
 from sbert.search.index import Hit
 
+if TYPE_CHECKING:
+    from sbert.protocols import PairScorer
 
-def rerank(cross_encoder, query: str, hits: Sequence[Hit], top_k: int | None = None, batch_size: int = 32) -> list[Hit]:
+
+def rerank(
+    cross_encoder: PairScorer, query: str, hits: Sequence[Hit], top_k: int | None = None, batch_size: int = 32
+) -> list[Hit]:
     """``hits`` re-ordered by the cross-encoder's score of (query, hit text), best ``top_k`` first.
 
-    The returned hits carry the cross-encoder's score. Hits need their text (index built with texts).
+    The returned hits carry the cross-encoder's score; equal scores keep the hits' order. Hits need
+    their text (index built with texts).
     """
     if not hits:
         return []
@@ -22,5 +28,4 @@ def rerank(cross_encoder, query: str, hits: Sequence[Hit], top_k: int | None = N
     scores = cross_encoder.predict([(query, h.text) for h in hits], batch_size=batch_size)
     if scores.ndim != 1:
         raise ValueError("re-ranking needs a one-label cross-encoder")
-    order = np.lexsort((np.arange(len(hits)), -scores))[: top_k or len(hits)]
-    return [hits[i]._replace(score=float(scores[i])) for i in order]
+    return [hits[i]._replace(score=float(scores[i])) for i in ranking.order(scores)[: top_k or None]]

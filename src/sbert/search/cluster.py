@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sbert.search.exact import as_tensor
-from sbert.similarity import Array
+from sbert.arrays import Array, as_tensor
 
 
 def _unit(embeddings: Array) -> np.ndarray:
