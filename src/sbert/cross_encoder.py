@@ -22,7 +22,7 @@ from sbert.modules.base import read_json, write_json
 from sbert.modules.folder import check_finite, check_links, check_safetensors, refuse_remote_code
 from sbert.modules.transformer import quiet_transformers, safetensors_files
 
-Pair = tuple[str, str]
+TextPair = tuple[str, str]
 ACTIVATIONS = ("sigmoid", "softmax", "identity")
 # How sentence-transformers names each activation ("torch.nn.modules.linear.Identity"): version 6 writes it
 # to config_sentence_transformers.json ("activation_fn"), versions 4-5 to config.json
@@ -122,7 +122,7 @@ class CrossEncoder(nn.Module):
         return encoder.to(device)
 
     # -- inference -------------------------------------------------------------------------------------
-    def tokenize(self, pairs: Sequence[Pair]) -> dict[str, list[list[int]]]:
+    def tokenize(self, pairs: Sequence[TextPair]) -> dict[str, list[list[int]]]:
         """Token ids of each pair as ``[CLS] a [SEP] b [SEP]`` (with token type ids), cut to
         ``max_length`` by trimming the longer side first."""
         pairs = _check_pairs(pairs)
@@ -146,7 +146,7 @@ class CrossEncoder(nn.Module):
     @torch.inference_mode()
     def predict(
         self,
-        pairs: Sequence[Pair],
+        pairs: Sequence[TextPair],
         batch_size: int = 32,
         show_progress: bool | None = None,
         activation: str | None = None,
@@ -180,9 +180,10 @@ class CrossEncoder(nn.Module):
         """(document index, score) of the best ``top_k`` documents for ``query``, best first (ties: lower index)."""
         if self.num_labels != 1:
             raise ValueError(f"rank needs a one-label cross-encoder; this one has {self.num_labels} labels")
+        from sbert.search.ranking import order
+
         scores = self.predict([(query, d) for d in documents], batch_size=batch_size)
-        order = np.lexsort((np.arange(len(scores)), -scores))[: top_k or len(scores)]
-        return [(int(i), float(scores[i])) for i in order]
+        return [(int(i), float(scores[i])) for i in order(scores)[: top_k or None]]
 
     # -- disk ------------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
@@ -256,7 +257,7 @@ def _activate(logits: torch.Tensor, activation: str) -> torch.Tensor:
     raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
 
 
-def _check_pairs(pairs) -> list[Pair]:
+def _check_pairs(pairs) -> list[TextPair]:
     if isinstance(pairs, tuple) and len(pairs) == 2 and all(isinstance(p, str) for p in pairs):
         raise TypeError("predict takes a list of (text_a, text_b) pairs; wrap a single pair in a list")
     items = list(pairs)
