@@ -51,12 +51,12 @@ def create_app(
     embedding.batcher.stats.on_batch = metrics.on_batch
     context = Context(limits, embedding.dim, model_name, served_names(model_name, encoder))
     service = Service(
-        embedding,
-        context,
-        encoder.similarity_fn_name,
-        index,
-        encoder.runtime if index is not None else None,
-        cross_encoder,
+        engine=embedding,
+        context=context,
+        similarity_fn_name=encoder.similarity_fn_name,
+        index=index,
+        index_backend=encoder.runtime if index is not None else None,
+        cross_encoder=cross_encoder,
     )
 
     @asynccontextmanager
