@@ -363,7 +363,7 @@ def test_toml_yaml_and_options_fill_the_same_run_spec(tmp_path):
         ({"out": "m", "objectives": [{"objective": "triplet", "format": "nli"}]}, r"objectives\[0\].train: missing"),
         (
             {"out": "m", "objectives": [{"objective": "triplet", "format": "nli", "train": "x", "margin": "big"}]},
-            r"objectives\[0\]: margin: expected a number, got 'big'",
+            r"objectives\[0\].margin: expected a number, got 'big'",
         ),
         (
             {"out": "m", "objectives": [{"objective": "triplet", "format": "nli", "train": "x", "margn": 1}]},

@@ -90,7 +90,7 @@ class RunSpec:
 
     def __post_init__(self) -> None:
         if self.init not in INITS:
-            raise ValueError(f"init must be 'pretrained' or 'random', got {self.init!r}")
+            raise ValueError(f"init must be {' or '.join(map(repr, INITS))}, got {self.init!r}")
         if not self.objectives:
             raise ValueError("objectives: none given; a run trains at least one (data, objective) pair")
         if self.dev is not None:
@@ -149,16 +149,13 @@ def _objective(values: Any, index: int) -> ObjectiveSpec:
     train = [train] if isinstance(train, str) else train
     if not isinstance(train, list) or not all(isinstance(p, str) for p in train):
         raise ValueError(f"{where}.train: expected a path or a list of paths, got {values['train']!r}")
-    own = OBJECTIVES.get(values["objective"])
+    objective = _checked(values["objective"], str, f"{where}.objective")
+    fmt = _checked(values["format"], str, f"{where}.format")
+    own = OBJECTIVES[objective].settings if objective in OBJECTIVES else {}
     # another objective's setting (margin on a regression objective) is ignored, as an unused option is
-    settings = {k: v for k, v in values.items() if own is not None and k in own.settings}
+    settings = {k: _checked(v, _hint_of(own[k]), f"{where}.{k}") for k, v in values.items() if k in own}
     try:
-        return ObjectiveSpec(
-            _checked(values["objective"], str, f"{where}.objective"),
-            _checked(values["format"], str, f"{where}.format"),
-            train,
-            settings,
-        )
+        return ObjectiveSpec(objective, fmt, train, settings)
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
 
