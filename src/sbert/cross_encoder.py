@@ -17,10 +17,13 @@ from torch import nn
 
 from sbert.atomic import atomic_dir, recover
 from sbert.batching import batches
+from sbert.device import default_device
 from sbert.errors import ModelFormatError, ModelNotFoundError
-from sbert.modules.base import read_json, write_json
-from sbert.modules.folder import check_finite, check_links, check_safetensors, refuse_remote_code
-from sbert.modules.transformer import quiet_transformers, safetensors_files
+from sbert.modules.base import write_json
+from sbert.modules.folder import check_finite, check_links, read_json, refuse_remote_code, weight_files
+from sbert.modules.transformer import quiet_transformers
+from sbert.progress import ENCODE_FROM, progress_bar
+from sbert.versions import saved_versions
 
 TextPair = tuple[str, str]
 ACTIVATIONS = ("sigmoid", "softmax", "identity")
@@ -93,12 +96,7 @@ class CrossEncoder(nn.Module):
             raise ModelNotFoundError(f"{folder}: no config.json; expected a Hugging Face model folder")
         check_links(folder)
         refuse_remote_code(folder)
-        has_safe = any((folder / f).is_file() for f in ("model.safetensors", "model.safetensors.index.json"))
-        if not allow_pickle and not has_safe:
-            raise ModelFormatError(f"{folder}: weights only in pickle form; pass allow_pickle=True to load them")
-        weights = safetensors_files(folder) if has_safe else []
-        for file in weights:
-            check_safetensors(file)
+        weights, has_safe = weight_files(folder, allow_pickle, "cross-encoder weights")
         settings = read_json(folder / ST_CONFIG) if (folder / ST_CONFIG).is_file() else {}
         try:
             config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
@@ -107,7 +105,7 @@ class CrossEncoder(nn.Module):
             kwargs = {"num_labels": num_labels, "ignore_mismatched_sizes": new_head} if num_labels else {}
             with quiet_transformers():
                 model = AutoModelForSequenceClassification.from_pretrained(
-                    folder, local_files_only=True, trust_remote_code=False, use_safetensors=has_safe or None, **kwargs
+                    folder, local_files_only=True, trust_remote_code=False, use_safetensors=has_safe, **kwargs
                 )
             tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
         except (OSError, ValueError, KeyError, RuntimeError, EOFError) as err:  # RuntimeError: a damaged .bin
@@ -118,8 +116,7 @@ class CrossEncoder(nn.Module):
         encoder = cls(model, tokenizer, max_length, activation)
         encoder.path = folder
         encoder.settings = settings
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        return encoder.to(device)
+        return encoder.to(device or default_device())
 
     # -- inference -------------------------------------------------------------------------------------
     def tokenize(self, pairs: Sequence[TextPair]) -> dict[str, list[list[int]]]:
@@ -155,17 +152,14 @@ class CrossEncoder(nn.Module):
 
         Pairs are sorted by length and padded per batch (smart batching).
         """
-        from tqdm.auto import tqdm
-
         activation = activation or self.activation
         encoded = self.tokenize(pairs)
         lengths = [len(ids) for ids in encoded["input_ids"]]
         out = np.empty((len(lengths), self.num_labels), dtype=np.float32)
         was_training = self.training
         self.eval()
-        disable = (None if len(lengths) >= 5000 else True) if show_progress is None else not show_progress
         try:
-            with tqdm(total=len(lengths), desc="predict", unit="pair", disable=disable) as bar:
+            with progress_bar(len(lengths), "predict", show_progress, "pair", from_items=ENCODE_FROM) as bar:
                 for rows in batches(lengths, batch_size):
                     logits = self(self._collate(encoded, rows)).float()
                     out[rows] = _activate(logits, activation).cpu().numpy()
@@ -196,7 +190,7 @@ class CrossEncoder(nn.Module):
         self.model.config.sbert_activation = self.activation
         self.model.config.sentence_transformers = {"activation_fn": ST_ACTIVATIONS[self.activation]}
         settings = dict(self.settings)
-        settings["__version__"] = {**settings.get("__version__", {}), **_versions()}
+        settings["__version__"] = {**settings.get("__version__", {}), **saved_versions()}
         settings.update({"activation_fn": ST_ACTIVATIONS[self.activation], "model_type": "CrossEncoder"})
         settings.setdefault("prompts", {})
         settings.setdefault("default_prompt_name", None)
@@ -205,18 +199,6 @@ class CrossEncoder(nn.Module):
             self.tokenizer.save_pretrained(tmp)
             write_json(tmp / ST_CONFIG, settings)
         return Path(path)
-
-
-def _versions() -> dict[str, str]:
-    from importlib import metadata
-
-    def version(package: str) -> str:
-        try:
-            return metadata.version(package)
-        except metadata.PackageNotFoundError:
-            return "unknown"
-
-    return {"sbert": version("sbert"), "transformers": version("transformers"), "pytorch": version("torch")}
 
 
 def _activation_name(path: object, source: str) -> str:

@@ -19,12 +19,12 @@ import torch
 from torch import nn
 
 from sbert.atomic import atomic_dir, recover
-from sbert.backends.onnx import ExportSource
+from sbert.backends.onnx import ExportSource, OnnxBackend
 from sbert.device import default_device
 from sbert.errors import ModelFormatError, ModelNotFoundError
 from sbert.modules import MODULE_TYPES, Module, Pooling, Transformer, module_class
-from sbert.modules.base import Features, read_json, write_json
-from sbert.modules.folder import check_links, module_folder, refuse_remote_code
+from sbert.modules.base import Features, write_json
+from sbert.modules.folder import check_links, module_folder, read_json, refuse_remote_code
 from sbert.pipeline import PACKED_TOKENS, Batching, Runner, Tokenized, TorchRunner, finish, token_vectors
 from sbert.progress import ENCODE_FROM, progress_bar
 from sbert.versions import saved_versions
@@ -191,9 +191,8 @@ class Encoder(nn.Sequential):
             self._torch.precision = precision
             self._runner = self._torch
         elif backend == "onnx":
-            from sbert.backends.onnx import OnnxBackend
-
             self._runner = OnnxBackend(self.export_source(), precision, cache_dir)
+            self._torch.precision = "fp32"  # token output, which stays on torch
         else:
             raise ValueError(f"backend must be 'torch' or 'onnx', got {backend!r}")
         return self

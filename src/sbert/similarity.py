@@ -9,24 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-Array = np.ndarray | torch.Tensor
-
-
-def _as_2d(x: Array | list) -> torch.Tensor:
-    t = torch.from_numpy(np.asarray(x)) if not isinstance(x, torch.Tensor) else x
-    if t.ndim == 1:
-        t = t.unsqueeze(0)
-    if t.ndim != 2:
-        raise ValueError(f"expected embeddings of shape (n, d) or (d,), got shape {tuple(t.shape)}")
-    return t if t.is_floating_point() else t.float()
+from sbert.arrays import Array, as_tensor
 
 
 def _pair(a: Array, b: Array, pairwise: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    ta, tb = _as_2d(a), _as_2d(b)
+    ta, tb = as_tensor(a), as_tensor(b)
     if ta.shape[1] != tb.shape[1]:
         raise ValueError(f"embedding widths differ: {ta.shape[1]} and {tb.shape[1]}")
     if pairwise and ta.shape[0] != tb.shape[0]:

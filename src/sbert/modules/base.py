@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from torch import Tensor, nn
 
 from sbert.errors import ModelFormatError
+from sbert.modules.folder import check_finite_tensors, check_safetensors, refuse_pickle
 
 Features = dict[str, Tensor]
 
@@ -31,27 +32,12 @@ class Module(nn.Module):
         raise NotImplementedError
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """Read a JSON object, with an error that names the file and what is wrong."""
-    if not path.is_file():
-        raise ModelFormatError(f"{path}: file not found (expected a JSON config here)")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ModelFormatError(f"{path}: not valid JSON ({err})") from err
-    if not isinstance(data, dict):
-        raise ModelFormatError(f"{path}: expected a JSON object, found {type(data).__name__}")
-    return data
-
-
 def write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def load_weights(folder: Path, *, allow_pickle: bool = False) -> dict[str, Tensor]:
     """Read a module's weights: ``model.safetensors``, or ``pytorch_model.bin`` only if ``allow_pickle``."""
-    from sbert.modules.folder import check_finite_tensors, check_safetensors
-
     safe = folder / "model.safetensors"
     if safe.is_file():
         from safetensors.torch import load_file
@@ -62,11 +48,7 @@ def load_weights(folder: Path, *, allow_pickle: bool = False) -> dict[str, Tenso
         return state
     pickled = folder / "pytorch_model.bin"
     if pickled.is_file():
-        if not allow_pickle:
-            raise ModelFormatError(
-                f"{folder}: weights are only in pickle form (pytorch_model.bin), which can run code when "
-                "loaded; pass allow_pickle=True (CLI: --allow-pickle) if you trust this folder"
-            )
+        refuse_pickle(folder, allow_pickle)
         import torch
 
         try:

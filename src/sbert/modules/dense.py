@@ -7,7 +7,8 @@ from pathlib import Path
 from torch import nn
 
 from sbert.errors import ModelFormatError
-from sbert.modules.base import Features, Module, load_weights, read_json, save_weights, write_json
+from sbert.modules.base import Features, Module, load_weights, save_weights, write_json
+from sbert.modules.folder import read_json
 
 
 def _activation(name: str | None, config_path: Path) -> nn.Module:

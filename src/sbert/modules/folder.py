@@ -6,6 +6,8 @@
   symbolic link must point inside it (or, in Hugging Face's hub cache layout, into its ``blobs``).
 - Weights are whole and finite: a ``.safetensors`` file must be as long as its header says, and a
   loaded module whose weights hold NaN or infinity is refused.
+- Pickled weights (``pytorch_model.bin``, which can run code when loaded) are read only with
+  ``allow_pickle``: ``weight_files`` and ``refuse_pickle`` are the one place that decides.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
 
 import torch
 from torch import nn
@@ -29,6 +32,21 @@ CODE_CONFIGS = (
     "feature_extractor_config.json",
 )
 _MAX_HEADER = 100 * 2**20  # a safetensors header larger than this is damage, not a model
+SAFE_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
+PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """Read a JSON object, with an error that names the file and what is wrong."""
+    if not path.is_file():
+        raise ModelFormatError(f"{path}: file not found (expected a JSON config here)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ModelFormatError(f"{path}: not valid JSON ({err})") from err
+    if not isinstance(data, dict):
+        raise ModelFormatError(f"{path}: expected a JSON object, found {type(data).__name__}")
+    return data
 
 
 def refuse_remote_code(folder: Path) -> None:
@@ -136,3 +154,48 @@ def check_finite_tensors(named: Iterable[tuple[str, torch.Tensor]], source: Path
                 f"{source}: weight {name!r} holds {bad:,} NaN or infinite values (of {weight.numel():,}); "
                 "such a model gives NaN vectors (was its training diverging?)"
             )
+
+
+def refuse_pickle(folder: Path, allow_pickle: bool) -> None:
+    """Raise naming ``folder`` unless ``allow_pickle``: its weights are only in pickle form."""
+    if not allow_pickle:
+        raise ModelFormatError(
+            f"{folder}: weights are only in pickle form (pytorch_model.bin), which can run code when "
+            "loaded; pass allow_pickle=True (CLI: --allow-pickle) if you trust this folder"
+        )
+
+
+def safetensors_files(folder: Path) -> list[Path]:
+    """The weight files of a Hugging Face folder: ``model.safetensors``, or the shards its index names."""
+    single = folder / SAFE_WEIGHTS[0]
+    if single.is_file():
+        return [single]
+    index = folder / SAFE_WEIGHTS[1]
+    weight_map = read_json(index).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ModelFormatError(f"{index}: expected a 'weight_map' naming the weight shards")
+    shards = []
+    for name in sorted(set(map(str, weight_map.values()))):
+        shard = folder / name
+        if Path(name).is_absolute() or ".." in Path(name).parts or not shard.is_file():
+            raise ModelFormatError(f"{index}: shard {name!r} is not a file inside {folder}")
+        shards.append(shard)
+    return shards
+
+
+def weight_files(folder: Path, allow_pickle: bool, what: str = "weights") -> tuple[list[Path], bool]:
+    """The weight files of a Hugging Face folder, checked, and whether they are safetensors.
+
+    safetensors (one file or index shards, each checked whole) come first; ``pytorch_model.bin``
+    only with ``allow_pickle``. Raises naming ``folder`` where there are no ``what`` at all.
+    """
+    if any((folder / name).is_file() for name in SAFE_WEIGHTS):
+        files = safetensors_files(folder)
+        for file in files:
+            check_safetensors(file)
+        return files, True
+    pickled = [folder / name for name in PICKLE_WEIGHTS if (folder / name).is_file()]
+    if not pickled:
+        raise ModelFormatError(f"{folder}: no {what} (expected model.safetensors)")
+    refuse_pickle(folder, allow_pickle)
+    return pickled[:1], False

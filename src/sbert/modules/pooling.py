@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 
 from sbert.errors import ModelFormatError
-from sbert.modules.base import Features, Module, read_json, write_json
+from sbert.modules.base import Features, Module, write_json
+from sbert.modules.folder import read_json
 
 MODES = ("cls", "max", "mean", "mean_sqrt_len", "weightedmean", "lasttoken")
 _CONFIG_KEYS = {

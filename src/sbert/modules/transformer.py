@@ -16,12 +16,10 @@ import torch
 
 from sbert.batching import pack_rows
 from sbert.errors import ModelFormatError
-from sbert.modules.base import Features, Module, read_json, write_json
-from sbert.modules.folder import check_finite, check_safetensors, refuse_remote_code
+from sbert.modules.base import Features, Module, write_json
+from sbert.modules.folder import check_finite, read_json, refuse_remote_code, weight_files
 
 CONFIG_FILE = "sentence_bert_config.json"
-_SAFE_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
-_PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
 PACK_WIDTH = 64  # tokens per packed row (or the batch's longest text, if longer)
 # Architectures whose position embeddings are read from explicit ``position_ids`` counted from 0,
 # so several texts can share a row (checked against padded batching in tests/test_packing.py).
@@ -54,24 +52,6 @@ def quiet_transformers() -> Iterator[None]:
             yield
     finally:
         hf_logging.set_verbosity(level)
-
-
-def safetensors_files(folder: Path) -> list[Path]:
-    """The weight files of a Hugging Face folder: ``model.safetensors``, or the shards its index names."""
-    single = folder / _SAFE_WEIGHTS[0]
-    if single.is_file():
-        return [single]
-    index = folder / _SAFE_WEIGHTS[1]
-    weight_map = read_json(index).get("weight_map")
-    if not isinstance(weight_map, dict) or not weight_map:
-        raise ModelFormatError(f"{index}: expected a 'weight_map' naming the weight shards")
-    shards = []
-    for name in sorted(set(map(str, weight_map.values()))):
-        shard = folder / name
-        if Path(name).is_absolute() or ".." in Path(name).parts or not shard.is_file():
-            raise ModelFormatError(f"{index}: shard {name!r} is not a file inside {folder}")
-        shards.append(shard)
-    return shards
 
 
 class Transformer(Module):
@@ -253,22 +233,8 @@ class Transformer(Module):
             raise ModelFormatError(
                 f"{path}: not a transformer folder (expected config.json, tokenizer files and model.safetensors)"
             )
-        has_safe = any((path / f).is_file() for f in _SAFE_WEIGHTS)
-        has_pickle = any((path / f).is_file() for f in _PICKLE_WEIGHTS)
-        if not has_safe and not has_pickle:
-            raise ModelFormatError(f"{path}: no transformer weights (expected model.safetensors)")
-        if not has_safe and not allow_pickle:
-            raise ModelFormatError(
-                f"{path}: weights are only in pickle form (pytorch_model.bin), which can run code when "
-                "loaded; pass allow_pickle=True (CLI: --allow-pickle) if you trust this folder"
-            )
         refuse_remote_code(path)
-        if has_safe:
-            weights = safetensors_files(path)
-            for file in weights:
-                check_safetensors(file)
-        else:
-            weights = [next(path / f for f in _PICKLE_WEIGHTS if (path / f).is_file())]
+        weights, has_safe = weight_files(path, allow_pickle, "transformer weights")
         settings = read_json(path / CONFIG_FILE) if (path / CONFIG_FILE).is_file() else {}
         try:
             with _no_transformers_progress():
