@@ -1,4 +1,5 @@
-"""Search over embeddings: exact top-k, paraphrase mining, and a persistent index (``sbert.search.index``)."""
+"""Search over embeddings: exact top-k, paraphrase mining, clustering (``sbert.search.cluster``) and a persistent
+index (``sbert.search.index``), all ranked best first by ``sbert.search.ranking``."""
 
 from sbert.search.exact import TopK, semantic_search
 from sbert.search.mining import Pair, paraphrase_mining
