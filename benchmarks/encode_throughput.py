@@ -86,8 +86,7 @@ def main() -> None:
     outputs = {name: run() for name, run in variants.items()}  # warm-up, and the outputs to compare
     times = timings(variants, args.rounds)
     rate = {name: len(texts) / statistics.median(t) for name, t in times.items()}
-    ids, _ = ours.transformer.tokenize(texts)
-    lengths = [len(i) for i in ids]
+    lengths = ours.tokenize(texts).lengths
     # Padding share per variant: sbert sorts by token count, sentence-transformers by character count.
     by_chars = np.argsort([-len(t) for t in texts], kind="stable")
     pad = {
