@@ -49,7 +49,7 @@ def create_app(
     embedding = EmbeddingEngine(encoder, engine)
     metrics = Metrics()
     embedding.batcher.stats.on_batch = metrics.on_batch
-    context = Context(limits, embedding.dim, model_name, served_names(model_name, encoder))
+    context = Context(limits, encoder.dim, model_name, served_names(model_name, encoder))
     service = Service(
         engine=embedding,
         context=context,

@@ -99,14 +99,6 @@ class EmbeddingEngine:
             workers=self.workers,
         )
 
-    @property
-    def dim(self) -> int:
-        return self.encoder.dim
-
-    @property
-    def max_seq_length(self) -> int:
-        return self.encoder.max_seq_length
-
     async def embed(self, texts: list[str]) -> Embedded:
         """``texts``' vectors, token counts and truncation, computed in a batch shared with other requests."""
         return Embedded(*await self.batcher.embed(texts))

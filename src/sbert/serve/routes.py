@@ -59,7 +59,7 @@ async def health(request: Request) -> dict:
     return {
         "status": "ok",
         "model": service.context.model_name,
-        "dim": service.engine.dim,
+        "dim": service.context.dim,
         "index": service.index is not None,
     }
 
@@ -75,8 +75,8 @@ async def embeddings(request: Request) -> Response:
     if not body.truncate and embedded.first_truncated is not None:
         raise ApiError(
             400,
-            f"input[{embedded.first_truncated}] is longer than the model's {service.engine.max_seq_length} tokens "
-            "(send truncate=true to cut it)",
+            f"input[{embedded.first_truncated}] is longer than the model's "
+            f"{service.engine.encoder.max_seq_length} tokens (send truncate=true to cut it)",
             "input",
             "input_too_long",
         )
