@@ -64,7 +64,7 @@ class Server:
     def start(self) -> int:
         if self.process is None:
             self.port = _free_port()
-            command = [sys.executable, "-m", "sbert.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
+            command = [sys.executable, "-m", "sbert", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
             self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
@@ -138,4 +138,3 @@ def test_every_documented_command_and_option_exists(path):
             name = word.split("=")[0].strip("[]")
             if name.startswith("-") and name not in ("-", "--"):
                 assert name.rstrip(",") in options, f"{path.name}: `sbert {' '.join(words)}`: {name} is not an option"
-

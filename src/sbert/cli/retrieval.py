@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sbert.cli_common import device_options, friendly_errors, load_model, model_options
+from sbert.cli.common import device_options, friendly_errors, load_model, model_options
 
 
 def _embed(encoder, texts: list[str], batch_size: int, progress: bool | None):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from sbert.cli_common import MODEL_HELP, device_options, friendly_errors, load_model
+from sbert.cli.common import MODEL_HELP, device_options, friendly_errors, load_model
 from sbert.serve.settings import TORCH_WORKERS, EngineSettings, Limits
 
 ENGINE, LIMITS = EngineSettings(), Limits()  # the defaults, shown in --help

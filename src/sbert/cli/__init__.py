@@ -1,0 +1,31 @@
+"""The ``sbert`` command: argument parsing and printing only; the work is the library's.
+
+One module per family of commands: ``embeddings`` (encode, similarity, info), ``training`` (train,
+eval), ``retrieval`` (index, search, mine, cluster), ``service`` (serve); ``common`` holds the options
+and error handling they share.
+"""
+
+from __future__ import annotations
+
+import click
+
+from sbert.cli.embeddings import encode, info, similarity
+from sbert.cli.retrieval import cluster, index, mine, search
+from sbert.cli.service import serve
+from sbert.cli.training import evaluate, train
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sbert")
+def main() -> None:
+    """Sentence-BERT sentence embeddings: encode, compare, train, evaluate, search, serve.
+
+    Models are local folders or names of models that installed packages ship: sbert never downloads
+    anything. Every command that runs a model takes --model, --device and --allow-pickle.
+    """
+
+
+for _command in (encode, similarity, train, evaluate, info, index, search, mine, cluster, serve):
+    main.add_command(_command)

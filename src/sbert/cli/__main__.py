@@ -1,0 +1,5 @@
+"""``python -m sbert.cli``: the ``sbert`` command."""
+
+from sbert.cli import main
+
+main()

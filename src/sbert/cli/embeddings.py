@@ -1,0 +1,193 @@
+"""``sbert encode``, ``similarity`` and ``info``: embeddings of texts, and what a model is."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from sbert.cli.common import (
+    MODEL_HELP,
+    Runtime,
+    friendly_errors,
+    load_model,
+    model_options,
+    one_model,
+)
+
+
+@click.command()
+@click.argument("source", default="-", metavar="[FILE|-]")
+@model_options
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Output file, .npy or .jsonl (a FILE.meta.json beside it records the model, backend and precision).",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["npy", "jsonl"]), help="Output format (default: from --out's extension)."
+)
+@click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    help="Also cap each batch at this many padded tokens (with a larger --batch-size: big batches of "
+    "short texts, small batches of long ones).",
+)
+@click.option("--normalize", is_flag=True, help="Scale each embedding to unit length.")
+@click.option("--max-seq-length", type=click.IntRange(min=2), help="Truncate texts to this many tokens.")
+@click.option("--skip-empty", is_flag=True, help="Skip empty lines instead of failing on them.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal, long inputs).")
+@friendly_errors
+def encode(
+    source,
+    model,
+    runtime,
+    allow_pickle,
+    out,
+    fmt,
+    batch_size,
+    max_tokens,
+    normalize,
+    max_seq_length,
+    skip_empty,
+    progress,
+) -> None:
+    """Embed FILE (one text per line, UTF-8; '-' or nothing = standard input)."""
+    from sbert.atomic import atomic_file
+    from sbert.data.lines import read_lines
+
+    fmt = fmt or _format_of(out)
+    if fmt == "npy" and out is None:
+        raise click.UsageError("--format npy needs --out FILE.npy")
+    texts = read_lines(source, skip_empty=skip_empty)
+    encoder = load_model(model, runtime, allow_pickle)
+    if max_seq_length:
+        encoder.max_seq_length = max_seq_length
+    embeddings = encoder.encode(
+        texts, batch_size=batch_size, max_tokens=max_tokens, normalize=normalize, show_progress=progress
+    )
+    if fmt == "npy":
+        import numpy as np
+
+        with atomic_file(out, "wb") as handle:
+            np.save(handle, embeddings)
+    else:
+        lines = (
+            json.dumps({"text": t, "embedding": e.tolist()}, ensure_ascii=False) + "\n"
+            for t, e in zip(texts, embeddings, strict=True)
+        )
+        if out is None:
+            sys.stdout.writelines(lines)
+        else:
+            with atomic_file(out, "w", encoding="utf-8") as handle:
+                handle.writelines(lines)
+    if out is not None:
+        with atomic_file(meta_path(out), "w", encoding="utf-8") as handle:
+            json.dump(embedding_meta(model, encoder, len(texts), normalize, fmt), handle, indent=2)
+        click.echo(f"wrote {len(texts)} embeddings of dimension {encoder.dim} to {out}", err=True)
+
+
+def _format_of(out: Path | None) -> str:
+    """The output format an --out file's extension names; an unknown extension is refused, not guessed."""
+    if out is None:
+        return "jsonl"
+    formats = {".npy": "npy", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+    if out.suffix.lower() not in formats:
+        raise click.UsageError(
+            f"--out {out}: unknown extension {out.suffix or '(none)'!r}; sbert writes .npy (a numpy array) or "
+            ".jsonl (a text and its embedding per line); or name the format with --format"
+        )
+    return formats[out.suffix.lower()]
+
+
+def meta_path(out: Path) -> Path:
+    """Where the description of an embeddings file lies: ``FILE.meta.json`` beside it."""
+    return out.with_name(out.name + ".meta.json")
+
+
+def embedding_meta(model: str, encoder, count: int, normalize: bool, fmt: str) -> dict:
+    """What produced a file of embeddings: vectors from another backend or precision are not comparable
+    (int8 vectors can be far from float ones; docs/cpu-inference.md)."""
+    from sbert.registry import canonical_name
+    from sbert.versions import package_version
+
+    return {
+        "format": fmt,
+        "count": count,
+        "dim": encoder.dim,
+        "model": canonical_name(model),
+        "backend": encoder.backend_name,
+        "precision": encoder.precision,
+        "normalized": normalize,
+        "max_seq_length": encoder.max_seq_length,
+        "sbert": package_version("sbert"),
+    }
+
+
+@click.command()
+@click.argument("texts", nargs=-1, required=True)
+@model_options
+@click.option(
+    "--function",
+    "-f",
+    "function",
+    default=None,
+    type=click.Choice(["cosine", "dot", "euclidean", "manhattan"]),
+    help="Similarity function (default: the model's own, usually cosine).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the matrix as JSON.")
+@friendly_errors
+def similarity(texts, model, runtime, allow_pickle, function, as_json) -> None:
+    """Print the similarity matrix of TEXTS (two or more)."""
+    from sbert import similarity as sim
+
+    if len(texts) < 2:
+        raise click.UsageError("give at least two texts to compare")
+    empty = [i for i, text in enumerate(texts, start=1) if not text.strip()]
+    if empty:
+        raise click.UsageError(f"text {empty[0]} is empty; give non-empty texts to compare")
+    encoder = load_model(model, runtime, allow_pickle)
+    embeddings = encoder.encode(list(texts))
+    matrix = sim.get(function or encoder.similarity_fn_name)(embeddings, embeddings)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "texts": list(texts),
+                    "function": function or encoder.similarity_fn_name,
+                    "matrix": matrix.round(6).tolist(),
+                }
+            )
+        )
+        return
+    for i, text in enumerate(texts, start=1):
+        click.echo(f"[{i}] {text}")
+    click.echo("      " + "".join(f"{f'[{j}]':>9}" for j in range(1, len(texts) + 1)))
+    for i, row in enumerate(matrix, start=1):
+        click.echo(f"{f'[{i}]':<6}" + "".join(f"{v:9.4f}" for v in row))
+
+
+@click.command()
+@click.argument("model_arg", metavar="[MODEL]", required=False)
+@click.option("--model", "-m", default=None, help=MODEL_HELP + " Same as MODEL. [default: default]")
+@click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cpu).")
+@click.option("--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code).")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@friendly_errors
+def info(model_arg, model, device, allow_pickle, as_json) -> None:
+    """Show a model's modules, dimension and maximum sequence length."""
+    summary = load_model(one_model(model_arg, model), Runtime(device or "cpu"), allow_pickle).describe()
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    for key, value in summary.items():
+        if key == "modules":
+            click.echo("modules:")
+            for i, name in enumerate(value):
+                click.echo(f"  {i}: {name}")
+        else:
+            click.echo(f"{key}: {value:,}" if isinstance(value, int) else f"{key}: {value}")
