@@ -1,0 +1,229 @@
+"""Retrieval evaluation: NDCG, MRR, MAP, recall, precision and accuracy at k, plus query latency.
+
+The metrics are computed as sentence-transformers' ``InformationRetrievalEvaluator`` computes them:
+relevance is binary (a document is relevant or not), NDCG's ideal ranking has ``min(k, #relevant)``
+relevant documents, MAP@k divides by ``min(k, #relevant)``, recall@k by ``#relevant``, precision@k by
+``k``; queries without a relevant document are left out. Each metric function takes one query's
+ranking (document ids, best first) and its relevant ids, and returns a fraction in [0, 1];
+``RetrievalEvaluator`` reports the means over the queries x 100.
+
+How documents are embedded and searched is a ``Retriever``: ``index(model, documents)`` once, then
+``search(model, queries, k)``. The default, ``DenseRetriever``, embeds each document (title + text, cut
+at the model's ``max_seq_length``) with ``model.encode_document`` and each query with
+``model.encode_query``, and searches exactly (``sbert.search.semantic_search``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from sbert.data.beir import Document, RetrievalCollection
+
+Hit = tuple[str, float]  # (document id, score), a ranking's entries best first
+# Cutoffs per metric: sentence-transformers' defaults, with recall@100 added.
+DEFAULT_AT: dict[str, tuple[int, ...]] = {
+    "accuracy": (1, 3, 5, 10),
+    "precision": (1, 3, 5, 10),
+    "recall": (1, 3, 5, 10, 100),
+    "mrr": (10,),
+    "ndcg": (10,),
+    "map": (100,),
+}
+
+
+def _hits(ranked: Sequence[str], relevant: Collection[str], k: int) -> list[int]:
+    """1 or 0 per entry of the top ``k``: relevant or not."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    return [1 if doc in relevant else 0 for doc in ranked[:k]]
+
+
+def accuracy_at_k(ranked: Sequence[str], relevant: Collection[str], k: int) -> float:
+    """1 if a relevant document is in the top ``k``, else 0."""
+    return float(any(_hits(ranked, relevant, k)))
+
+
+def precision_at_k(ranked: Sequence[str], relevant: Collection[str], k: int) -> float:
+    """Relevant documents in the top ``k``, divided by ``k`` (even when fewer were ranked)."""
+    return sum(_hits(ranked, relevant, k)) / k
+
+
+def recall_at_k(ranked: Sequence[str], relevant: Collection[str], k: int) -> float:
+    """Relevant documents in the top ``k``, divided by the number of relevant documents."""
+    return sum(_hits(ranked, relevant, k)) / len(relevant)
+
+
+def mrr_at_k(ranked: Sequence[str], relevant: Collection[str], k: int) -> float:
+    """1 / rank of the first relevant document in the top ``k`` (ranks from 1), 0 if there is none."""
+    hits = _hits(ranked, relevant, k)
+    return 1.0 / (hits.index(1) + 1) if 1 in hits else 0.0
+
+
+def ndcg_at_k(ranked: Sequence[str], relevant: Collection[str], k: int) -> float:
+    """DCG of the top ``k`` (gain 1 per relevant document, discount log2(rank + 1)) over the DCG of an
+    ideal ranking, which puts ``min(k, #relevant)`` relevant documents first."""
+    dcg = sum(hit / math.log2(rank + 2) for rank, hit in enumerate(_hits(ranked, relevant, k)))
+    ideal = sum(1 / math.log2(rank + 2) for rank in range(min(k, len(relevant))))
+    return dcg / ideal
+
+
+def map_at_k(ranked: Sequence[str], relevant: Collection[str], k: int) -> float:
+    """Average precision at k: the sum of precision@rank over the ranks of relevant documents in the top
+    ``k``, divided by ``min(k, #relevant)``."""
+    found, total = 0, 0.0
+    for rank, hit in enumerate(_hits(ranked, relevant, k), start=1):
+        if hit:
+            found += 1
+            total += found / rank
+    return total / min(k, len(relevant))
+
+
+METRICS = {
+    "accuracy": accuracy_at_k,
+    "precision": precision_at_k,
+    "recall": recall_at_k,
+    "mrr": mrr_at_k,
+    "ndcg": ndcg_at_k,
+    "map": map_at_k,
+}
+
+
+def retrieval_metrics(
+    rankings: Mapping[str, Sequence[str]],
+    relevant: Mapping[str, Collection[str]],
+    at: Mapping[str, Sequence[int]] = DEFAULT_AT,
+) -> dict[str, float]:
+    """Mean of each metric over the queries of ``relevant`` that have a relevant document, as fractions:
+    ``{"ndcg@10": ..., "recall@100": ...}``. ``rankings``: query id -> document ids best first (a query
+    missing from it counts as an empty ranking). ``at``: metric name (``METRICS``) -> cutoffs."""
+    unknown = set(at) - set(METRICS)
+    if unknown:
+        raise ValueError(f"unknown retrieval metrics {sorted(unknown)}; expected some of {', '.join(METRICS)}")
+    judged = [q for q, docs in relevant.items() if docs]
+    if not judged:
+        raise ValueError("no query has a relevant document; retrieval metrics need at least one")
+    out: dict[str, float] = {}
+    for name, cutoffs in at.items():
+        for k in cutoffs:
+            values = [METRICS[name](rankings.get(q, ()), relevant[q], k) for q in judged]
+            out[f"{name}@{k}"] = float(np.mean(values))
+    return out
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """How a retrieval evaluation embeds and searches documents.
+
+    ``index(model, documents)`` is called once per evaluation, before any search, with every document
+    of the corpus (``Document``: id, title, text). ``search(model, queries, k)`` returns, for each query
+    text, at most ``k`` hits ``(document id, score)`` best first; the evaluator takes that order as it
+    is. It is timed per query (embedding the query included), so it should do all of a query's work.
+    """
+
+    def index(self, model: Any, documents: Sequence[Document], show_progress: bool | None = None) -> None: ...
+
+    def search(self, model: Any, queries: Sequence[str], k: int) -> list[list[Hit]]: ...
+
+
+class DenseRetriever:
+    """Exact dense search: documents embedded with ``model.encode_document`` (``Document.joined``: title +
+    separator + text, cut at the model's ``max_seq_length``), queries with ``model.encode_query``, scored
+    with the model's similarity function (cosine by default), best first, equal scores by document id."""
+
+    def __init__(self, batch_size: int = 32, separator: str = " ") -> None:
+        self.batch_size, self.separator = batch_size, separator
+        self.ids: list[str] = []
+        self.embeddings: Any = None
+
+    def index(self, model: Any, documents: Sequence[Document], show_progress: bool | None = None) -> None:
+        """Embed ``documents``, kept in id order so that equal scores rank by id (as sentence-transformers)."""
+        ordered = sorted(documents, key=lambda d: d.id)
+        self.ids = [d.id for d in ordered]
+        self.embeddings = model.encode_document(
+            [d.joined(self.separator) for d in ordered],
+            batch_size=self.batch_size,
+            convert_to="torch",
+            on_truncation="ignore",
+            show_progress=show_progress,
+        )
+
+    def search(self, model: Any, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        from sbert.search import semantic_search
+
+        if self.embeddings is None:
+            raise RuntimeError("DenseRetriever.search before index: index the documents first")
+        embedded = model.encode_query(
+            list(queries), batch_size=self.batch_size, convert_to="torch", on_truncation="ignore"
+        )
+        top = semantic_search(embedded, self.embeddings, k, score=getattr(model, "similarity_fn_name", "cosine"))
+        return [
+            [(self.ids[i], float(s)) for s, i in zip(scores, rows, strict=True)]
+            for scores, rows in zip(top.scores, top.indices, strict=True)
+        ]
+
+
+def query_latency(retriever: Retriever, model: Any, queries: Sequence[str], k: int) -> dict[str, float]:
+    """p50 and p99 milliseconds of ``retriever.search`` on one query at a time (after one untimed
+    warm-up query), over ``queries``."""
+    retriever.search(model, [queries[0]], k)
+    times = []
+    for query in queries:
+        began = time.perf_counter()
+        retriever.search(model, [query], k)
+        times.append(1000 * (time.perf_counter() - began))
+    p50, p99 = np.percentile(times, [50, 99])
+    return {"query_ms_p50": float(p50), "query_ms_p99": float(p99)}
+
+
+class RetrievalEvaluator:
+    """Retrieval metrics x 100 (``ndcg@10`` the headline, ``mrr@10``, ``map@100``, ``recall@k``,
+    ``precision@k``, ``accuracy@k``) of a model on one split of a collection, plus timings:
+    ``corpus_seconds`` (indexing the corpus), ``query_ms_p50``/``query_ms_p99`` (one query at a time,
+    embedding and search, over the first ``latency_queries`` queries; 0 skips it) and counts.
+
+    ``retriever``: how documents are embedded and searched (default ``DenseRetriever``).
+    ``at``: cutoffs per metric (``DEFAULT_AT``); search returns the top max(cutoffs).
+    """
+
+    def __init__(
+        self,
+        collection: RetrievalCollection,
+        name: str | None = None,
+        retriever: Retriever | None = None,
+        batch_size: int = 32,
+        at: Mapping[str, Sequence[int]] = DEFAULT_AT,
+        latency_queries: int = 200,
+    ) -> None:
+        self.collection, self.name = collection, name or collection.name
+        self.relevant = {q: collection.relevant(q) for q in collection.queries if collection.relevant(q)}
+        if not self.relevant:
+            raise ValueError(f"{self.name}: no query of split {collection.split!r} has a relevant document")
+        if "ndcg" not in at or 10 not in at["ndcg"]:
+            raise ValueError(f"{self.name}: the cutoffs must include ndcg@10, the headline metric")
+        self.retriever = retriever or DenseRetriever(batch_size)
+        self.at, self.latency_queries = {m: tuple(ks) for m, ks in at.items()}, latency_queries
+        self.k = max(k for ks in self.at.values() for k in ks)
+
+    def primary_metric(self, model: Any) -> str:
+        """NDCG@10 x 100 (BEIR's and sentence-transformers' headline)."""
+        return "ndcg@10"
+
+    def __call__(self, model: Any, show_progress: bool | None = None) -> dict[str, float]:
+        queries = {q: self.collection.queries[q] for q in self.relevant}
+        began = time.perf_counter()
+        self.retriever.index(model, list(self.collection.corpus.values()), show_progress=show_progress)
+        corpus_seconds = time.perf_counter() - began
+        hits = self.retriever.search(model, list(queries.values()), self.k)
+        rankings = {q: [doc for doc, _ in row] for q, row in zip(queries, hits, strict=True)}
+        metrics = {m: 100 * v for m, v in retrieval_metrics(rankings, self.relevant, self.at).items()}
+        metrics["corpus_seconds"] = corpus_seconds
+        if self.latency_queries > 0:
+            sample = list(queries.values())[: self.latency_queries]
+            metrics.update(query_latency(self.retriever, model, sample, self.k))
+        metrics["queries"], metrics["documents"] = float(len(queries)), float(len(self.collection.corpus))
+        return metrics
