@@ -1,0 +1,306 @@
+"""Long documents: split into token windows, embed every window, rank documents by their windows.
+
+A document longer than the model's window is cut into windows of at most ``window`` tokens (by
+default ``max_seq_length`` minus the special tokens), each starting ``overlap`` tokens before the
+previous one ended. Windows are cut on the model's own tokens (offsets map each window back to a
+character span of the document: its passage) and embedded from those tokens, so a window that holds a
+whole document gives exactly the document's own vector.
+
+Boundaries, a cheap heuristic: a window's end moves back to the last sentence end (a token ending in
+``.``, ``!`` or ``?`` followed by white space, or a line break) that lies in its last quarter
+(``BOUNDARY_SHARE``), else back to the start of the word it would cut, if that start is in that quarter
+too. The next window starts at the earliest sentence start within the ``overlap`` tokens before that
+end, else ``overlap`` tokens before it, moved back to the start of a word.
+
+A document is scored by its best window (``maxp``) or by the mean of its windows' unit vectors
+(``mean``); either way its best passage is the window closest to the query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, NamedTuple
+
+import numpy as np
+
+from sbert.search import ranking
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from sbert.encoder import Encoder
+
+DEFAULT_OVERLAP = 32  # tokens shared by consecutive windows
+BOUNDARY_SHARE = 0.25  # the last share of a window in which its end may move back to a sentence or word boundary
+MODES = ("maxp", "mean")
+DEFAULT_MODE: Literal["maxp", "mean"] = "maxp"  # measured on SciFact: benchmarks/results/retrieval_choices.md
+SENTENCE_ENDS = (".", "!", "?")
+_QUERY_CHUNK = 256  # queries scored at once by rank_documents
+
+
+# -- splitting ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TokenLayout:
+    """What splitting needs to know of one document's tokens (special tokens excluded).
+
+    ``offsets``: (n, 2) character span of each token; ``word_start[i]``: token i begins a word;
+    ``sentence_end[i]``: a window may end after token i (a sentence or line ends there).
+    """
+
+    offsets: np.ndarray
+    word_start: np.ndarray
+    sentence_end: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+def layout(text: str, offsets: Sequence[tuple[int, int]], word_ids: Sequence[int | None]) -> TokenLayout:
+    """The ``TokenLayout`` of ``text`` from its tokens' character ``offsets`` and ``word_ids``."""
+    n = len(offsets)
+    spans = np.asarray(offsets, dtype=np.int64).reshape(n, 2)
+    word_start = np.ones(n, dtype=bool)
+    for i in range(1, n):
+        word_start[i] = word_ids[i] is None or word_ids[i] != word_ids[i - 1]
+    sentence_end = np.zeros(n, dtype=bool)
+    for i in range(n):
+        gap = text[spans[i, 1] : spans[i + 1, 0]] if i + 1 < n else " "
+        token = text[spans[i, 0] : spans[i, 1]]
+        sentence_end[i] = "\n" in gap or (token.endswith(SENTENCE_ENDS) and gap.isspace())
+    return TokenLayout(spans, word_start, sentence_end)
+
+
+def plan_windows(tokens: TokenLayout, window: int, overlap: int) -> list[tuple[int, int]]:
+    """Token ranges ``[start, end)`` of the windows covering ``tokens``: at most ``window`` long, consecutive
+    ones sharing up to about ``overlap`` tokens, boundaries moved as the module says. One window (maybe
+    empty) for a document that fits."""
+    if window < 1 or not 0 <= overlap < window:
+        raise ValueError(f"need window >= 1 and 0 <= overlap < window, got window={window}, overlap={overlap}")
+    n, start, out = len(tokens), 0, []
+    while True:
+        end = min(start + window, n)
+        if end < n:
+            end = _cut(tokens, start, end, window)
+        out.append((start, end))
+        if end >= n:
+            return out
+        start = _next_start(tokens, start, end, overlap)
+
+
+def _cut(tokens: TokenLayout, start: int, end: int, window: int) -> int:
+    """Where a full window ``[start, end)`` ends: a sentence end, else a word start, in its last part."""
+    earliest = start + max(1, int(window * (1 - BOUNDARY_SHARE)))
+    ends = np.flatnonzero(tokens.sentence_end[earliest - 1 : end])  # a window may end after token i: at i + 1
+    if len(ends):
+        return earliest + int(ends[-1])
+    cut = end
+    while cut > earliest and not tokens.word_start[cut]:
+        cut -= 1
+    return cut if tokens.word_start[cut] else end
+
+
+def _next_start(tokens: TokenLayout, start: int, end: int, overlap: int) -> int:
+    """The start of the window after ``[start, end)``: the earliest sentence start among its last
+    ``overlap`` tokens, else ``overlap`` tokens back, moved back to a word start; always after ``start``."""
+    if overlap == 0:
+        return end
+    first = max(start + 1, end - overlap)
+    starts = np.flatnonzero(tokens.sentence_end[first - 1 : end - 1])
+    if len(starts):
+        return first + int(starts[0])
+    begin = first
+    while begin > start + 1 and not tokens.word_start[begin]:
+        begin -= 1
+    return begin
+
+
+# -- tokens -> windows ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Windows:
+    """Windows of several documents: ``ids`` (token ids per window, special tokens included), ``doc``
+    (n_windows,) int64 document of each window, ``spans`` (n_windows, 2) int64 character span of each."""
+
+    ids: list[list[int]]
+    doc: np.ndarray
+    spans: np.ndarray
+
+    def passages(self, documents: Sequence[str]) -> list[str]:
+        """The text of each window: its span of its document."""
+        return [documents[d][a:b] for d, (a, b) in zip(self.doc.tolist(), self.spans.tolist(), strict=True)]
+
+
+class Chunker:
+    """Splits documents into windows with a model's own (fast, Rust) tokenizer."""
+
+    def __init__(self, tokenizer: Tokenizer, max_seq_length: int, do_lower_case: bool = False) -> None:
+        from tokenizers import Tokenizer
+
+        self._tokenizer = Tokenizer.from_str(tokenizer.to_str())  # a private copy: no truncation, no padding
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+        self.do_lower_case = do_lower_case
+        probe = self._tokenizer.encode("a", add_special_tokens=True)
+        content = [i for i, special in enumerate(probe.special_tokens_mask) if not special]
+        self.prefix, self.suffix = probe.ids[: content[0]], probe.ids[content[-1] + 1 :]
+        self.max_window = max_seq_length - len(self.prefix) - len(self.suffix)
+        if self.max_window < 1:
+            raise ValueError(f"max_seq_length {max_seq_length} leaves no room for tokens beside the special ones")
+
+    @classmethod
+    def for_encoder(cls, encoder: Encoder) -> Chunker:
+        """The chunker of ``encoder``'s transformer (its tokenizer must be a fast one: offsets are needed)."""
+        transformer = encoder.transformer
+        backend = getattr(transformer.tokenizer, "backend_tokenizer", None)
+        if backend is None:
+            raise ValueError("splitting documents needs a fast (Rust) tokenizer, for the tokens' character offsets")
+        return cls(backend, transformer.max_seq_length, transformer.do_lower_case)
+
+    def split(self, documents: Sequence[str], window: int | None = None, overlap: int = DEFAULT_OVERLAP) -> Windows:
+        """Every document's windows, in document order (see ``plan_windows``); ``window`` defaults to
+        the most tokens the model takes beside its special tokens, and may not exceed it."""
+        window = self.max_window if window is None else window
+        if not 1 <= window <= self.max_window:
+            raise ValueError(f"window must be from 1 to {self.max_window} tokens (the model's limit), got {window}")
+        texts = [d.lower() for d in documents] if self.do_lower_case else list(documents)
+        ids, doc, spans = [], [], []
+        for number, encoding in enumerate(self._tokenizer.encode_batch(texts, add_special_tokens=False)):
+            tokens = layout(texts[number], encoding.offsets, encoding.word_ids)
+            for start, end in plan_windows(tokens, window, overlap):
+                ids.append([*self.prefix, *encoding.ids[start:end], *self.suffix])
+                doc.append(number)
+                spans.append(tokens.offsets[[start, end - 1], [0, 1]] if end > start else (0, 0))
+        return Windows(ids, np.asarray(doc, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2))
+
+
+# -- embedding -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EncodedDocuments:
+    """Documents embedded window by window: ``vectors`` (n_windows, dim) float32, ``doc`` (n_windows,)
+    int64 the document (position in the input) of each window, ``spans`` (n_windows, 2) int64 its
+    character span, ``passages`` its text."""
+
+    vectors: np.ndarray
+    doc: np.ndarray
+    spans: np.ndarray
+    passages: list[str]
+
+
+def encode_documents(
+    encoder: Encoder,
+    documents: Sequence[str],
+    *,
+    window: int | None = None,
+    overlap: int = DEFAULT_OVERLAP,
+    batch_size: int = 32,
+    show_progress: bool | None = None,
+    packing: bool = False,
+) -> EncodedDocuments:
+    """Embed each document window by window (see the module): every window's vector, document and passage.
+
+    ``window``: tokens per window beside the special ones (default and maximum: the model's limit);
+    ``overlap``: tokens consecutive windows share. Documents must be non-empty strings.
+    """
+    from sbert.encoder import check_texts
+    from sbert.pipeline import Tokenized
+
+    documents = check_texts(documents)
+    windows = Chunker.for_encoder(encoder).split(documents, window, overlap)
+    vectors = encoder.encode_tokenized(
+        Tokenized(windows.ids, []), batch_size=batch_size, show_progress=show_progress, packing=packing
+    )
+    return EncodedDocuments(vectors, windows.doc, windows.spans, windows.passages(documents))
+
+
+# -- ranking ---------------------------------------------------------------------------------------------------
+class DocumentHit(NamedTuple):
+    """One ranked document: its position ``document``, ``score``, and its best window (``window`` row,
+    character ``span``, ``passage`` text)."""
+
+    document: int
+    score: float
+    window: int
+    span: tuple[int, int]
+    passage: str
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Windows grouped by document: ``order`` sorts the windows by document (stably), ``starts`` is where
+    each document's run begins in that order, ``docs`` the document of each run."""
+
+    order: np.ndarray
+    starts: np.ndarray
+    docs: np.ndarray
+
+    @classmethod
+    def of(cls, doc: np.ndarray) -> Groups:
+        order = np.argsort(doc, kind="stable")
+        ordered = doc[order]
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(doc) else np.zeros(0, np.int64)
+        return cls(order, starts, ordered[starts])
+
+    def rows(self, group: int) -> np.ndarray:
+        """The windows of the ``group``-th document, in their original order."""
+        end = self.starts[group + 1] if group + 1 < len(self.starts) else len(self.order)
+        return self.order[self.starts[group] : end]
+
+    def best(self, scores: np.ndarray) -> np.ndarray:
+        """Each document's best score: (n, n_windows) -> (n, n_documents)."""
+        return np.maximum.reduceat(scores[:, self.order], self.starts, axis=1)
+
+    def means(self, unit_vectors: np.ndarray) -> np.ndarray:
+        """Each document's mean window vector, scaled to unit length: (n_windows, dim) -> (n_documents, dim)."""
+        sums = np.add.reduceat(unit_vectors[self.order].astype(np.float64), self.starts, axis=0)
+        return unit(sums).astype(np.float32)
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero)."""
+    norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    return x / np.where(norms == 0, 1, norms)
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    return mode
+
+
+def rank_documents(
+    query_vectors: np.ndarray, documents: EncodedDocuments, k: int = 10, mode: str = DEFAULT_MODE
+) -> list[list[DocumentHit]]:
+    """Each query's best ``k`` documents by cosine similarity, best first (``sbert.search.ranking``: score
+    descending, then document ascending). ``mode``: ``maxp`` scores a document by its best window,
+    ``mean`` by the mean of its windows' unit vectors; the passage is the window closest to the query."""
+    check_mode(mode)
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    queries = unit(np.atleast_2d(np.asarray(query_vectors, dtype=np.float32)))
+    windows = unit(np.asarray(documents.vectors, dtype=np.float32))
+    groups = Groups.of(np.asarray(documents.doc))
+    means = groups.means(windows) if mode == "mean" else None
+    out = []
+    for begin in range(0, len(queries), _QUERY_CHUNK):
+        q = queries[begin : begin + _QUERY_CHUNK]
+        window_scores = q @ windows.T
+        doc_scores = groups.best(window_scores) if means is None else q @ means.T
+        ids = np.broadcast_to(np.arange(len(groups.docs)), doc_scores.shape)
+        scores, picked = ranking.top(doc_scores, ids, k)
+        for row in range(len(q)):
+            out.append(
+                [
+                    _hit(documents, groups, int(g), float(s), window_scores[row])
+                    for s, g in zip(scores[row], picked[row], strict=True)
+                ]
+            )
+    return out
+
+
+def _hit(
+    documents: EncodedDocuments, groups: Groups, group: int, score: float, window_scores: np.ndarray
+) -> DocumentHit:
+    rows = groups.rows(group)
+    best = int(rows[ranking.order(window_scores[rows], rows)[0]])
+    span = (int(documents.spans[best, 0]), int(documents.spans[best, 1]))
+    return DocumentHit(int(groups.docs[group]), score, best, span, documents.passages[best])
