@@ -3,6 +3,7 @@ their best window (MaxP) or their mean window vector."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -77,7 +78,7 @@ def test_every_window_moves_forward_and_covers_the_document():
     tokens = _tokens(200, not_word_start=range(1, 200, 2), sentence_end=range(9, 200, 13))
     windows = plan_windows(tokens, 16, 8)
     assert windows[0][0] == 0 and windows[-1][1] == 200
-    for (a, b), (c, d) in zip(windows, windows[1:], strict=False):
+    for (a, b), (c, d) in itertools.pairwise(windows):
         assert a < c <= b < d and b - a <= 16 and b - c <= 8 + 1  # the overlap: at most one token more (a word start)
 
 
@@ -198,5 +199,5 @@ def test_short_windows_find_the_passage_that_answers(model):
     windowed = encode_documents(model, [DOCUMENT, "Bread is baked in an oven at high heat."], window=10, overlap=2)
     assert windowed.vectors.shape == (len(windowed.doc), model.dim) and windowed.vectors.dtype == np.float32
     best = rank_documents(model.encode(["a dog barked"]), windowed, k=1)[0][0]
-    assert best.document == 0 and "dog" in best.passage or "barked" in best.passage
+    assert best.document == 0 and ("dog" in best.passage or "barked" in best.passage)
     assert DOCUMENT[best.span[0] : best.span[1]] == best.passage
