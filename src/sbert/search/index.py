@@ -5,6 +5,10 @@ folder's files and manifest, atomic writes, the writers' lock, garbage collectio
 search structures (``sbert.search.structures``: exact, hnsw, int8, binary) and the best-first order
 they share (``sbert.search.ranking``). See the store for the folder's layout and what makes writes
 safe for readers and other writers.
+
+An index may hold windows of long documents (``documents=``; its searches return documents with their
+best passage) and a BM25 index of its texts (``bm25=True``) for hybrid search; how it answers those
+queries is ``sbert.search.index_search``.
 """
 
 from __future__ import annotations
@@ -14,32 +18,35 @@ import threading
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from sbert.arrays import Array, as_float32
 from sbert.errors import IndexFormatError, IndexMismatchError, SbertError
+from sbert.search import index_search
 from sbert.search.exact import TopK
-from sbert.search.store import LOCK_TIMEOUT, METRICS, IndexLockedError, SegmentStore, Snapshot, new_manifest, new_tag
+from sbert.search.index_search import Documents, Hit, Hybrid
+from sbert.search.store import (
+    LEXICAL,
+    LOCK_TIMEOUT,
+    METRICS,
+    IndexLockedError,
+    SegmentStore,
+    Snapshot,
+    new_manifest,
+    new_tag,
+)
 from sbert.search.store import now as _now
 from sbert.search.structures import EXACT, STORED, SUFFIX, Structure
 
-__all__ = ["Hit", "IndexLockedError", "VectorIndex", "backend_name"]
+__all__ = ["Documents", "Hit", "Hybrid", "IndexLockedError", "VectorIndex", "backend_name"]
 
 STRUCTURES = tuple(STORED)  # hnsw, int8, binary: the structures an index may keep beside its rows
 COMPACT_AT = 0.25  # share of deleted rows that triggers a rewrite without them
 MIXED = "mixed"  # the backend of an index whose rows were made by different backends or precisions
-
-
-class Hit(NamedTuple):
-    """One search result: the row's ``id``, its ``score`` (cosine or dot), its ``text`` (or None) and ``row``."""
-
-    id: str
-    score: float
-    text: str | None
-    row: int
 
 
 class _Runs(Protocol):
@@ -130,6 +137,22 @@ class VectorIndex:
     def structures(self) -> list[str]:
         return list(self.manifest["structures"])
 
+    @property
+    def documents(self) -> dict | None:
+        """How the documents of an index of documents were split and are scored (``window``, ``overlap``,
+        ``mode``); None for an index of texts."""
+        return self.manifest.get("documents")
+
+    @property
+    def document_ids(self) -> list[str]:
+        """The live documents of an index of documents, in the order of their first rows."""
+        return index_search.groups(self._snap).names if self.documents else []
+
+    @property
+    def lexical(self) -> bool:
+        """Whether the index keeps a BM25 index of its texts (for hybrid search)."""
+        return bool(self.manifest.get("lexical"))
+
     def __len__(self) -> int:
         return len(self.ids) - len(self.deleted)
 
@@ -206,14 +229,31 @@ class VectorIndex:
         rescore: int | None = None,
         backend: str | None = None,
         allow_mixed_backend: bool = False,
+        mode: str | None = None,
+        hybrid: Hybrid | None = None,
     ) -> list[list[Hit]]:
-        """The best ``k`` live rows for each query embedding, best first (see ``search_rows``)."""
+        """The best ``k`` live rows for each query embedding, best first (see ``search_rows``).
+
+        In an index of documents, the best ``k`` documents instead, each with its best passage (``Hit.text``,
+        ``Hit.span``): ``mode`` ``maxp`` (best window) or ``mean`` (mean window vector; always exact);
+        default: the index's. ``hybrid``: fuse with BM25 results for the queries' texts (an index built
+        with ``bm25=True``).
+        """
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
         snap = self._current()
-        found = self._search(snap, queries, k, method, ef_search, rescore, backend, allow_mixed_backend)
-        return [
-            [Hit(snap.ids[r], float(s), snap.texts[r], int(r)) for s, r in zip(srow, rrow, strict=True) if r >= 0]
-            for srow, rrow in zip(found.scores, found.indices, strict=True)
-        ]
+        if hybrid is not None and not snap.manifest.get("lexical"):
+            raise ValueError(f"index {self.path} has no BM25 index for hybrid search; build it with bm25=True (--bm25)")
+        if mode is not None and not snap.manifest.get("documents"):
+            raise ValueError(f"index {self.path} holds texts, not windows of documents: 'mode' does not apply")
+        _check_backend(self.path, snap.manifest, backend, allow_mixed_backend)
+        q = _prepare(queries, snap.manifest, self.path)
+
+        def rows(n: int) -> TopK:
+            return self._search(snap, q, n, method, ef_search, rescore, backend, allow_mixed_backend, prepared=True)
+
+        bm25 = _lexical(snap) if hybrid is not None else None
+        return index_search.search(snap, q, k, rows, mode, hybrid, bm25)
 
     def search_rows(
         self,
@@ -236,11 +276,13 @@ class VectorIndex:
         snap = self._current()
         return self._search(snap, queries, k, method, ef_search, rescore, backend, allow_mixed_backend)
 
-    def _search(self, snap, queries, k, method, ef_search, rescore, backend, allow_mixed_backend) -> TopK:
+    def _search(
+        self, snap, queries, k, method, ef_search, rescore, backend, allow_mixed_backend, prepared=False
+    ) -> TopK:
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
         _check_backend(self.path, snap.manifest, backend, allow_mixed_backend)
-        q = _prepare(queries, snap.manifest, self.path)
+        q = queries if prepared else _prepare(queries, snap.manifest, self.path)
         structure = self._method(snap, method or _default_method(snap.manifest))
         return structure.search(q, k, snap, ef_search=ef_search, rescore=rescore)
 
@@ -274,6 +316,8 @@ class VectorIndex:
         show_progress: bool | None = None,
         backend: str | None = None,
         lock_timeout: float = LOCK_TIMEOUT,
+        documents: Documents | None = None,
+        bm25: bool = False,
     ) -> VectorIndex:
         """Write a new index at ``path`` from (n, dim) embeddings made by ``model`` (a name or folder).
 
@@ -284,6 +328,10 @@ class VectorIndex:
         later. ``path`` must be new, empty, or an index (replaced only with ``overwrite``): a folder of
         other files is refused. ``show_progress``: a bar while building structures (default: on a
         terminal, 100k rows or more).
+
+        ``documents``: the rows are windows of documents (``Documents.of(encode_documents(...), ...)``;
+        ``texts`` their passages); row ids are then ``<document id>#<window>`` and searches return
+        documents. ``bm25``: also keep a BM25 index of ``texts`` for hybrid search.
         """
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
@@ -299,11 +347,13 @@ class VectorIndex:
             manifest["structures"]["hnsw"] = {"M": hnsw_m, "ef_construction": ef_construction, "ef_search": ef_search}
         if quantization:
             manifest["structures"][quantization] = {}
+        _plan_extras(manifest, documents, bm25, texts)
         store.path.mkdir(parents=True, exist_ok=True)
         index = cls(store, Snapshot.empty(store.path, manifest), lock_timeout)
+        rows = _Rows.of(ids, texts, documents, len(x))
         with index._writing(refresh=False):
             store.check_target(overwrite)  # again, under the lock: another process may have built one
-            index._rebuild(manifest, _prepare(x, manifest, store.path), ids, texts, show_progress)
+            index._rebuild(manifest, _prepare(x, manifest, store.path), rows, show_progress)
         return index
 
     @staticmethod
@@ -321,12 +371,15 @@ class VectorIndex:
         *,
         backend: str | None = None,
         allow_mixed_backend: bool = False,
+        documents: Documents | None = None,
     ) -> None:
         """Append rows (ids default to consecutive numbers after the largest numeric id).
 
         Waits for another process's write to finish, then adds to the newest version. ``backend``: how
         the embeddings were made (see ``check_backend``); another precision is refused unless
-        ``allow_mixed_backend``, and the index then records ``mixed``.
+        ``allow_mixed_backend``, and the index then records ``mixed``. An index of documents takes
+        windows of new documents (``documents``, split with the index's ``documents`` settings); its BM25
+        index, if any, is rebuilt over every row.
         """
         with self._writing():
             snap = self._snap
@@ -335,19 +388,31 @@ class VectorIndex:
             if recorded and backend and _precision(recorded) != _precision(backend):
                 recorded = MIXED
             x = _prepare(embeddings, snap.manifest, self.path)
-            self._append(snap, x, ids, texts, recorded, show_progress)
+            _check_documents_match(self.path, snap, documents)
+            rows = _Rows.of(ids, texts, documents, len(x))
+            if rows.docs is not None:
+                _check_new_documents(self.path, snap, rows.docs)
+            self._append(snap, x, rows, recorded, show_progress)
 
     def delete(self, ids: Iterable[str]) -> int:
-        """Delete rows by id; returns how many. Unknown ids raise KeyError naming them. Rewrites the index
-        without deleted rows once they pass a quarter of it."""
+        """Delete rows by id (in an index of documents: documents, with all their windows); returns how
+        many rows. Unknown ids raise KeyError naming them. Rewrites the index without deleted rows once
+        they pass a quarter of it."""
         ids = [str(i) for i in ids]
         with self._writing():
             snap = self._snap
-            missing = [i for i in ids if i not in snap.row_of]
+            if snap.manifest.get("documents"):
+                found = index_search.groups(snap)
+                number = {name: g for g, name in enumerate(found.names)}
+                missing = [i for i in ids if i not in number]
+                what, rows = "documents", [r for i in ids if i in number for r in found.rows[number[i]].tolist()]
+            else:
+                missing = [i for i in ids if i not in snap.row_of]
+                what, rows = "rows", [snap.row_of[i] for i in ids if i in snap.row_of]
             if missing:
                 more = " ..." if len(missing) > 5 else ""
-                raise KeyError(f"index {self.path} has no live rows with ids {missing[:5]}{more}")
-            rows = np.unique([snap.row_of[i] for i in ids]).astype(np.int64)
+                raise KeyError(f"index {self.path} has no live {what} with ids {missing[:5]}{more}")
+            rows = np.unique(rows).astype(np.int64)
             deleted = np.union1d(snap.deleted, rows).astype(np.int64)
             if len(deleted) > COMPACT_AT * len(snap.ids):
                 self._compact(snap, deleted)
@@ -364,27 +429,36 @@ class VectorIndex:
     def _compact(self, snap: Snapshot, deleted: np.ndarray) -> None:
         keep = np.setdiff1d(np.arange(len(snap.ids)), deleted)
         vectors = np.ascontiguousarray(snap.vectors[keep])
-        ids, texts = [snap.ids[r] for r in keep], [snap.texts[r] for r in keep]
-        self._rebuild(snap.manifest, vectors, ids, texts, None)
+        self._rebuild(snap.manifest, vectors, _Rows.of_snapshot(snap).take(keep), None)
 
-    def _rebuild(self, manifest: dict, x: np.ndarray, ids, texts, show_progress: bool | None) -> None:
+    def _rebuild(self, manifest: dict, x: np.ndarray, rows: _Rows, show_progress: bool | None) -> None:
         """Write ``x`` as the index's only segment, with its structures made anew."""
-        ids = [str(i) for i in range(len(x))] if ids is None else [str(i) for i in ids]
-        _check_rows(x, ids, texts, {})
+        rows = rows.named(len(x), [])
+        _check_rows(x, rows.ids, rows.texts, {})
         tag = new_tag()
-        seg = self._store.write_segment(tag, x, ids, texts)
+        seg = self._store.write_segment(tag, x, rows.ids, rows.texts, rows.docs, rows.spans)
         structures = {}
         for name, entry in manifest["structures"].items():
             config = {key: value for key, value in entry.items() if key != "file"}
             built = STORED[name].build(x, config, show_progress)
             structures[name] = {**config, "file": self._store.write_structure(name, tag, built.to_bytes())}
-        self._commit({**manifest, "segments": [seg], "deleted": None, "structures": structures, "updated": _now()})
+        lexical = self._write_lexical(manifest, tag, rows.texts)
+        self._commit(
+            {
+                **manifest,
+                "segments": [seg],
+                "deleted": None,
+                "structures": structures,
+                "lexical": lexical,
+                "updated": _now(),
+            }
+        )
 
-    def _append(self, snap: Snapshot, x: np.ndarray, ids, texts, backend: str | None, show_progress) -> None:
-        ids = _next_ids(snap.ids, len(x)) if ids is None else [str(i) for i in ids]
-        _check_rows(x, ids, texts, snap.row_of)
+    def _append(self, snap: Snapshot, x: np.ndarray, rows: _Rows, backend: str | None, show_progress) -> None:
+        rows = rows.named(len(x), snap.ids)
+        _check_rows(x, rows.ids, rows.texts, snap.row_of)
         tag = new_tag()
-        seg = self._store.write_segment(tag, x, ids, texts)
+        seg = self._store.write_segment(tag, x, rows.ids, rows.texts, rows.docs, rows.spans)
         structures = {}
         for name, entry in snap.manifest["structures"].items():
             # A private copy read from disk (we hold the lock, so the file is there): the snapshot's own
@@ -393,10 +467,24 @@ class VectorIndex:
             structure.add(x, show_progress)
             structures[name] = {**entry, "file": self._store.write_structure(name, tag, structure.to_bytes())}
         segments = [*snap.manifest["segments"], seg]
+        texts = None if rows.texts is None else [*snap.texts, *rows.texts]
+        lexical = self._write_lexical(snap.manifest, tag, texts)
         manifest = {**snap.manifest, "segments": segments, "structures": structures, "updated": _now()}
+        if lexical is not None:
+            manifest["lexical"] = lexical
         if backend is not None or "backend" in manifest:
             manifest["backend"] = backend
         self._commit(manifest)
+
+    def _write_lexical(self, manifest: dict, tag: str, texts: Sequence[str | None] | None) -> dict | None:
+        """A BM25 index of every row's text, written as a new file, if the index keeps one."""
+        if manifest.get("lexical") is None:
+            return None
+        from sbert.search.lexical import BM25
+
+        if texts is None or any(t is None for t in texts):
+            raise ValueError("a BM25 index needs the rows' texts; give texts")
+        return {"file": self._store.write_structure(LEXICAL, tag, BM25.build(texts).to_bytes())}
 
     def _commit(self, manifest: dict) -> None:
         self._snap = self._store.commit(manifest)
@@ -491,3 +579,88 @@ def _check_backend(path: Path, manifest: dict, backend: str | None, allow_mixed:
             f"precision are not comparable enough to mix. Embed with the index's backend and precision "
             f"(--backend/--precision), or pass allow_mixed_backend=True (--allow-mixed-backend) to use them anyway"
         )
+
+
+# -- documents and lexical search ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Rows:
+    """What one write stores beside the vectors: row ids (None: numbered), texts, and for windows of
+    documents each row's document id and character span."""
+
+    ids: list[str] | None
+    texts: Sequence[str | None] | None
+    docs: list[str] | None = None
+    spans: list[tuple[int, int]] | None = None
+
+    @classmethod
+    def of(cls, ids: Sequence[str] | None, texts, documents: Documents | None, n: int) -> _Rows:
+        ids = None if ids is None else [str(i) for i in ids]
+        if documents is None:
+            return cls(ids, texts)
+        if ids is not None:
+            raise ValueError("an index of documents names its rows itself: give document ids in documents, not ids")
+        if len(documents.ids) != n or len(documents.spans) != n:
+            raise ValueError(f"{n} embeddings but {len(documents.ids)} document ids and {len(documents.spans)} spans")
+        docs = [str(d) for d in documents.ids]
+        spans = [(int(a), int(b)) for a, b in np.asarray(documents.spans).reshape(-1, 2).tolist()]
+        return cls(_window_ids(docs), texts, docs, spans)
+
+    @classmethod
+    def of_snapshot(cls, snap: Snapshot) -> _Rows:
+        if not snap.manifest.get("documents"):
+            return cls(snap.ids, snap.texts)
+        return cls(snap.ids, snap.texts, snap.docs, snap.spans)
+
+    def take(self, keep: np.ndarray) -> _Rows:
+        def pick(values):
+            return None if values is None else [values[r] for r in keep.tolist()]
+
+        return _Rows(pick(self.ids), pick(self.texts), pick(self.docs), pick(self.spans))
+
+    def named(self, n: int, existing: list[str]) -> _Rows:
+        """These rows with ids: consecutive numbers after ``existing``'s largest numeric id where none were given."""
+        return self if self.ids is not None else _Rows(_next_ids(existing, n), self.texts, self.docs, self.spans)
+
+
+def _window_ids(docs: list[str]) -> list[str]:
+    """Row ids of windows: ``<document id>#<number of the window in its document>``."""
+    seen: Counter[str] = Counter()
+    out = []
+    for doc in docs:
+        out.append(f"{doc}#{seen[doc]}")
+        seen[doc] += 1
+    return out
+
+
+def _plan_extras(manifest: dict, documents: Documents | None, bm25: bool, texts) -> None:
+    """Record in a new index's manifest that it holds documents and/or keeps a BM25 index."""
+    if documents is not None:
+        manifest["documents"] = documents.settings()
+    if bm25:
+        if texts is None:
+            raise ValueError("a BM25 index needs the rows' texts; give texts")
+        manifest["lexical"] = {}  # its file is written with the rows
+
+
+def _check_documents_match(path: Path, snap: Snapshot, documents: Documents | None) -> None:
+    if bool(snap.manifest.get("documents")) != (documents is not None):
+        what = "windows of documents (documents=...)" if documents is None else "texts, not windows of documents"
+        raise ValueError(f"index {path} holds {'documents' if documents is None else 'texts'}: add {what}")
+
+
+def _check_new_documents(path: Path, snap: Snapshot, docs: list[str]) -> None:
+    live = set(index_search.groups(snap).names)
+    clash = [d for d in dict.fromkeys(docs) if d in live]
+    if clash:
+        raise ValueError(f"index {path} already holds documents {clash[:5]}; delete them first to replace them")
+
+
+def _lexical(snap: Snapshot):
+    """The snapshot's BM25 index, read from its file on first use."""
+    from sbert.search.lexical import BM25
+
+    def read(handle, file: Path) -> BM25:
+        with handle:
+            return BM25.from_bytes(handle.read(), file, rows=len(snap.ids))
+
+    return snap.structure(LEXICAL, read)

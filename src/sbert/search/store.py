@@ -4,9 +4,11 @@ A folder holds::
 
     manifest.json            model, backend, dimension, metric, and the files below that make up the index
     seg-<tag>.npy            float32 vectors (unit length for cosine), one file per build or add
-    seg-<tag>.jsonl          one {"id": ..., "text": ...} line per row of the matching .npy
+    seg-<tag>.jsonl          one {"id": ..., "text": ...} line per row of the matching .npy; in an index of
+                             documents (manifest "documents") also "doc" (its document's id) and "span"
     deleted-<tag>.npy        deleted row numbers (int64), when any
     <structure>-<tag><suffix> search structures (``sbert.search.structures``), opaque to the store
+    bm25-<tag>.bm25          the rows' texts for lexical search (manifest "lexical"; ``sbert.search.lexical``)
     .lock                    the writers' lock (holds the process id of the last writer)
 
 Files are never changed once written. A write takes the lock (waiting for another writer, up to
@@ -38,7 +40,7 @@ import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -50,7 +52,10 @@ VERSION = 1
 MANIFEST = "manifest.json"
 LOCK = ".lock"
 LOCK_TIMEOUT = 600.0  # seconds a writer waits for another one to finish
+LEXICAL = "bm25"  # the name of the lexical (BM25) file's kind, beside the search structures
+LEXICAL_SUFFIX = ".bm25"
 METRICS = ("cosine", "dot")
+DOCUMENT_MODES = ("maxp", "mean")  # how an index of documents scores a document by its windows
 _TAG = r"\d{14}-[0-9a-f]{8}"
 _LOAD_ATTEMPTS = 20
 _log = logging.getLogger(__name__)
@@ -75,10 +80,16 @@ class Snapshot:
         dim = manifest["dim"]
         self.ids: list[str] = []
         self.texts: list[str | None] = []
+        self.docs: list[str | None] = []  # the document of each row, in an index of documents
+        self.spans: list[tuple[int, int] | None] = []  # each row's character span of its document
         parts = []
         for seg in manifest["segments"]:
             parts.append(_read_vectors(path / seg["vectors"], seg["rows"], dim))
-            _read_records(path / seg["records"], seg["rows"], self.ids, self.texts)
+            _read_records(path / seg["records"], seg["rows"], Records(self.ids, self.texts, self.docs, self.spans))
+            if manifest.get("documents") and None in self.docs:
+                raise IndexFormatError(
+                    f"{path / seg['records']}: a row without 'doc' in an index of documents; damaged"
+                )
         self.vectors: np.ndarray = (
             parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros((0, dim), np.float32)
         )
@@ -88,38 +99,50 @@ class Snapshot:
         alive[self.deleted] = False
         self.alive_bits = np.packbits(alive, bitorder="little")  # one bit per row, set where live
         self.row_of = _live_rows(self.ids, alive, [path / s["records"] for s in manifest["segments"]])
+        self._files = {name: entry["file"] for name, entry in manifest["structures"].items()}
+        if manifest.get("lexical"):
+            self._files[LEXICAL] = manifest["lexical"]["file"]
         self._handles: dict[str, IO[bytes]] = {}
         try:
-            for name, entry in manifest["structures"].items():
-                self._handles[name] = _open(path / entry["file"])
+            for name, file in self._files.items():
+                self._handles[name] = _open(path / file)
         except BaseException:
             self.close()
             raise
         self._structures: dict[str, Any] = {}
         self._errors: dict[str, IndexFormatError] = {}
         self._lock = threading.Lock()
+        self._derived: dict[str, Any] = {}
+        self._derived_lock = threading.Lock()
 
     @classmethod
     def empty(cls, path: Path, manifest: dict) -> Snapshot:
         """A version with no rows and no structures: what a build starts from."""
-        return cls(path, {**manifest, "segments": [], "deleted": None, "structures": {}}, None)
+        return cls(path, {**manifest, "segments": [], "deleted": None, "structures": {}, "lexical": None}, None)
 
     def structure(self, name: str, read: Callable[[IO[bytes], Path], T]) -> T:
-        """Structure ``name``, read once by ``read(handle, file)`` from the file held open since the
-        snapshot was taken; a read that failed fails again the same way."""
+        """Structure ``name`` (``LEXICAL``: the BM25 file), read once by ``read(handle, file)`` from the file
+        held open since the snapshot was taken; a read that failed fails again the same way."""
         with self._lock:
             if name in self._errors:
                 raise self._errors[name]
             if name not in self._structures:
                 handle = self._handles.pop(name)
                 try:
-                    self._structures[name] = read(handle, self.path / self.manifest["structures"][name]["file"])
+                    self._structures[name] = read(handle, self.path / self._files[name])
                 except IndexFormatError as err:
                     self._errors[name] = err
                     raise
                 finally:
                     handle.close()
             return self._structures[name]
+
+    def derived(self, name: str, make: Callable[[], T]) -> T:
+        """What ``make()`` computes from this version (say, documents' mean vectors), computed once."""
+        with self._derived_lock:
+            if name not in self._derived:
+                self._derived[name] = make()
+            return self._derived[name]
 
     def loaded(self) -> list[str]:
         """Names of the structures read so far."""
@@ -147,7 +170,8 @@ class SegmentStore:
         self.path, self.structures, self.suffix = Path(path), structures, suffix
         kinds = "|".join(map(re.escape, structures))
         self._own_file = re.compile(
-            rf"^\.?(?:seg-{_TAG}\.(?:npy|jsonl)|deleted-{_TAG}\.npy|(?:{kinds})-{_TAG}{re.escape(suffix)})"
+            rf"^\.?(?:seg-{_TAG}\.(?:npy|jsonl)|deleted-{_TAG}\.npy|(?:{kinds})-{_TAG}{re.escape(suffix)}"
+            rf"|{LEXICAL}-{_TAG}{re.escape(LEXICAL_SUFFIX)})"
             rf"(?:\.tmp-[0-9a-f-]+)?$|^\.{re.escape(MANIFEST)}\.tmp-[0-9a-f-]+$"
         )
 
@@ -206,6 +230,7 @@ class SegmentStore:
             check(_file_name(entry.get("file")), f"structures.{name}.file", "a file name in the index folder", entry)
             for key in self.structures[name]:
                 check(_positive_int(entry.get(key)), f"structures.{name}.{key}", "a positive integer", entry.get(key))
+        _check_documents(manifest, check)
         return manifest
 
     def open(self, name: str) -> IO[bytes]:
@@ -240,14 +265,26 @@ class SegmentStore:
                 return self.load()
         return snapshot
 
-    def write_segment(self, tag: str, x: np.ndarray, ids: Sequence[str], texts: Sequence[str | None] | None) -> dict:
-        """Write rows ``x`` with their ids (and texts) as a new segment; returns its manifest entry."""
+    def write_segment(
+        self,
+        tag: str,
+        x: np.ndarray,
+        ids: Sequence[str],
+        texts: Sequence[str | None] | None,
+        docs: Sequence[str] | None = None,
+        spans: Sequence[tuple[int, int]] | None = None,
+    ) -> dict:
+        """Write rows ``x`` with their ids (and texts; and, for windows of documents, each row's document
+        and character span) as a new segment; returns its manifest entry."""
         seg = {"vectors": f"seg-{tag}.npy", "records": f"seg-{tag}.jsonl", "rows": len(x)}
         with atomic_file(self.path / seg["vectors"]) as handle:
             np.save(handle, x)
         with atomic_file(self.path / seg["records"], "w", encoding="utf-8") as handle:
             for i, id_ in enumerate(ids):
-                record = {"id": id_} if texts is None else {"id": id_, "text": texts[i]}
+                record: dict[str, Any] = {"id": id_} if texts is None else {"id": id_, "text": texts[i]}
+                if docs is not None:
+                    record["doc"] = docs[i]
+                    record["span"] = [int(spans[i][0]), int(spans[i][1])] if spans is not None else None
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         return seg
 
@@ -259,8 +296,8 @@ class SegmentStore:
         return name
 
     def write_structure(self, kind: str, tag: str, data: bytes) -> str:
-        """Write a structure's bytes as a new file; returns its name for the manifest."""
-        name = f"{kind}-{tag}{self.suffix}"
+        """Write a structure's bytes (``kind`` ``LEXICAL``: the BM25 file) as a new file; returns its name."""
+        name = f"{kind}-{tag}{LEXICAL_SUFFIX if kind == LEXICAL else self.suffix}"
         with atomic_file(self.path / name) as handle:
             handle.write(data)
         return name
@@ -276,6 +313,8 @@ class SegmentStore:
         """Remove the store's own files that ``manifest`` does not name (only while holding the lock)."""
         named = {s[k] for s in manifest["segments"] for k in ("vectors", "records")}
         named |= {e["file"] for e in manifest["structures"].values()}
+        if manifest.get("lexical"):
+            named.add(manifest["lexical"]["file"])
         if manifest.get("deleted"):
             named.add(manifest["deleted"])
         for file in self.path.iterdir():
@@ -381,30 +420,47 @@ def _read_vectors(file: Path, rows: int, dim: int) -> np.ndarray:
     return vectors
 
 
-def _read_records(file: Path, rows: int, ids: list[str], texts: list[str | None]) -> None:
-    before = len(ids)
+class Records(NamedTuple):
+    """The per-row lists a segment's records are read into."""
+
+    ids: list[str]
+    texts: list[str | None]
+    docs: list[str | None]
+    spans: list[tuple[int, int] | None]
+
+
+def _read_records(file: Path, rows: int, out: Records) -> None:
+    before = len(out.ids)
     with _open(file) as handle:
         for number, raw in enumerate(handle, 1):
             try:
                 record = json.loads(raw.decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as err:
                 raise IndexFormatError(f"{file}, line {number}: not a JSON line ({err}); the index is damaged") from err
-            text = record.get("text") if isinstance(record, dict) else None
-            if (
-                not isinstance(record, dict)
-                or not isinstance(record.get("id"), str)
-                or not isinstance(text, str | None)
-            ):
+            if not _record_ok(record):
                 raise IndexFormatError(
-                    f"{file}, line {number}: expected a JSON object with a string 'id' and an optional string "
-                    "'text'; the index is damaged"
+                    f"{file}, line {number}: expected a JSON object with a string 'id', an optional string "
+                    "'text', and optionally a string 'doc' with its 'span' [start, end]; the index is damaged"
                 )
-            ids.append(record["id"])
-            texts.append(text)
-    if len(ids) - before != rows:
+            span = record.get("span")
+            out.ids.append(record["id"])
+            out.texts.append(record.get("text"))
+            out.docs.append(record.get("doc"))
+            out.spans.append(None if span is None else (span[0], span[1]))
+    if len(out.ids) - before != rows:
         raise IndexFormatError(
-            f"{file}: {len(ids) - before} records for {rows} vectors ({MANIFEST}); the index is damaged"
+            f"{file}: {len(out.ids) - before} records for {rows} vectors ({MANIFEST}); the index is damaged"
         )
+
+
+def _record_ok(record: Any) -> bool:
+    if not isinstance(record, dict) or not isinstance(record.get("id"), str):
+        return False
+    span = record.get("span")
+    good_span = span is None or (
+        isinstance(span, list) and len(span) == 2 and all(type(n) is int for n in span) and 0 <= span[0] <= span[1]
+    )
+    return isinstance(record.get("text"), str | None) and isinstance(record.get("doc"), str | None) and good_span
 
 
 def _read_deleted(file: Path, rows: int) -> np.ndarray:
@@ -483,6 +539,21 @@ def _check_metadata(manifest: dict, check: Callable[[bool, str, str, Any], None]
         check(value is None or isinstance(value, str), key, "a string or null", value)
     deleted = manifest.get("deleted")
     check(deleted is None or _file_name(deleted), "deleted", "null or a file name in the index folder", deleted)
+
+
+def _check_documents(manifest: dict, check: Callable[[bool, str, str, Any], None]) -> None:
+    """The optional keys of an index of documents ("documents": how they were split) and of lexical search."""
+    documents = manifest.get("documents")
+    if documents is not None:
+        check(isinstance(documents, dict), "documents", "an object", documents)
+        check(_positive_int(documents.get("window")), "documents.window", "a positive integer", documents.get("window"))
+        overlap = documents.get("overlap")
+        check(type(overlap) is int and overlap >= 0, "documents.overlap", "a count of tokens", overlap)
+        check(documents.get("mode") in DOCUMENT_MODES, "documents.mode", " or ".join(DOCUMENT_MODES), documents)
+    lexical = manifest.get("lexical")
+    if lexical is not None:
+        check(isinstance(lexical, dict), "lexical", "an object", lexical)
+        check(_file_name(lexical.get("file")), "lexical.file", "a file name in the index folder", lexical)
 
 
 def _positive_int(value: Any) -> bool:

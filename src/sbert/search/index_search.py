@@ -1,0 +1,196 @@
+"""How an index answers queries: rows or documents, by dense vectors alone or fused with BM25.
+
+In an index of documents (built from ``sbert.documents`` windows) every row is a window and records
+its document; a search returns documents, each scored by its best window (``maxp``: the structure's
+best windows are fetched, more and more, until ``k`` documents are among them) or by the mean of its
+windows' vectors (``mean``: an exact search over the documents' mean vectors, computed once per
+version), each with its best passage: the window closest to the query. With ``Hybrid``, BM25 results
+(a document scores its best window's BM25) are fused with the dense ones (``sbert.search.fusion``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from sbert.documents import DEFAULT_MODE, EncodedDocuments, check_mode, unit
+from sbert.search import ranking
+from sbert.search.exact import TopK, semantic_search
+from sbert.search.fusion import ALPHA, CANDIDATES, RRF_K, fuse
+
+if TYPE_CHECKING:
+    from sbert.search.lexical import BM25
+    from sbert.search.store import Snapshot
+
+Rows = Callable[[int], TopK]  # the structure's best ``n`` live rows for the queries
+
+
+class Hit(NamedTuple):
+    """One search result: the row's ``id``, its ``score``, its ``text`` (or None) and ``row``. In an index
+    of documents: the document's id, its score, its best passage, that window's row and character ``span``."""
+
+    id: str
+    score: float
+    text: str | None
+    row: int
+    span: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class Documents:
+    """Rows that are windows of documents: the document ``ids`` (one per row), each row's character
+    ``spans`` (rows, 2), and how the documents were split (``window``, ``overlap``) and are scored (``mode``)."""
+
+    ids: Sequence[str]
+    spans: np.ndarray
+    window: int
+    overlap: int
+    mode: str = DEFAULT_MODE
+
+    @classmethod
+    def of(
+        cls, encoded: EncodedDocuments, doc_ids: Sequence[str], window: int, overlap: int, mode: str = DEFAULT_MODE
+    ) -> Documents:
+        """The rows of ``encode_documents``' result, whose documents have ids ``doc_ids`` (one per document)."""
+        if len(set(doc_ids)) != len(doc_ids):
+            raise ValueError("document ids must be unique")
+        return cls([str(doc_ids[d]) for d in encoded.doc.tolist()], encoded.spans, window, overlap, check_mode(mode))
+
+    def settings(self) -> dict:
+        return {"window": self.window, "overlap": self.overlap, "mode": check_mode(self.mode)}
+
+
+@dataclass(frozen=True)
+class Hybrid:
+    """Fuse the dense results with BM25's for the queries' ``texts``: ``fusion`` rrf or weighted (``alpha``:
+    the dense side's weight), ``candidates`` results from each side (see ``sbert.search.fusion``)."""
+
+    texts: Sequence[str]
+    fusion: str = "rrf"
+    alpha: float = ALPHA
+    rrf_k: int = RRF_K
+    candidates: int = CANDIDATES
+
+
+# -- documents of a version --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DocumentGroups:
+    """The live documents of a version: ``names`` (ids), ``of_row`` (each row's document number, -1 where
+    deleted) and ``rows`` (each document's live rows)."""
+
+    names: list[str]
+    of_row: np.ndarray
+    rows: list[np.ndarray]
+
+
+def groups(snap: Snapshot) -> DocumentGroups:
+    """The documents of ``snap`` (computed once per version)."""
+    return snap.derived("documents", lambda: _groups(snap))
+
+
+def _groups(snap: Snapshot) -> DocumentGroups:
+    alive = np.ones(len(snap.ids), dtype=bool)
+    alive[snap.deleted] = False
+    number: dict[str, int] = {}
+    of_row = np.full(len(snap.ids), -1, dtype=np.int64)
+    for row in np.flatnonzero(alive).tolist():
+        of_row[row] = number.setdefault(snap.docs[row], len(number))
+    order = np.argsort(of_row, kind="stable")
+    bounds = np.searchsorted(of_row[order], np.arange(len(number) + 1))
+    rows = [order[bounds[g] : bounds[g + 1]] for g in range(len(number))]
+    return DocumentGroups(list(number), of_row, rows)
+
+
+def _means(snap: Snapshot) -> np.ndarray:
+    """(n_documents, dim) float32: each live document's mean window vector (unit length for cosine)."""
+    docs = groups(snap)
+    means = np.stack([snap.vectors[rows].astype(np.float64).mean(axis=0) for rows in docs.rows]) if docs.rows else None
+    if means is None:
+        return np.zeros((0, snap.vectors.shape[1]), dtype=np.float32)
+    return (unit(means) if snap.manifest["metric"] == "cosine" else means).astype(np.float32)
+
+
+# -- searching ----------------------------------------------------------------------------------------------
+def search(snap: Snapshot, q: np.ndarray, k: int, rows: Rows, mode: str | None, hybrid: Hybrid | None, bm25) -> list:
+    """Each query's best ``k`` hits (``Hit``) from version ``snap``: rows, or documents in an index of
+    documents; ``q``: (n, dim) queries as the index keeps vectors; ``rows``: the structure's search."""
+    documents = snap.manifest.get("documents")
+    wide = k if hybrid is None else max(k, hybrid.candidates)
+    if documents is None:
+        found = rows(wide)
+    elif check_mode(mode or documents["mode"]) == "maxp":
+        found = _maxp(snap, wide, rows)
+    else:
+        found = _pad(semantic_search(q, snap.derived("means", lambda: _means(snap)), wide, score="dot"), wide)
+    if hybrid is not None:
+        if len(hybrid.texts) != len(q):
+            raise ValueError(f"{len(hybrid.texts)} query texts for {len(q)} query vectors")
+        lexical = _lexical(snap, bm25, hybrid.texts, wide, documents is not None)
+        found = fuse(found, lexical, k, hybrid.fusion, hybrid.alpha, hybrid.rrf_k)
+    per_query = zip(q, found.scores, found.indices, strict=True)
+    if documents is None:
+        return [[Hit(snap.ids[r], float(s), snap.texts[r], int(r)) for s, r in _live(*one)] for _, *one in per_query]
+    return [[_document_hit(snap, query, int(g), float(s)) for s, g in _live(*one)] for query, *one in per_query]
+
+
+def _live(scores: np.ndarray, ids: np.ndarray):
+    return ((s, i) for s, i in zip(scores, ids, strict=True) if i >= 0)
+
+
+def _maxp(snap: Snapshot, k: int, rows: Rows) -> TopK:
+    """Each query's best ``k`` documents by their best window: more windows are fetched until ``k``
+    documents (or all) are among them; a document's score is its first (best) window's."""
+    docs = groups(snap)
+    live = len(snap.ids) - len(snap.deleted)
+    want, fetch = min(k, len(docs.names)), min(max(4 * k, k + 16), live)
+    while True:
+        found = rows(max(fetch, 1))
+        of = np.where(found.indices >= 0, docs.of_row[np.maximum(found.indices, 0)], -1)
+        if fetch >= live or all(len(np.unique(d[d >= 0])) >= want for d in of):
+            break
+        fetch = min(fetch * 4, live)
+    scores = np.full((len(of), k), -np.inf, dtype=np.float32)
+    ids = np.full((len(of), k), -1, dtype=np.int64)
+    for n, (row_scores, row_docs) in enumerate(zip(found.scores, of, strict=True)):
+        keep = row_docs >= 0
+        unique, first = np.unique(row_docs[keep], return_index=True)
+        best_scores, best_docs = ranking.top(row_scores[keep][first][None], unique[None], k)
+        scores[n, : best_docs.shape[1]], ids[n, : best_docs.shape[1]] = best_scores[0], best_docs[0]
+    return TopK(scores, ids)
+
+
+def _lexical(snap: Snapshot, bm25: BM25, texts: Sequence[str], k: int, documents: bool) -> TopK:
+    """BM25's best ``k`` live rows per query text, or documents (a document scores its best window's)."""
+    if not documents:
+        return bm25.search(texts, k, exclude=snap.deleted)
+    docs = groups(snap)
+    live = docs.of_row >= 0
+    scores = np.full((len(texts), k), -np.inf, dtype=np.float32)
+    ids = np.full((len(texts), k), -1, dtype=np.int64)
+    for n, text in enumerate(texts):
+        per_doc = np.zeros(len(docs.names), dtype=np.float32)
+        np.maximum.at(per_doc, docs.of_row[live], bm25.scores(text)[live])
+        found = np.flatnonzero(per_doc > 0)
+        best_scores, best_docs = ranking.top(per_doc[found][None], found[None], k)
+        scores[n, : best_docs.shape[1]], ids[n, : best_docs.shape[1]] = best_scores[0], best_docs[0]
+    return TopK(scores, ids)
+
+
+def _document_hit(snap: Snapshot, query: np.ndarray, group: int, score: float) -> Hit:
+    """Document ``group``'s hit: its best passage is its window closest to ``query``."""
+    docs = groups(snap)
+    rows = docs.rows[group]
+    best = int(rows[ranking.order(snap.vectors[rows] @ query, rows)[0]])
+    return Hit(docs.names[group], score, snap.texts[best], best, snap.spans[best])
+
+
+def _pad(found: TopK, k: int) -> TopK:
+    extra = k - found.scores.shape[1]
+    if extra <= 0:
+        return found
+    n = len(found.scores)
+    scores = np.hstack([found.scores, np.full((n, extra), -np.inf, np.float32)])
+    return TopK(scores, np.hstack([found.indices, np.full((n, extra), -1, np.int64)]))
