@@ -155,7 +155,7 @@ def test_an_evaluator_needs_a_relevant_document_and_the_headline_cutoff():
         RetrievalEvaluator(collection)
 
 
-def scifact_slice(queries: int = 30, others: int = 200) -> RetrievalCollection:
+def scifact_slice(queries: int = 20, others: int = 60) -> RetrievalCollection:
     """SciFact test: the first ``queries`` judged queries, their relevant documents and ``others`` more."""
     try:
         folder = data_dir() / "retrieval" / "scifact"
@@ -170,3 +170,27 @@ def scifact_slice(queries: int = 30, others: int = 200) -> RetrievalCollection:
     chosen = relevant | set(random.Random(0).sample(rest, others))
     corpus = {d: doc for d, doc in full.corpus.items() if d in chosen}
     return RetrievalCollection("scifact-slice", "test", corpus, kept, {q: full.qrels[q] for q in kept})
+
+
+def test_equals_sentence_transformers_information_retrieval_evaluator(model, reference):
+    st_eval = pytest.importorskip("sentence_transformers.sentence_transformer.evaluation")
+    collection = scifact_slice()
+    ours = RetrievalEvaluator(collection, latency_queries=0)(model)
+    theirs = st_eval.InformationRetrievalEvaluator(
+        queries=collection.queries,
+        corpus=collection.document_texts(),
+        relevant_docs={q: collection.relevant(q) for q in collection.queries},
+        accuracy_at_k=[1, 3, 5, 10],
+        precision_recall_at_k=[1, 3, 5, 10, 100],
+        mrr_at_k=[10],
+        ndcg_at_k=[10],
+        map_at_k=[100],
+        write_csv=False,
+    )(reference)
+    assert model.max_seq_length == reference.max_seq_length == 256
+    theirs = {key.removeprefix("cosine_"): 100 * value for key, value in theirs.items()}
+    compared = set(ours) - {"corpus_seconds", "queries", "documents"}
+    assert len(compared) == 16 and compared <= set(theirs)
+    for key in compared:
+        assert ours[key] == pytest.approx(theirs[key], abs=0.01), key
+    assert 40 < ours["ndcg@10"] < 99 and ours["recall@1"] < ours["recall@10"]  # a real, imperfect ranking

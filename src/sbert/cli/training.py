@@ -10,7 +10,7 @@ import click
 
 from sbert.cli.common import MODEL_HELP, device_options, friendly_errors, load_model, one_model
 from sbert.data.formats import FORMATS
-from sbert.evaluation.tasks import GROUPS, TASKS
+from sbert.evaluation.tasks import GROUPS, RETRIEVAL, TASKS
 
 
 class _TableChoice(click.Choice):
@@ -122,9 +122,23 @@ def train(run_file, train, fmt, resume, **options) -> None:
 @click.option(
     "--tasks",
     "-t",
-    default="stsb,sick-r",
-    show_default=True,
-    help=f"Comma-separated: {', '.join(TASKS)}; or the groups {' and '.join(GROUPS)}.",
+    default=None,
+    help=f"Comma-separated: {', '.join(TASKS)}; or the groups {', '.join(GROUPS)} "
+    "[default: stsb,sick-r, or none with --retrieval].",
+)
+@click.option(
+    "--retrieval",
+    "retrieval_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv; .gz or not) to evaluate "
+    "retrieval on: NDCG@10, MRR@10, MAP@100, recall@k x 100 and query latency. Repeatable.",
+)
+@click.option("--split", default="test", show_default=True, help="--retrieval folders: the qrels split to evaluate.")
+@click.option(
+    "--skip-empty-documents",
+    is_flag=True,
+    help="--retrieval folders: drop documents with neither title nor text (refused otherwise).",
 )
 @click.option(
     "--data",
@@ -154,6 +168,9 @@ def evaluate(
     model_arg,
     model,
     tasks,
+    retrieval_dirs,
+    split,
+    skip_empty_documents,
     data,
     tokenized,
     inner_folds,
@@ -164,18 +181,22 @@ def evaluate(
     runtime,
     allow_pickle,
 ) -> None:
-    """Score MODEL on STS (Spearman x 100 of cosine) and SentEval transfer tasks (accuracy x 100)."""
+    """Score MODEL on STS (Spearman x 100 of cosine), SentEval transfer tasks (accuracy x 100) and
+    retrieval (NDCG@10 x 100)."""
     import time
 
     model = one_model(model_arg, model)
 
     from sbert.atomic import atomic_file
-    from sbert.data.paths import data_dir
-    from sbert.evaluation.tasks import expand, task_evaluator
+    from sbert.evaluation.tasks import task_evaluator
 
-    names = expand(tasks)
-    folder = data_dir(data)
-    evaluators = {name: task_evaluator(name, folder, tokenized, inner_folds, batch_size) for name in names}
+    folders = _task_folders(tasks, retrieval_dirs, data)
+    if cross_encoder and (retrieval_dirs or set(RETRIEVAL) & set(folders)):
+        raise click.UsageError("retrieval needs an embedding model; a cross-encoder only scores pairs")
+    evaluators = {name: task_evaluator(name, f, tokenized, inner_folds, batch_size) for name, f in folders.items()}
+    evaluators.update(_retrieval_evaluators(retrieval_dirs, split, skip_empty_documents, batch_size))
+    if not evaluators:
+        raise click.UsageError("nothing to evaluate: give --tasks or --retrieval")
     if cross_encoder:
         from sbert.cross_encoder import CrossEncoder
 
@@ -196,3 +217,26 @@ def evaluate(
     if json_out is not None:
         with atomic_file(json_out, "w", encoding="utf-8") as handle:
             json.dump({"model": model, "tasks": results}, handle, indent=2)
+
+
+def _task_folders(tasks: str | None, retrieval_dirs: tuple[Path, ...], data: Path | None) -> dict[str, Path]:
+    """Each named task -> the data folder (none asked for: stsb,sick-r, unless --retrieval is given)."""
+    from sbert.data.paths import data_dir
+    from sbert.evaluation.tasks import expand
+
+    names = expand(tasks if tasks is not None else "" if retrieval_dirs else "stsb,sick-r")
+    folder = data_dir(data) if names else None
+    return dict.fromkeys(names, folder)
+
+
+def _retrieval_evaluators(folders: tuple[Path, ...], split: str, skip_empty: bool, batch_size: int) -> dict:
+    """name -> RetrievalEvaluator of each --retrieval folder (named by the folder, or its path if two share a name)."""
+    from sbert.data.beir import read_beir
+    from sbert.evaluation.retrieval import RetrievalEvaluator
+
+    names = [f.name for f in folders]
+    evaluators = {}
+    for folder, name in zip(folders, names, strict=True):
+        name = str(folder) if names.count(name) > 1 else name
+        evaluators[name] = RetrievalEvaluator(read_beir(folder, split, skip_empty), name, batch_size=batch_size)
+    return evaluators

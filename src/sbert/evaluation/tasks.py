@@ -1,8 +1,9 @@
-"""Named evaluation tasks read from the data folder: ``stsb``, ``sick-r``, ``sts12``..``sts16``, SentEval.
+"""Named evaluation tasks read from the data folder: ``stsb``, ``sick-r``, ``sts12``..``sts16``, SentEval,
+and retrieval collections (``scifact``, ``openoffice-dups``: ``<data>/retrieval/<name>``, test split).
 
 ``task_evaluator(name, data_dir)`` gives a task's evaluator; ``expand(names)`` resolves the group names
-``sts`` (every STS task) and ``senteval`` (every transfer task). (The dev evaluation of a training run
-reads a file in a training data format instead: ``sbert.evaluation.dev``.)
+``sts`` (every STS task), ``senteval`` (every transfer task) and ``retrieval`` (every collection). (The
+dev evaluation of a training run reads a file in a training data format instead: ``sbert.evaluation.dev``.)
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ TRANSFER = {
     "mrpc": "MRPC",
 }
 STS_TASKS = ("stsb", "sick-r", *STS_YEARS)
-GROUPS = {"sts": STS_TASKS, "senteval": tuple(TRANSFER)}
-TASKS = (*STS_TASKS, "stsb-dev", *TRANSFER)
+RETRIEVAL = ("scifact", "openoffice-dups")  # BEIR-layout folders under <data>/retrieval/
+GROUPS = {"sts": STS_TASKS, "senteval": tuple(TRANSFER), "retrieval": RETRIEVAL}
+TASKS = (*STS_TASKS, "stsb-dev", *TRANSFER, *RETRIEVAL)
 
 
 def expand(names: str | list[str]) -> list[str]:
@@ -35,7 +37,9 @@ def expand(names: str | list[str]) -> list[str]:
         key = name.lower()
         for task in GROUPS.get(key, (key,)):
             if task not in TASKS:
-                raise ValueError(f"unknown task {name!r}; expected one of {', '.join(TASKS)}, sts or senteval")
+                raise ValueError(
+                    f"unknown task {name!r}; expected one of {', '.join(TASKS)}, or a group: {', '.join(GROUPS)}"
+                )
             if task not in out:
                 out.append(task)
     return out
@@ -66,19 +70,25 @@ def task_evaluator(name: str, data: Path, tokenized: bool = False, inner_folds: 
     if name in TRANSFER:
         task = read_transfer_task(data / "senteval_transfer", TRANSFER[name])
         return TransferEvaluator(task, batch_size, inner_folds)
+    if name in RETRIEVAL:
+        from sbert.data.beir import read_beir
+        from sbert.evaluation.retrieval import RetrievalEvaluator
+
+        return RetrievalEvaluator(read_beir(data / "retrieval" / name, "test"), name, batch_size=batch_size)
     raise ValueError(f"unknown task {name!r}; expected one of {', '.join(TASKS)}")
 
 
 def headline(name: str, metrics: dict[str, float]) -> tuple[str, float]:
     """The number a table shows for a task's ``metrics`` when its evaluator is not at hand (with it:
     ``evaluator.primary_metric(model)``): Spearman x 100 of cosine (of the scores, for a cross-encoder),
-    or accuracy x 100."""
+    accuracy x 100, or NDCG@10 x 100 for retrieval."""
     for key in (
         "spearman_cosine",
         "all_pooled/spearman_cosine",
         "spearman_score",
         "all_pooled/spearman_score",
         "accuracy",
+        "ndcg@10",
     ):
         if key in metrics:
             return key, metrics[key]
