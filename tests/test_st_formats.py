@@ -114,12 +114,11 @@ def test_prompts_and_unknown_settings_survive_a_save(tiny_folder, tmp_path):
     }
     written["__version__"]["sentence_transformers"] = "6.2.0"
     (folder / "config_sentence_transformers.json").write_text(json.dumps(written))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the default prompt is applied now (tests/test_prompts.py), not warned about
         ours = sbert.load(folder, device="cpu")
-    prompt_warnings = [w for w in caught if "default_prompt_name='query'" in str(w.message)]
-    assert prompt_warnings and prompt_warnings[0].filename == __file__  # points at the caller's line
-    assert ours.settings["prompts"] == written["prompts"] and ours.similarity_fn_name == "dot"
+    assert ours.prompts == written["prompts"] and ours.default_prompt_name == "query"
+    assert ours.similarity_fn_name == "dot"
 
     ours.save(tmp_path / "again")
     saved = _st_config(tmp_path / "again")

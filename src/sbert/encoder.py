@@ -27,6 +27,7 @@ from sbert.modules.base import Features, write_json
 from sbert.modules.folder import check_links, module_folder, read_json, refuse_remote_code
 from sbert.pipeline import PACKED_TOKENS, Batching, Runner, Tokenized, TorchRunner, finish, token_vectors
 from sbert.progress import ENCODE_FROM, progress_bar
+from sbert.prompts import Prompts, Task, prompt_length, prompted
 from sbert.versions import saved_versions
 
 CHUNK = 65_536  # texts tokenised at a time: bounds the memory for ids, keeps sorting near-global
@@ -64,6 +65,7 @@ class Encoder(nn.Sequential):
         similarity_fn_name: str = "cosine",
         truncate_dim: int | None = None,
         settings: dict[str, Any] | None = None,
+        prompts: Prompts | None = None,
     ) -> None:
         super().__init__(*modules)
         if not modules or not isinstance(modules[0], Transformer):
@@ -71,8 +73,9 @@ class Encoder(nn.Sequential):
         self.similarity_fn_name = similarity_fn_name
         self._truncate_dim: int | None = None
         self.truncate_dim = truncate_dim
-        # config_sentence_transformers.json as read (prompts, default_prompt_name, ...): save writes it back.
+        # config_sentence_transformers.json as read (keys sbert does not use too): save writes it back.
         self.settings: dict[str, Any] = dict(settings or {})
+        self._prompts = prompts if prompts is not None else Prompts.from_settings(self.settings)
         self.path: Path | None = None
         self._torch = TorchRunner(self)  # token output and packing always run in torch
         self._runner: Runner = self._torch  # sentence vectors: this, or the ONNX backend (see use_backend)
@@ -110,6 +113,44 @@ class Encoder(nn.Sequential):
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= self.model_dim:
             raise ValueError(f"truncate_dim must be an integer from 1 to {self.model_dim} (or None), got {value!r}")
         return value
+
+    # -- prompts (sbert.prompts) --------------------------------------------------------------------------
+    @property
+    def prompts(self) -> dict[str, str]:
+        """The model's prompts, name -> text put before each input, as its folder stores them (a copy)."""
+        return dict(self._prompts.saved)
+
+    @prompts.setter
+    def prompts(self, value: dict[str, str]) -> None:
+        self._prompts = Prompts(value, self._prompts.default_name)
+
+    @property
+    def default_prompt_name(self) -> str | None:
+        """The prompt ``encode`` uses when given none (not ``encode_query``/``encode_document``), or None."""
+        return self._prompts.default_name
+
+    @default_prompt_name.setter
+    def default_prompt_name(self, value: str | None) -> None:
+        self._prompts = Prompts(self._prompts.saved, value)
+
+    def resolve_prompt(
+        self, prompt_name: str | None = None, prompt: str | None = None, task: Task | None = None
+    ) -> str | None:
+        """The text ``encode`` puts before each input (None: nothing), chosen as sentence-transformers does.
+
+        ``prompt`` wins (``""``: no prompt), with a warning if ``prompt_name`` is given too; else the
+        prompt called ``prompt_name`` (ValueError naming the model's prompts if none is); else for
+        ``task`` "query"/"document" the prompt ``encode_query``/``encode_document`` use; else the default.
+        """
+        if prompt is not None and prompt_name is not None:
+            warnings.warn(
+                f"both prompt and prompt_name={prompt_name!r} were given: the prompt is used, prompt_name ignored",
+                UserWarning,
+                stacklevel=_caller_stacklevel(),
+            )
+        if task is not None and prompt is None and prompt_name is None:
+            prompt_name = self._prompts.task_name(task)
+        return self._prompts.resolve(prompt, prompt_name)
 
     @property
     def max_seq_length(self) -> int:
@@ -198,12 +239,23 @@ class Encoder(nn.Sequential):
         return self
 
     # -- inference: tokenise -> collate (padded or packed) -> run (torch or ONNX) -> finish ----------------
-    def tokenize(self, texts: Sequence[str]) -> Tokenized:
-        """Token ids of each text (special tokens added, cut to ``max_seq_length``) and which were cut.
+    def tokenize(self, texts: Sequence[str], prompt_name: str | None = None, prompt: str | None = None) -> Tokenized:
+        """Token ids of each text, its prompt before it (special tokens added, cut to ``max_seq_length``), and which
+        were cut; the prompt is chosen as in ``encode``.
 
         ``encode_tokenized`` embeds the result: tokenise once, and take token counts and truncation from it.
         """
-        return Tokenized(*self.transformer.tokenize(check_texts(texts, allow_empty=True)))
+        return self._tokens(check_texts(texts, allow_empty=True), self.resolve_prompt(prompt_name, prompt))
+
+    def _tokens(self, texts: list[str], prompt: str | None) -> Tokenized:
+        """Token ids of ``prompt`` + each text, and the prompt's length where a Pooling leaves it out."""
+        ids, truncated = self.transformer.tokenize(prompted(texts, prompt))
+        excluded = prompt and any(not getattr(m, "include_prompt", True) for m in self)
+        if not excluded:
+            return Tokenized(ids, truncated)
+        special = set(self.transformer.tokenizer.all_special_ids)
+        length = prompt_length(self.transformer.tokenize([prompt])[0][0], special)
+        return Tokenized(ids, truncated, [length] * len(texts))
 
     def encode(
         self,
@@ -219,6 +271,8 @@ class Encoder(nn.Sequential):
         max_tokens: int | None = None,
         packing: bool = False,
         truncate_dim: int | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
     ) -> np.ndarray | torch.Tensor | list:
         """Embed texts: (n, dim) float32 for a list, (dim,) for one string, (0, dim) for an empty list.
 
@@ -236,14 +290,15 @@ class Encoder(nn.Sequential):
         ``truncate_dim`` keeps the first that many coordinates of each sentence vector (default: the
         model's ``truncate_dim``, from config_sentence_transformers.json); ``normalize`` applies after
         truncating, as in sentence-transformers.
+
+        ``prompt`` is put before each text (``prompt_name``: the model's prompt of that name; neither: its
+        ``default_prompt_name``'s, if any); see ``resolve_prompt``. Its tokens count towards ``max_seq_length``.
         """
-        if convert_to not in ("numpy", "torch"):
-            raise ValueError(f"convert_to must be 'numpy' or 'torch', got {convert_to!r}")
-        if on_truncation not in ("warn", "error", "ignore"):
-            raise ValueError(f"on_truncation must be 'warn', 'error' or 'ignore', got {on_truncation!r}")
+        _check_options(convert_to, on_truncation)
         batching = self._batching(batch_size, sort_by_length, max_tokens, packing, output)  # before any tokenising
         width = self._check_truncate_dim(truncate_dim) or self.dim
         items = check_texts(texts, allow_empty)
+        prompt = self.resolve_prompt(prompt_name, prompt)
         out = _empty_output(len(items), width, output)
         truncated = 0
         # A context, not a decorator: a decorator's wrapper would sit between this frame and the
@@ -253,16 +308,30 @@ class Encoder(nn.Sequential):
             progress_bar(len(items), "encode", show_progress, "text", from_items=ENCODE_FROM) as bar,
         ):
             for start in range(0, len(items), CHUNK):
-                tokens = self._tokenize_chunk(items[start : start + CHUNK], start, on_truncation)
+                tokens = self._tokenize_chunk(items[start : start + CHUNK], start, on_truncation, prompt)
                 truncated += len(tokens.truncated)
                 self._run(tokens, batching, normalize, width, out, start, bar)
         if truncated and on_truncation == "warn":
-            warnings.warn(
-                f"{truncated} of {len(items)} texts were longer than max_seq_length={self.max_seq_length} "
-                "tokens and were truncated",
-                stacklevel=2,
-            )
+            self._warn_truncated(truncated, len(items), prompt)
         return _converted(out, isinstance(texts, str), convert_to)
+
+    def encode_query(
+        self, texts: str | Iterable[str], prompt_name: str | None = None, prompt: str | None = None, **options: Any
+    ) -> np.ndarray | torch.Tensor | list:
+        """``encode`` for search queries: given no prompt, the model's "query" prompt (empty if it has none),
+        never the default one; as sentence-transformers' ``encode_query``."""
+        if prompt_name is None and prompt is None:
+            prompt_name = self._prompts.task_name("query")
+        return self.encode(texts, prompt_name=prompt_name, prompt=prompt, **options)
+
+    def encode_document(
+        self, texts: str | Iterable[str], prompt_name: str | None = None, prompt: str | None = None, **options: Any
+    ) -> np.ndarray | torch.Tensor | list:
+        """``encode`` for the documents searched: given no prompt, the model's "document" prompt (empty if it has
+        none; as in sentence-transformers 6.2, "passage" is not used unless named), never the default one."""
+        if prompt_name is None and prompt is None:
+            prompt_name = self._prompts.task_name("document")
+        return self.encode(texts, prompt_name=prompt_name, prompt=prompt, **options)
 
     def encode_tokenized(
         self,
@@ -312,19 +381,34 @@ class Encoder(nn.Sequential):
         finally:
             self.train(was_training)
 
-    def _tokenize_chunk(self, texts: list[str], start: int, on_truncation: str) -> Tokenized:
-        tokens = Tokenized(*self.transformer.tokenize(texts))
+    def _warn_truncated(self, truncated: int, total: int, prompt: str | None) -> None:
+        warnings.warn(
+            f"{truncated} of {total} texts were longer than max_seq_length={self.max_seq_length} "
+            f"tokens{_with_prompt(prompt)} and were truncated",
+            stacklevel=_caller_stacklevel(),
+        )
+
+    def _tokenize_chunk(self, texts: list[str], start: int, on_truncation: str, prompt: str | None) -> Tokenized:
+        tokens = self._tokens(texts, prompt)
         if tokens.truncated and on_truncation == "error":
             raise ValueError(
                 f"texts[{start + tokens.truncated[0]}] is longer than max_seq_length={self.max_seq_length} "
-                f"tokens ({len(tokens.truncated)} such texts in this chunk); shorten it or pass on_truncation='warn'"
+                f"tokens{_with_prompt(prompt)} ({len(tokens.truncated)} such texts in this chunk); shorten it or "
+                "pass on_truncation='warn'"
             )
         return tokens
 
     def _run(self, tokens: Tokenized, batching: Batching, normalize: bool, width: int, out, start: int, bar) -> None:
         """Embed ``tokens`` into ``out[start:]``: an (n, width) array, or a list for token vectors."""
+        if tokens.prompt_lengths is not None and isinstance(out, np.ndarray) and self._runner is not self._torch:
+            raise ValueError(
+                "this model's pooling leaves prompt tokens out (include_prompt=false), which the ONNX backend "
+                "cannot do: call use_backend('torch') to encode with a prompt"
+            )
         for rows in batching.batches(tokens.lengths):
             features = batching.collate([tokens.ids[r] for r in rows])
+            if tokens.prompt_lengths is not None:
+                features["prompt_length"] = torch.tensor([tokens.prompt_lengths[r] for r in rows])
             if isinstance(out, np.ndarray):
                 out[start + rows] = finish(self._runner.sentences(features, batching.packed), width, normalize)
             else:  # token vectors: always torch
@@ -356,8 +440,8 @@ class Encoder(nn.Sequential):
     def save(self, path: str | Path) -> Path:
         """Write the sentence-transformers folder format atomically; returns the folder's path.
 
-        config_sentence_transformers.json keeps every setting read from the loaded folder (``prompts``,
-        ``default_prompt_name``, keys sbert does not use), with this encoder's similarity and ``truncate_dim``.
+        config_sentence_transformers.json keeps every setting read from the loaded folder (keys sbert does not
+        use too), with this encoder's ``prompts``, ``default_prompt_name``, similarity and ``truncate_dim``.
         """
         with atomic_dir(path) as tmp:
             entries = []
@@ -373,8 +457,8 @@ class Encoder(nn.Sequential):
     def _settings_to_save(self) -> dict[str, Any]:
         settings = dict(self.settings)
         settings["__version__"] = {**(settings.get("__version__") or {}), **saved_versions()}
-        settings.setdefault("prompts", {})
-        settings.setdefault("default_prompt_name", None)
+        settings["prompts"] = self.prompts
+        settings["default_prompt_name"] = self.default_prompt_name
         settings["similarity_fn_name"] = self.similarity_fn_name
         settings.pop("truncate_dim", None)
         if self.truncate_dim is not None:
@@ -412,14 +496,18 @@ class Encoder(nn.Sequential):
                 "or config.json of a Hugging Face model)"
             )
         settings = read_json(path / ST_CONFIG) if (path / ST_CONFIG).is_file() else {}
-        encoder = cls(modules, similarity_fn_name=settings.get("similarity_fn_name") or "cosine", settings=settings)
+        try:
+            prompts = Prompts.from_settings(settings)
+        except ValueError as err:
+            raise ModelFormatError(f"{path / ST_CONFIG}: {err}") from None
+        similarity = settings.get("similarity_fn_name") or "cosine"
+        encoder = cls(modules, similarity_fn_name=similarity, settings=settings, prompts=prompts)
         try:
             encoder.truncate_dim = settings.get("truncate_dim")
         except ValueError as err:
             raise ModelFormatError(f"{path / ST_CONFIG}: {err}") from None
         if truncate_dim is not None:
             encoder.truncate_dim = truncate_dim
-        _warn_unapplied_prompt(path / ST_CONFIG, settings)
         encoder.path = path
         encoder.eval()
         return encoder.to(device or default_device())
@@ -433,6 +521,8 @@ class Encoder(nn.Sequential):
             **({"truncate_dim": self.truncate_dim, "model_dim": self.model_dim} if self.truncate_dim else {}),
             "max_seq_length": self.max_seq_length,
             "similarity": self.similarity_fn_name,
+            **({"prompts": self.prompts} if self.prompts else {}),
+            **({"default_prompt_name": self.default_prompt_name} if self.default_prompt_name else {}),
             "parameters": sum(p.numel() for p in self.parameters()),
             "device": str(self.device),
         }
@@ -480,17 +570,16 @@ def _load_modules(path: Path, allow_pickle: bool) -> list[Module]:
     return modules
 
 
-def _warn_unapplied_prompt(config_file: Path, settings: dict[str, Any]) -> None:
-    """sentence-transformers prepends the default prompt to every text; sbert keeps it but does not apply it."""
-    name = settings.get("default_prompt_name")
-    prompt = (settings.get("prompts") or {}).get(name) if name else None
-    if prompt:
-        warnings.warn(
-            f"{config_file}: default_prompt_name={name!r} ({prompt!r}) is kept but not applied by sbert; "
-            "sentence-transformers prepends it to every text, so prepend it yourself to get the same vectors",
-            UserWarning,
-            stacklevel=_caller_stacklevel(),
-        )
+def _check_options(convert_to: str, on_truncation: str) -> None:
+    if convert_to not in ("numpy", "torch"):
+        raise ValueError(f"convert_to must be 'numpy' or 'torch', got {convert_to!r}")
+    if on_truncation not in ("warn", "error", "ignore"):
+        raise ValueError(f"on_truncation must be 'warn', 'error' or 'ignore', got {on_truncation!r}")
+
+
+def _with_prompt(prompt: str | None) -> str:
+    """What a truncation message adds when a prompt was put before the texts (its tokens count too)."""
+    return f" (prompt {prompt!r} included)" if prompt else ""
 
 
 def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool | None:

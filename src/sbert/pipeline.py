@@ -28,11 +28,13 @@ PACKED_TOKENS = 8_192  # real tokens per packed forward pass when max_tokens is 
 class Tokenized:
     """Token ids of a list of texts (special tokens added, cut to the model's maximum length).
 
-    ``truncated`` holds the positions of the texts that were cut.
+    ``truncated`` holds the positions of the texts that were cut. ``prompt_lengths`` (per text, or None)
+    counts the prompt tokens that a Pooling with ``include_prompt=False`` leaves out (``sbert.prompts``).
     """
 
     ids: list[list[int]]
     truncated: list[int]
+    prompt_lengths: list[int] | None = None
 
     @property
     def lengths(self) -> list[int]:

@@ -32,11 +32,17 @@ _CONFIG_KEYS = {
 _ST_NAMES = {"mean_sqrt_len": "mean_sqrt_len_tokens"}  # sentence-transformers 6's names where they differ
 
 
-def pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: str) -> torch.Tensor:
-    """Pool ``token_embeddings`` (B, T, H) under ``attention_mask`` (B, T; 1 = real token) to (B, H)."""
+def pool(
+    token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: str, origin: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Pool ``token_embeddings`` (B, T, H) under ``attention_mask`` (B, T; 1 = real token) to (B, H).
+
+    ``origin`` (B,): where each text starts, for "weightedmean"'s positions (default: its first real token).
+    """
     mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)
     rows = torch.arange(token_embeddings.shape[0], device=token_embeddings.device)
     first = attention_mask.to(torch.int32).argmax(dim=1)  # first real token: 0 unless padded on the left
+    origin = first if origin is None else origin
     if mode == "cls":
         return token_embeddings[rows, first]
     if mode == "max":
@@ -50,7 +56,7 @@ def pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: str
     if mode == "weightedmean":
         # Weights 1, 2, ... by position among the real tokens (Muennighoff, 2022).
         positions = torch.arange(1, token_embeddings.shape[1] + 1, device=mask.device, dtype=mask.dtype)
-        mask = mask * (positions.view(1, -1) - first.view(-1, 1).to(mask.dtype)).unsqueeze(-1)
+        mask = mask * (positions.view(1, -1) - origin.view(-1, 1).to(mask.dtype)).unsqueeze(-1)
     summed = (token_embeddings * mask).sum(dim=1)
     counts = mask.sum(dim=1).clamp(min=1e-9)
     if mode in ("mean", "weightedmean"):
@@ -58,6 +64,15 @@ def pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: str
     if mode == "mean_sqrt_len":
         return summed / counts.sqrt()
     raise ValueError(f"unknown pooling mode {mode!r}; expected one of {', '.join(MODES)}")
+
+
+def without_prompt(attention_mask: torch.Tensor, prompt_length: torch.Tensor) -> torch.Tensor:
+    """``attention_mask`` (B, T) with each row's first ``prompt_length`` (B,) real tokens set to 0: they are
+    the prompt's (its leading special token included), which ``include_prompt=False`` leaves out of pooling."""
+    first = attention_mask.to(torch.int32).argmax(dim=1, keepdim=True)  # 0 unless padded on the left
+    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device).unsqueeze(0)
+    keep = positions >= first + prompt_length.to(attention_mask.device).view(-1, 1)
+    return attention_mask * keep.to(attention_mask.dtype)
 
 
 class Pooling(Module):
@@ -82,7 +97,10 @@ class Pooling(Module):
 
     def forward(self, features: Features) -> Features:
         tokens, mask = features["token_embeddings"], features["attention_mask"]
-        pooled = [pool(tokens, mask, m) for m in self.modes]
+        origin = mask.to(torch.int32).argmax(dim=1)  # each text's first token, the prompt's if it has one
+        if not self.include_prompt and "prompt_length" in features:
+            mask = without_prompt(mask, features["prompt_length"])
+        pooled = [pool(tokens, mask, m, origin) for m in self.modes]
         features["sentence_embedding"] = pooled[0] if len(pooled) == 1 else torch.cat(pooled, dim=1)
         return features
 
