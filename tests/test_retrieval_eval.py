@@ -3,11 +3,15 @@ InformationRetrievalEvaluator on a SciFact slice, and ``sbert eval --retrieval``
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
+from test_beir import write_beir
 
+from sbert.cli import main
 from sbert.data.beir import Document, RetrievalCollection, read_beir
 from sbert.data.paths import data_dir
 from sbert.errors import InputFileError
@@ -194,3 +198,45 @@ def test_equals_sentence_transformers_information_retrieval_evaluator(model, ref
     for key in compared:
         assert ours[key] == pytest.approx(theirs[key], abs=0.01), key
     assert 40 < ours["ndcg@10"] < 99 and ours["recall@1"] < ours["recall@10"]  # a real, imperfect ranking
+
+
+def test_cli_evaluates_a_beir_folder_and_writes_every_metric(model, tmp_path):
+    folder = write_beir(tmp_path / "tiny")
+    out = tmp_path / "scores.json"
+    result = CliRunner().invoke(main, ["eval", "default", "--retrieval", str(folder), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    table = result.stdout.splitlines()
+    assert table[0].split() == ["task", "score", "seconds", "metric"] and table[1].split()[::3] == ["tiny", "ndcg@10"]
+    scores = json.loads(out.read_text())["tasks"]["tiny"]
+    expected = RetrievalEvaluator(read_beir(folder), latency_queries=0)(model)
+    assert float(table[1].split()[1]) == pytest.approx(expected["ndcg@10"], abs=0.005)
+    for key in ("ndcg@10", "mrr@10", "map@100", "recall@1", "recall@10", "recall@100"):
+        assert scores[key] == pytest.approx(expected[key], abs=1e-6), key
+    assert scores["queries"] == 2 and scores["query_ms_p99"] >= scores["query_ms_p50"] > 0
+
+
+def test_cli_names_the_bad_line_of_a_beir_folder_before_loading_a_model(tmp_path):
+    folder = write_beir(tmp_path / "c", qrels="q1\td1\t1\nq2\td7\t1\n")
+    result = CliRunner().invoke(main, ["eval", "--model", str(tmp_path / "no-model"), "--retrieval", str(folder)])
+    assert result.exit_code == 1 and "qrels/test.tsv: line 2: document 'd7'" in result.output
+    result = CliRunner().invoke(main, ["eval", "--retrieval", str(folder), "--split", "dev"])
+    assert result.exit_code == 1 and "splits with judgments here: test" in result.output
+
+
+def test_cli_refuses_nothing_to_do_and_a_cross_encoder_for_retrieval(tmp_path):
+    result = CliRunner().invoke(main, ["eval", "--tasks", ""])
+    assert result.exit_code == 2 and "nothing to evaluate" in result.output
+    folder = write_beir(tmp_path / "c")
+    result = CliRunner().invoke(main, ["eval", "--cross-encoder", "--retrieval", str(folder)])
+    assert result.exit_code == 2 and "retrieval needs an embedding model" in result.output
+
+
+def test_retrieval_task_names_resolve_to_the_shared_folders(tmp_path):
+    from sbert.evaluation.tasks import expand, headline, task_evaluator
+
+    assert expand("retrieval,scifact") == ["scifact", "openoffice-dups"]
+    assert headline("scifact", {"mrr@10": 1.0, "ndcg@10": 2.0}) == ("ndcg@10", 2.0)
+    (tmp_path / "retrieval").mkdir()
+    write_beir(tmp_path / "retrieval" / "scifact")
+    evaluator = task_evaluator("scifact", tmp_path)
+    assert (evaluator.name, len(evaluator.collection.corpus)) == ("scifact", 3)
