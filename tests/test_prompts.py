@@ -196,3 +196,56 @@ def test_a_model_without_prompts_saves_empty_ones(model, tmp_path):
     config = _config(model.save(tmp_path / "plain"))
     assert config["prompts"] == {} and config["default_prompt_name"] is None
     assert model.prompts == {} and model.encode_query(TEXTS[:1]).shape == (1, 384)
+
+
+# -- the command line ------------------------------------------------------------------------------------------
+def _cli(*args: object):
+    from click.testing import CliRunner
+
+    from sbert.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_cli_encode_takes_a_prompt_and_records_it(pair, prompted, tmp_path):
+    ours, _ = pair
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    for args, expected, recorded in [
+        ((), ours.encode(TEXTS), "classify this: "),  # the default prompt
+        (("--prompt-name", "query"), ours.encode_query(TEXTS), "query: "),
+        (("--prompt", ""), ours.encode(TEXTS, prompt=""), None),
+    ]:
+        out = tmp_path / "emb.npy"
+        result = _cli("encode", source, "--model", prompted, "--out", out, *args)
+        assert result.exit_code == 0, result.output
+        np.testing.assert_allclose(np.load(out), expected, atol=1e-6)
+        assert json.loads((tmp_path / "emb.npy.meta.json").read_text())["prompt"] == recorded
+    result = _cli("encode", source, "--model", prompted, "--prompt-name", "qeury")
+    assert result.exit_code == 1 and "prompt_name 'qeury' is not one of" in result.output
+    assert "'passage'" in result.output
+
+
+def test_cli_info_shows_the_prompts(prompted):
+    result = _cli("info", prompted)
+    assert result.exit_code == 0, result.output
+    assert "prompts:\n  query: 'query: '\n  passage: 'passage: '" in result.output
+    assert "default_prompt_name: classify" in result.output
+    assert json.loads(_cli("info", prompted, "--json").output)["prompts"] == PROMPTS
+
+
+def test_cli_index_embeds_documents_and_search_queries_with_their_prompts(pair, prompted, tmp_path):
+    ours, _ = pair
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    folder = tmp_path / "index"
+    result = _cli("index", "build", corpus, "--out", folder, "--model", prompted, "--prompt-name", "passage")
+    assert result.exit_code == 0, result.output
+    query = "someone plays music"
+    for args, vector in [((), ours.encode_query(query)), (("--prompt", "x: "), ours.encode(query, prompt="x: "))]:
+        result = _cli("search", folder, query, "--json", "-k", "3", *args)
+        assert result.exit_code == 0, result.output
+        hits = {h["text"]: h["score"] for h in json.loads(result.output)[0]["hits"]}
+        documents = ours.encode(TEXTS, prompt_name="passage")
+        expected = documents @ vector / np.linalg.norm(documents, axis=1) / np.linalg.norm(vector)
+        assert [hits[t] for t in TEXTS] == pytest.approx(expected.tolist(), abs=1e-5)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from functools import wraps
 from pathlib import Path
 
 import click
@@ -16,6 +18,36 @@ from sbert.cli.common import (
     model_options,
     one_model,
 )
+
+_PROMPT_DEFAULTS = {
+    "text": "the model's default_prompt_name, if it has one",
+    "query": "the model's 'query' prompt, if it has one",
+    "document": "the model's 'document' prompt, if it has one",
+}
+
+
+def prompt_options(role: str) -> Callable[[Callable], Callable]:
+    """--prompt-name and --prompt, folded into one ``prompts`` argument (keywords of ``encode``/``encode_query``/
+    ``encode_document``). ``role`` ("text", "query", "document") says which prompt applies when neither is given."""
+
+    def decorate(func: Callable) -> Callable:
+        @wraps(func)
+        def wrapper(*args, prompt_name, prompt, **kwargs):
+            return func(*args, prompts={"prompt_name": prompt_name, "prompt": prompt}, **kwargs)
+
+        wrapper = click.option(
+            "--prompt",
+            metavar="TEXT",
+            help="Text put before each input (wins over --prompt-name; '' = none).",
+        )(wrapper)
+        return click.option(
+            "--prompt-name",
+            metavar="NAME",
+            help=f"Put the model's prompt NAME before each input (config_sentence_transformers.json) "
+            f"[default: {_PROMPT_DEFAULTS[role]}].",
+        )(wrapper)
+
+    return decorate
 
 
 @click.command()
@@ -41,6 +73,7 @@ from sbert.cli.common import (
 @click.option("--max-seq-length", type=click.IntRange(min=2), help="Truncate texts to this many tokens.")
 @click.option("--skip-empty", is_flag=True, help="Skip empty lines instead of failing on them.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal, long inputs).")
+@prompt_options("text")
 @friendly_errors
 def encode(
     source,
@@ -55,6 +88,7 @@ def encode(
     max_seq_length,
     skip_empty,
     progress,
+    prompts,
 ) -> None:
     """Embed FILE (one text per line, UTF-8; '-' or nothing = standard input)."""
     from sbert.atomic import atomic_file
@@ -67,8 +101,9 @@ def encode(
     encoder = load_model(model, runtime, allow_pickle)
     if max_seq_length:
         encoder.max_seq_length = max_seq_length
+    prompt = encoder.resolve_prompt(**prompts)
     embeddings = encoder.encode(
-        texts, batch_size=batch_size, max_tokens=max_tokens, normalize=normalize, show_progress=progress
+        texts, batch_size=batch_size, max_tokens=max_tokens, normalize=normalize, show_progress=progress, prompt=prompt
     )
     if fmt == "npy":
         import numpy as np
@@ -87,7 +122,7 @@ def encode(
                 handle.writelines(lines)
     if out is not None:
         with atomic_file(meta_path(out), "w", encoding="utf-8") as handle:
-            json.dump(embedding_meta(model, encoder, len(texts), normalize, fmt), handle, indent=2)
+            json.dump(embedding_meta(model, encoder, len(texts), normalize, fmt, prompt), handle, indent=2)
         click.echo(f"wrote {len(texts)} embeddings of dimension {encoder.dim} to {out}", err=True)
 
 
@@ -109,9 +144,9 @@ def meta_path(out: Path) -> Path:
     return out.with_name(out.name + ".meta.json")
 
 
-def embedding_meta(model: str, encoder, count: int, normalize: bool, fmt: str) -> dict:
+def embedding_meta(model: str, encoder, count: int, normalize: bool, fmt: str, prompt: str | None = None) -> dict:
     """What produced a file of embeddings: vectors from another backend or precision are not comparable
-    (int8 vectors can be far from float ones; docs/cpu-inference.md)."""
+    (int8 vectors can be far from float ones; docs/cpu-inference.md), nor vectors made with another prompt."""
     from sbert.registry import canonical_name
     from sbert.versions import package_version
 
@@ -124,6 +159,7 @@ def embedding_meta(model: str, encoder, count: int, normalize: bool, fmt: str) -
         "precision": encoder.precision,
         "normalized": normalize,
         "max_seq_length": encoder.max_seq_length,
+        "prompt": prompt or None,
         "sbert": package_version("sbert"),
     }
 
@@ -140,8 +176,9 @@ def embedding_meta(model: str, encoder, count: int, normalize: bool, fmt: str) -
     help="Similarity function (default: the model's own, usually cosine).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the matrix as JSON.")
+@prompt_options("text")
 @friendly_errors
-def similarity(texts, model, runtime, allow_pickle, function, as_json) -> None:
+def similarity(texts, model, runtime, allow_pickle, function, as_json, prompts) -> None:
     """Print the similarity matrix of TEXTS (two or more)."""
     from sbert import similarity as sim
 
@@ -151,7 +188,7 @@ def similarity(texts, model, runtime, allow_pickle, function, as_json) -> None:
     if empty:
         raise click.UsageError(f"text {empty[0]} is empty; give non-empty texts to compare")
     encoder = load_model(model, runtime, allow_pickle)
-    embeddings = encoder.encode(list(texts))
+    embeddings = encoder.encode(list(texts), **prompts)
     matrix = sim.get(function or encoder.similarity_fn_name)(embeddings, embeddings)
     if as_json:
         click.echo(
@@ -179,7 +216,7 @@ def similarity(texts, model, runtime, allow_pickle, function, as_json) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @friendly_errors
 def info(model_arg, model, device, allow_pickle, as_json) -> None:
-    """Show a model's modules, dimension and maximum sequence length."""
+    """Show a model's modules, dimension, maximum sequence length and prompts."""
     summary = load_model(one_model(model_arg, model), Runtime(device or "cpu"), allow_pickle).describe()
     if as_json:
         click.echo(json.dumps(summary, indent=2))
@@ -189,5 +226,9 @@ def info(model_arg, model, device, allow_pickle, as_json) -> None:
             click.echo("modules:")
             for i, name in enumerate(value):
                 click.echo(f"  {i}: {name}")
+        elif key == "prompts":
+            click.echo("prompts:")
+            for name, text in value.items():
+                click.echo(f"  {name}: {text!r}")
         else:
             click.echo(f"{key}: {value:,}" if isinstance(value, int) else f"{key}: {value}")

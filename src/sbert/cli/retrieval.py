@@ -8,10 +8,18 @@ from pathlib import Path
 import click
 
 from sbert.cli.common import device_options, friendly_errors, load_model, model_options
+from sbert.cli.embeddings import prompt_options
 
 
 def _embed(encoder, texts: list[str], batch_size: int, progress: bool | None):
     return encoder.encode(texts, batch_size=batch_size, show_progress=progress, on_truncation="ignore")
+
+
+def _embed_documents(encoder, texts: list[str], batch_size: int, progress: bool | None, prompts: dict):
+    """Texts to index, with the model's document prompt (``encode_document``) unless ``prompts`` name another."""
+    return encoder.encode_document(
+        texts, batch_size=batch_size, show_progress=progress, on_truncation="ignore", **prompts
+    )
 
 
 def _echo_json(value) -> None:
@@ -71,8 +79,11 @@ def index() -> None:
 @click.option("--overwrite", is_flag=True, help="Replace an index already at --out (never a folder of other files).")
 @_lock_option
 @_corpus_options
+@prompt_options("document")
 @friendly_errors
-def index_build(corpus, out, model, runtime, allow_pickle, metric, overwrite, batch_size, skip_empty, progress, **opts):
+def index_build(
+    corpus, out, model, runtime, allow_pickle, metric, overwrite, batch_size, skip_empty, progress, prompts, **opts
+):
     """Embed CORPUS (text, one per line; or .jsonl with 'text' and optional 'id') into an index at --out."""
     from sbert.data.corpus import read_corpus
     from sbert.search.index import VectorIndex, backend_name
@@ -80,7 +91,7 @@ def index_build(corpus, out, model, runtime, allow_pickle, metric, overwrite, ba
     VectorIndex.check_target(out, overwrite)
     ids, texts = read_corpus(corpus, skip_empty=skip_empty)
     encoder = load_model(model, runtime, allow_pickle)
-    embeddings = _embed(encoder, texts, batch_size, progress)
+    embeddings = _embed_documents(encoder, texts, batch_size, progress, prompts)
     built = VectorIndex.build(
         out,
         embeddings,
@@ -104,8 +115,11 @@ def index_build(corpus, out, model, runtime, allow_pickle, metric, overwrite, ba
 @_mixed_option
 @_lock_option
 @_corpus_options
+@prompt_options("document")
 @friendly_errors
-def index_add(folder, corpus, model, runtime, allow_pickle, allow_mixed_backend, lock_timeout, batch_size, **read):
+def index_add(
+    folder, corpus, model, runtime, allow_pickle, allow_mixed_backend, lock_timeout, batch_size, prompts, **read
+):
     """Embed CORPUS with the index's own model and add it to the index in FOLDER (waiting for other writers)."""
     from sbert.data.corpus import read_corpus
     from sbert.search.index import VectorIndex, backend_name
@@ -118,7 +132,7 @@ def index_add(folder, corpus, model, runtime, allow_pickle, allow_mixed_backend,
     backend = backend_name(encoder)
     existing.check_backend(backend, allow_mixed_backend)  # before the costly encoding; again under the lock
     existing.add(
-        _embed(encoder, texts, batch_size, read["progress"]),
+        _embed_documents(encoder, texts, batch_size, read["progress"], prompts),
         ids=ids,
         texts=texts,
         show_progress=read["progress"],
@@ -190,9 +204,10 @@ def index_info(folder, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @device_options
 @_mixed_option
+@prompt_options("query")
 @friendly_errors
 def search(folder, queries, k, model, method, ef_search, rescore, rerank, candidates, as_json, runtime, **flags):
-    """Find the texts in the index at FOLDER most similar to each of QUERIES."""
+    """Find the texts in the index at FOLDER most similar to each of QUERIES (embedded with the query prompt)."""
     from sbert.search.index import VectorIndex, backend_name
 
     allow_pickle, allow_mixed = flags["allow_pickle"], flags["allow_mixed_backend"]
@@ -204,7 +219,7 @@ def search(folder, queries, k, model, method, ef_search, rescore, rerank, candid
     existing.check_backend(backend, allow_mixed)
     fetch = max(k, candidates) if rerank else k
     hits = existing.search(
-        encoder.encode(list(queries)),
+        encoder.encode_query(list(queries), **flags["prompts"]),
         fetch,
         method=method,
         ef_search=ef_search,
