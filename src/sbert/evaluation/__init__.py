@@ -12,11 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sbert.evaluation.base import Evaluator
+    from sbert.evaluation.retrieval import RetrievalEvaluator
     from sbert.evaluation.sts import STSEvaluator
     from sbert.evaluation.triplet import TripletEvaluator
 
-_HOMES = {"Evaluator": "base", "STSEvaluator": "sts", "TripletEvaluator": "triplet"}
-__all__ = ["Evaluator", "STSEvaluator", "TripletEvaluator"]
+_HOMES = {
+    "Evaluator": "base",
+    "RetrievalEvaluator": "retrieval",
+    "STSEvaluator": "sts",
+    "TripletEvaluator": "triplet",
+}
+__all__ = ["Evaluator", "RetrievalEvaluator", "STSEvaluator", "TripletEvaluator"]
 
 
 def __getattr__(name: str) -> Any:

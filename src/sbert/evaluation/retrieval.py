@@ -169,7 +169,9 @@ class DenseRetriever:
 
 def query_latency(retriever: Retriever, model: Any, queries: Sequence[str], k: int) -> dict[str, float]:
     """p50 and p99 milliseconds of ``retriever.search`` on one query at a time (after one untimed
-    warm-up query), over ``queries``."""
+    warm-up query), over ``queries``; nothing for no queries."""
+    if not queries:
+        return {}
     retriever.search(model, [queries[0]], k)
     times = []
     for query in queries:
@@ -200,7 +202,10 @@ class RetrievalEvaluator:
         latency_queries: int = 200,
     ) -> None:
         self.collection, self.name = collection, name or collection.name
-        self.relevant = {q: collection.relevant(q) for q in collection.queries if collection.relevant(q)}
+        relevant = {q: collection.relevant(q) for q in collection.queries}
+        self.relevant = {
+            q: docs for q, docs in relevant.items() if docs
+        }  # as sentence-transformers: others are left out
         if not self.relevant:
             raise ValueError(f"{self.name}: no query of split {collection.split!r} has a relevant document")
         if "ndcg" not in at or 10 not in at["ndcg"]:
