@@ -202,10 +202,9 @@ class RetrievalEvaluator:
         latency_queries: int = 200,
     ) -> None:
         self.collection, self.name = collection, name or collection.name
+        # Only the queries with a relevant document, as in sentence-transformers.
         relevant = {q: collection.relevant(q) for q in collection.queries}
-        self.relevant = {
-            q: docs for q, docs in relevant.items() if docs
-        }  # as sentence-transformers: others are left out
+        self.relevant = {q: docs for q, docs in relevant.items() if docs}
         if not self.relevant:
             raise ValueError(f"{self.name}: no query of split {collection.split!r} has a relevant document")
         if "ndcg" not in at or 10 not in at["ndcg"]:
