@@ -39,6 +39,9 @@ class StubEncoder:
         ids = [list(range(min(len(t.split()), self.max_seq_length) + 2)) for t in texts]
         return Tokenized(ids, [i for i, t in enumerate(texts) if len(t.split()) > self.max_seq_length])
 
+    def resolve_prompt(self, prompt_name=None, prompt=None, task=None):
+        return prompt
+
     def encode_tokenized(self, tokens, **options):
         self.encoded.append((tokens, options))
         out = np.zeros((len(tokens), self.dim), dtype=np.float32)

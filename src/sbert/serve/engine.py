@@ -2,11 +2,15 @@
 
 ``EmbeddingEngine`` owns everything about how the service runs the model: the dynamic batcher
 (``sbert.serve.merging``), whether merged batches run packed, how many run side by side and how
-torch's threads are divided among them. Routes only ``await engine.embed(texts)``.
+torch's threads are divided among them. Routes only ``await engine.embed(texts, prompt)``.
+
+Requests with different prompts share a batch: each text carries its request's prompt through the
+batcher, and each run of texts with one prompt is tokenised once, with that prompt before it.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -46,7 +50,15 @@ class ServedEncoder(TextEncoder, Protocol):
         """Backend and precision as an index records them ("torch/fp32")."""
         ...
 
-    def tokenize(self, texts: Sequence[str]) -> Tokenized: ...
+    def tokenize(self, texts: Sequence[str], prompt_name: str | None = None, prompt: str | None = None) -> Tokenized:
+        """Token ids of ``prompt`` + each text (neither given: the model's default prompt, if any)."""
+        ...
+
+    def resolve_prompt(
+        self, prompt_name: str | None = None, prompt: str | None = None, task: str | None = None
+    ) -> str | None:
+        """The prompt a request's texts get (see ``Encoder.resolve_prompt``); ValueError for an unknown name."""
+        ...
 
     def encode_tokenized(
         self,
@@ -99,9 +111,12 @@ class EmbeddingEngine:
             workers=self.workers,
         )
 
-    async def embed(self, texts: list[str]) -> Embedded:
-        """``texts``' vectors, token counts and truncation, computed in a batch shared with other requests."""
-        return Embedded(*await self.batcher.embed(texts))
+    async def embed(self, texts: list[str], prompt: str | None = None) -> Embedded:
+        """``texts``' vectors, token counts and truncation, computed in a batch shared with other requests.
+
+        ``prompt`` (from ``encoder.resolve_prompt``) is put before each text; None: the encoder's default.
+        """
+        return Embedded(*await self.batcher.embed(texts if prompt is None else [_Prompted(t, prompt) for t in texts]))
 
     def close(self, timeout: float = 30.0) -> None:
         """Finish every queued request, stop the workers, restore torch's thread count."""
@@ -114,7 +129,8 @@ class EmbeddingEngine:
 
     def _run_batch(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One merged batch, on a worker thread, tokenised once: (vectors, token counts, truncated flags)."""
-        tokens = self.encoder.tokenize(texts)
+        runs = itertools.groupby(texts, key=lambda text: getattr(text, "prompt", None))
+        tokens = _joined([self._tokenize([str(t) for t in run], prompt) for prompt, run in runs])
         vectors = self.encoder.encode_tokenized(
             tokens,
             batch_size=self.settings.max_batch_texts if self.packing else self.settings.encode_batch_size,
@@ -125,6 +141,35 @@ class EmbeddingEngine:
         truncated = np.zeros(len(texts), dtype=bool)
         truncated[tokens.truncated] = True
         return vectors, np.array(tokens.lengths), truncated
+
+    def _tokenize(self, texts: list[str], prompt: str | None) -> Tokenized:
+        return self.encoder.tokenize(texts) if prompt is None else self.encoder.tokenize(texts, prompt=prompt)
+
+
+class _Prompted(str):
+    """A request's text as the batcher merges it (its characters), carrying the request's prompt."""
+
+    prompt: str
+
+    def __new__(cls, text: str, prompt: str) -> _Prompted:
+        item = super().__new__(cls, text)
+        item.prompt = prompt
+        return item
+
+
+def _joined(parts: list[Tokenized]) -> Tokenized:
+    """The tokens of consecutive runs of texts as one batch: positions of truncated texts and prompt
+    lengths (0 for texts without a prompt) follow the merged order."""
+    if len(parts) == 1:
+        return parts[0]
+    ids, truncated, prompt_lengths, offset = [], [], [], 0
+    for part in parts:
+        ids += part.ids
+        truncated += [offset + i for i in part.truncated]
+        prompt_lengths += part.prompt_lengths or [0] * len(part)
+        offset += len(part)
+    excluded = any(part.prompt_lengths is not None for part in parts)
+    return type(parts[0])(ids, truncated, prompt_lengths if excluded else None)
 
 
 def _divide_threads(workers: int) -> int:

@@ -71,7 +71,7 @@ async def metrics(request: Request) -> Response:
 async def embeddings(request: Request) -> Response:
     service = _service(request)
     body = await service.read(request, EmbeddingRequest)
-    embedded = await service.engine.embed(body.input)
+    embedded = await service.engine.embed(body.input, _prompt(service, body.prompt_name, body.prompt))
     if not body.truncate and embedded.first_truncated is not None:
         raise ApiError(
             400,
@@ -98,12 +98,21 @@ async def search(request: Request) -> Response:
         raise ApiError(404, "no index is loaded: start the server with --index DIR", code="no_index")
     body = await service.read(request, SearchRequest)
     _check_search(service, body)
-    hits = await _hits(service, body, (await service.engine.embed(body.query)).vectors)
+    queries = await service.engine.embed(body.query, _prompt(service, task="query"))  # as Encoder.encode_query
+    hits = await _hits(service, body, queries.vectors)
     results = [
         {"query": query, "hits": [{"id": h.id, "score": h.score, "text": h.text} for h in found]}
         for query, found in zip(body.query, hits, strict=True)
     ]
     return json_response({"results": results})
+
+
+def _prompt(service: Service, prompt_name: str | None = None, prompt: str | None = None, task=None) -> str | None:
+    """The prompt a request's texts get (the model's default when none is named); 400 for an unknown name."""
+    try:
+        return service.engine.encoder.resolve_prompt(prompt_name, prompt, task)
+    except ValueError as err:
+        raise ApiError(400, str(err), "prompt_name", "unknown_prompt") from None
 
 
 def _embedding_body(body: EmbeddingRequest, embedded: Embedded, model_name: str) -> dict:

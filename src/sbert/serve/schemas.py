@@ -124,14 +124,36 @@ def _dimensions(value: Any, handler: Callable[[Any], Any], info: ValidationInfo)
     return value
 
 
+def _prompt_text(value: Any, handler: Callable[[Any], Any], info: ValidationInfo) -> str | None:
+    """A prompt, or a prompt's name: a string within the limit on a text's length."""
+    param, limit = info.field_name, _context(info).limits.max_chars
+    if value is not None and not isinstance(value, str):
+        refuse(f"'{param}' must be a string", param=param)
+    if value is not None and len(value) > limit:
+        refuse(f"'{param}' has {len(value)} characters; the limit is {limit}", "input_too_long", param)
+    return value
+
+
+PromptText = Annotated[str | None, WrapValidator(_prompt_text)]
+
+
 class EmbeddingRequest(BaseModel):
-    """OpenAI's embeddings request, plus ``truncate`` (false: texts over the model's length are refused)."""
+    """OpenAI's embeddings request, plus ``truncate`` (false: texts over the model's length are refused) and
+    ``prompt_name`` or ``prompt``: put before each text (neither: the model's default prompt, if any)."""
 
     model: Annotated[str | None, WrapValidator(_served_model)] = None  # first: an unknown model is a 404 first
     input: Texts = REQUIRED
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: Annotated[int | None, WrapValidator(_dimensions)] = None
     truncate: Flag = True
+    prompt_name: PromptText = None
+    prompt: PromptText = None
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> EmbeddingRequest:
+        if self.prompt is not None and self.prompt_name is not None:
+            refuse("give 'prompt' or 'prompt_name', not both", param="prompt")
+        return self
 
 
 class SimilarityRequest(BaseModel):
