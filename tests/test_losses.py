@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from sbert.data.examples import LabeledPair, ScoredPair, Triplet
+from sbert.data.examples import LabeledPair, RetrievalExample, ScoredPair, Triplet
 from sbert.losses import (
     CONCAT_MODES,
     CosineRegressionLoss,
@@ -133,6 +133,7 @@ def test_every_objective_builds_its_loss_from_its_settings():
     enc = FixedEncoder({"a": [1.0, 0.0], "b": [0.0, 1.0], "c": [1.0, 1.0]})
     batches = {LabeledPair: [LabeledPair("a", "b", 1)], ScoredPair: [ScoredPair("a", "b", 2.5)]}
     batches[Triplet] = [Triplet("a", "c", "b")]
+    batches[RetrievalExample] = [RetrievalExample("a", "c", ("b",))]
     for name, kind in OBJECTIVES.items():
         loss = kind.bi_encoder(LossInputs(kind.settings, dim=2))
         assert torch.isfinite(loss(enc, batches[kind.needs[0]])), name

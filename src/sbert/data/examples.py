@@ -30,3 +30,16 @@ class Triplet:
     anchor: str
     positive: str
     negative: str
+
+
+@dataclass(frozen=True)
+class RetrievalExample:
+    """A query, a relevant (positive) text, and 0..n hard negatives: texts that look relevant but are not.
+
+    In-batch-negatives objectives score the query against every positive and every negative of the
+    batch; the rows of a batch may carry different numbers of negatives.
+    """
+
+    query: str
+    positive: str
+    negatives: tuple[str, ...] = ()

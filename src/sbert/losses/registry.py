@@ -13,7 +13,8 @@ from typing import Any
 
 from torch import nn
 
-from sbert.data.examples import LabeledPair, ScoredPair, Triplet
+from sbert.data.examples import LabeledPair, RetrievalExample, ScoredPair, Triplet
+from sbert.losses.cached_in_batch import CachedMultipleNegativesRankingLoss
 from sbert.losses.cross_encoder import CrossEncoderClassificationLoss, CrossEncoderScoreLoss
 from sbert.losses.in_batch import MultipleNegativesRankingLoss
 from sbert.losses.regression import CosineRegressionLoss
@@ -22,6 +23,8 @@ from sbert.losses.triplet import TripletLoss
 
 ScoreRange = tuple[float, float]
 DEFAULT_SCORE_RANGE: ScoreRange = (0.0, 5.0)  # for scored pairs of a format that names no scale
+# What in-batch-negatives objectives read, most wanted first: rows with hard negatives, then triplets, then pairs.
+IN_BATCH_EXAMPLES = (RetrievalExample, Triplet, ScoredPair, LabeledPair)
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,16 @@ OBJECTIVES: dict[str, ObjectiveKind] = {
         help="max(d(a, p) - d(a, n) + margin, 0) (SBERT §3)",
     ),
     "mnrl": ObjectiveKind(
-        needs=(Triplet, ScoredPair, LabeledPair),
+        needs=IN_BATCH_EXAMPLES,
         settings={"scale": 20.0},
         bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"]),
-        help="in-batch negatives: cross-entropy over scaled cosine",
+        help="in-batch negatives: cross-entropy over scaled cosine (0..n hard negatives per row)",
+    ),
+    "cached-mnrl": ObjectiveKind(
+        needs=IN_BATCH_EXAMPLES,
+        settings={"scale": 20.0, "mini_batch_size": 32},
+        bi_encoder=lambda x: CachedMultipleNegativesRankingLoss(x.settings["scale"], x.settings["mini_batch_size"]),
+        help="mnrl with gradient caching (GradCache): large batches in the memory of mini_batch_size texts",
     ),
 }
 
