@@ -1,0 +1,102 @@
+"""Retrievers for the retrieval evaluation: windows of long documents, BM25 alone, dense fused with BM25."""
+
+from __future__ import annotations
+
+import pytest
+
+from sbert.data.beir import Document, RetrievalCollection
+from sbert.evaluation.retrieval import DenseRetriever, RetrievalEvaluator
+from sbert.evaluation.retrievers import ChunkedRetriever, HybridRetriever, LexicalRetriever
+
+DOCS = [
+    Document("d1", "Bread", "Knead the dough, let it rise and bake it in a hot oven."),
+    Document("d2", "Football", "The match ended in a draw after extra time."),
+    Document("d3", "", "A cat sleeps on the warm windowsill all afternoon."),
+    Document("d4", "Sourdough", "Sourdough bread needs a starter of flour and water."),
+]
+
+
+class Fixed:
+    """A retriever that answers every query with the same hits: the dense side of a hand-computed fusion."""
+
+    def __init__(self, hits):
+        self.hits = hits
+
+    def index(self, model, documents, show_progress=None):
+        pass
+
+    def search(self, model, queries, k):
+        return [self.hits[:k] for _ in queries]
+
+
+def test_lexical_retriever_ranks_documents_that_share_the_querys_words():
+    retriever = LexicalRetriever()
+    retriever.index(None, DOCS)
+    [hits] = retriever.search(None, ["sourdough bread starter"], 10)
+    assert [doc for doc, _ in hits][:2] == ["d4", "d1"]
+    assert all(score > 0 for _, score in hits) and {doc for doc, _ in hits} == {"d1", "d4"}
+
+
+def test_reciprocal_rank_fusion_by_hand():
+    dense = Fixed([("d2", 0.9), ("d1", 0.8), ("d3", 0.1)])
+    hybrid = HybridRetriever(dense, fusion="rrf", candidates=3)
+    hybrid.index(None, DOCS)
+    [hits] = hybrid.search(None, ["sourdough bread starter"], 4)
+    # BM25 ranks d4 first, d1 second; dense ranks d2, d1, d3. RRF with k = 60:
+    expected = {
+        "d1": 1 / 62 + 1 / 62,
+        "d2": 1 / 61,
+        "d4": 1 / 61,
+        "d3": 1 / 63,
+    }
+    assert [doc for doc, _ in hits] == ["d1", "d2", "d4", "d3"]  # d2 and d4 tie: lower row (id) first
+    for doc, score in hits:
+        assert score == pytest.approx(expected[doc], rel=1e-6)
+
+
+def test_weighted_fusion_by_hand():
+    dense = Fixed([("d2", 0.9), ("d1", 0.5), ("d3", 0.1)])
+    hybrid = HybridRetriever(dense, fusion="weighted", alpha=0.25, candidates=3)
+    hybrid.index(None, DOCS)
+    [hits] = hybrid.search(None, ["sourdough bread starter"], 4)
+    lexical = LexicalRetriever()
+    lexical.index(None, DOCS)
+    [(top, high), (_, low)] = lexical.search(None, ["sourdough bread starter"], 2)[0]
+    assert top == "d4"
+    # dense min-max over its candidates: d2 1, d1 0.5, d3 0; BM25: d4 1, d1 0.
+    expected = {"d2": 0.25, "d1": 0.25 * 0.5 + 0.75 * (low - low) / (high - low), "d4": 0.75, "d3": 0.0}
+    for doc, score in hits:
+        assert score == pytest.approx(expected[doc], abs=1e-6)
+    assert hits[0][0] == "d4"
+
+
+def test_bad_fusion_is_refused():
+    with pytest.raises(ValueError, match="fusion must be one of rrf, weighted"):
+        HybridRetriever(fusion="max")
+
+
+@pytest.mark.slow
+def test_documents_within_one_window_score_as_the_dense_retriever(model):
+    dense, chunked = DenseRetriever(), ChunkedRetriever(mode="maxp")
+    for retriever in (dense, chunked):
+        retriever.index(model, DOCS)
+    queries = ["how to bake bread", "who won the game", "a sleeping cat"]
+    for ours, theirs in zip(chunked.search(model, queries, 4), dense.search(model, queries, 4), strict=True):
+        assert [doc for doc, _ in ours] == [doc for doc, _ in theirs]
+        for (_, a), (_, b) in zip(ours, theirs, strict=True):
+            assert a == pytest.approx(b, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_evaluator_with_a_chunked_hybrid_retriever_finds_the_long_documents_passage(model):
+    filler = " ".join(f"Unrelated sentence number {i} about the weather and the trains." for i in range(60))
+    docs = [*DOCS, Document("long", "Report", filler + " The telescope found a new comet near Jupiter.")]
+    collection = RetrievalCollection(
+        "toy", "test", {d.id: d for d in docs}, {"q1": "comet discovered near Jupiter"}, {"q1": {"long": 1}}
+    )
+    truncated = RetrievalEvaluator(collection, latency_queries=0)(model)
+    chunked = RetrievalEvaluator(collection, retriever=ChunkedRetriever(), latency_queries=0)(model)
+    hybrid = RetrievalEvaluator(collection, retriever=HybridRetriever(ChunkedRetriever()), latency_queries=1)(model)
+    assert model.max_seq_length == 256 and len(model.tokenize([docs[-1].joined()]).truncated) == 1
+    assert chunked["mrr@10"] == 100 > truncated["mrr@10"]
+    assert hybrid["mrr@10"] == 100 and hybrid["query_ms_p50"] > 0
