@@ -14,8 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sbert.data.examples import LabeledPair, ScoredPair, Triplet
+from sbert.data.beir_pairs import read_beir_pairs
+from sbert.data.examples import LabeledPair, RetrievalExample, ScoredPair, Triplet
 from sbert.data.nli import nli_to_triplets, read_nli
+from sbert.data.ntuples import read_ntuples
 from sbert.data.sts import read_semeval_sts, read_sick, read_stsb
 from sbert.data.triplets import read_triplets
 from sbert.errors import InputFileError
@@ -73,6 +75,14 @@ def _triplets(path: Path, seed: int) -> list[Triplet]:
     return list(read_triplets(path))
 
 
+def _ntuples(path: Path, seed: int) -> list[RetrievalExample]:
+    return list(read_ntuples(path))
+
+
+def _beir(path: Path, seed: int) -> list[RetrievalExample]:
+    return read_beir_pairs(path)
+
+
 FORMATS: dict[str, DataFormat] = {
     f.name: f
     for f in (
@@ -93,6 +103,20 @@ FORMATS: dict[str, DataFormat] = {
             "SentEval NLI folder, .jsonl or .tsv: labelled pairs, or (premise, entailment, contradiction)",
         ),
         DataFormat("triplets", "file", {Triplet: _triplets}, None, ".tsv or .csv of anchor, positive, negative"),
+        DataFormat(
+            "ntuples",
+            "file",
+            {RetrievalExample: _ntuples},
+            None,
+            ".tsv or .jsonl of query, positive and 0..n hard negatives (sbert mine-negatives writes them)",
+        ),
+        DataFormat(
+            "beir",
+            "folder",
+            {RetrievalExample: _beir},
+            None,
+            "BEIR folder: (query, relevant document) pairs of its train qrels; or FOLDER/qrels/SPLIT.tsv",
+        ),
     )
 }
 
