@@ -62,6 +62,16 @@ class ChunkedRetriever:
             show_progress=show_progress,
         )
 
+    def scored_by(self, mode: str) -> ChunkedRetriever:
+        """The same windows (no second embedding), documents scored by ``mode`` instead."""
+        from copy import copy
+
+        from sbert.documents import check_mode
+
+        other = copy(self)
+        other.mode = check_mode(mode)
+        return other
+
     def search(self, model: Any, queries: Sequence[str], k: int) -> list[list[Hit]]:
         from sbert.documents import rank_documents
 

@@ -1,0 +1,225 @@
+"""Document retrieval on real collections: BM25, the default model (truncated, chunked), hybrid, fine-tuned.
+
+For each BEIR-layout collection under ``<data>/retrieval`` (SciFact: claims -> abstracts; openoffice-dups:
+a new bug report -> the earlier report it duplicates), every row is one way of retrieving, scored on the
+same test queries by ``sbert.evaluation.RetrievalEvaluator`` (NDCG@10, MRR@10, Recall@100, as
+sentence-transformers' ``InformationRetrievalEvaluator`` computes them), with the time to index the
+corpus and the latency of one query at a time (embedding + search, p50/p99 over ``--latency-queries``).
+sentence-transformers' own evaluator runs beside the truncated default model, on the same documents.
+
+Rows: BM25 (bm25s); the default model with documents truncated at its 256 tokens; chunked (windows of
+256 tokens, 32 shared) scored by the best window (maxp) and by the mean window; hybrid (dense + BM25:
+reciprocal rank fusion, and a weighted sum of min-max scores); the model fine-tuned for retrieval (in-batch
+negatives with hard negatives mined by the default model; ``--skip-train`` leaves it out), alone and hybrid.
+
+openoffice-dups has no train split: it is split in time (queries are numbered in the order they were
+filed): the older part trains, the newer part is the test set every row of that collection is scored on.
+
+    python benchmarks/retrieval.py [--collections scifact,openoffice-dups] [--skip-train] [--skip-st]
+                                   [--latency-queries 200] [--data DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from common import WORK, environment_lines, markdown_table, write_result
+
+import sbert
+from sbert.data.beir import RetrievalCollection, read_beir
+from sbert.data.paths import data_dir
+from sbert.evaluation.retrieval import DenseRetriever, RetrievalEvaluator, Retriever
+from sbert.evaluation.retrievers import ChunkedRetriever, HybridRetriever, LexicalRetriever
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "retrieval.md"
+BEGIN, END = "<!-- benchmarks/retrieval.py: begin -->", "<!-- benchmarks/retrieval.py: end -->"
+METRICS = ("ndcg@10", "mrr@10", "recall@100")
+
+
+@dataclass
+class Row:
+    name: str
+    metrics: dict[str, float]
+    index_seconds: float
+    reference: dict[str, float] = field(default_factory=dict)  # sentence-transformers' numbers beside it
+
+
+class Indexed:
+    """A retriever indexed once and shared by several rows; ``index`` is then a no-op, ``seconds`` its cost
+    (``seconds`` given: the retriever is indexed already, at that cost)."""
+
+    def __init__(self, retriever: Retriever, model, collection: RetrievalCollection, seconds: float | None = None):
+        if seconds is None:
+            began = time.perf_counter()
+            retriever.index(model, list(collection.corpus.values()))
+            seconds = time.perf_counter() - began
+        self.retriever, self.seconds = retriever, seconds
+
+    def index(self, model, documents, show_progress=None) -> None:
+        pass
+
+    def search(self, model, queries, k):
+        return self.retriever.search(model, queries, k)
+
+
+def evaluate(name: str, model, collection: RetrievalCollection, retriever, seconds: float, latency: int) -> Row:
+    print(f"  {name} ...", flush=True)
+    metrics = RetrievalEvaluator(collection, name, retriever=retriever, latency_queries=latency)(model)
+    row = Row(name, metrics, seconds)
+    print("    " + ", ".join(f"{m} {metrics[m]:.2f}" for m in METRICS), flush=True)
+    return row
+
+
+def st_reference(model_path: Path, collection: RetrievalCollection) -> dict[str, float]:
+    """sentence-transformers' InformationRetrievalEvaluator on the same model, documents and queries (x 100)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
+
+    model = SentenceTransformer(str(model_path), device="cpu")
+    queries = {q: collection.queries[q] for q in collection.queries if collection.relevant(q)}
+    found = InformationRetrievalEvaluator(
+        queries=queries,
+        corpus=collection.document_texts(),
+        relevant_docs={q: collection.relevant(q) for q in queries},
+        mrr_at_k=[10],
+        ndcg_at_k=[10],
+        precision_recall_at_k=[1, 10, 100],
+        map_at_k=[100],
+        write_csv=False,
+    )(model)
+    return {m: 100 * found[f"cosine_{m}"] for m in METRICS}
+
+
+def model_rows(label: str, model, collection: RetrievalCollection, args, reference: bool) -> list[Row]:
+    """Dense (truncated), chunked (maxp, mean) and hybrid rows for one model, each index built once."""
+    dense = Indexed(DenseRetriever(), model, collection)
+    lexical = Indexed(LexicalRetriever(), model, collection)
+    maxp = Indexed(ChunkedRetriever(mode="maxp"), model, collection)
+    mean = Indexed(maxp.retriever.scored_by("mean"), model, collection, maxp.seconds)  # the same windows
+    chunked = {"maxp": maxp, "mean": mean}
+    rows = [evaluate(f"{label}, truncated at 256 tokens", model, collection, dense, dense.seconds, args.latency)]
+    if reference:
+        rows[0].reference = st_reference(model.path, collection)
+    for mode, retriever in chunked.items():
+        rows.append(
+            evaluate(f"{label}, chunked ({mode})", model, collection, retriever, retriever.seconds, args.latency)
+        )
+    best = max(chunked, key=lambda mode: rows[1 + list(chunked).index(mode)].metrics["ndcg@10"])
+    for side, name in ((dense, "truncated"), (chunked[best], f"chunked {best}")):
+        for fusion in ("rrf", "weighted"):
+            hybrid = HybridRetriever(side, fusion=fusion, lexical=lexical)
+            seconds = side.seconds + lexical.seconds
+            rows.append(
+                evaluate(f"{label}, {name} + BM25 ({fusion})", model, collection, hybrid, seconds, args.latency)
+            )
+    return rows
+
+
+def collection_rows(name: str, args, fine_tune: Callable[[str, RetrievalCollection], Path | None]) -> list[Row]:
+    folder = data_dir(args.data) / "retrieval" / name
+    collection = sample(test_part(name, folder), args.queries, args.documents)
+    print(f"{name}: {len(collection.queries)} test queries, {len(collection.corpus)} documents", flush=True)
+    bm25 = Indexed(LexicalRetriever(), None, collection)
+    rows = [evaluate("BM25 (bm25s)", None, collection, bm25, bm25.seconds, args.latency)]
+    default = sbert.load("default", device="cpu")
+    rows += model_rows("default model", default, collection, args, reference=not args.skip_st)
+    tuned = None if args.skip_train else fine_tune(name, collection)
+    if tuned is not None:
+        rows += model_rows("fine-tuned", sbert.load(tuned, device="cpu"), collection, args, reference=False)
+    return rows
+
+
+def test_part(name: str, folder: Path) -> RetrievalCollection:
+    """The collection's test split; for openoffice-dups, the newer part of a split in time."""
+    return read_beir(folder, "test")
+
+
+def sample(collection: RetrievalCollection, queries: int | None, documents: int | None) -> RetrievalCollection:
+    """For quick runs: the first ``queries`` judged queries; their relevant documents and ``documents`` others."""
+    import random
+
+    if queries is None and documents is None:
+        return collection
+    kept = {q: t for q, t in list(collection.queries.items())[:queries] if collection.relevant(q)}
+    relevant = {d for q in kept for d in collection.relevant(q)}
+    others = sorted(set(collection.corpus) - relevant)
+    chosen = relevant | set(random.Random(0).sample(others, min(documents or len(others), len(others))))
+    corpus = {d: doc for d, doc in collection.corpus.items() if d in chosen}
+    qrels = {q: collection.qrels[q] for q in kept}
+    return RetrievalCollection(collection.name, collection.split, corpus, kept, qrels)
+
+
+def table(rows: list[Row]) -> list[str]:
+    header = [
+        "retrieval",
+        "NDCG@10",
+        "MRR@10",
+        "Recall@100",
+        "ST NDCG@10 / MRR@10 / R@100",
+        "index s",
+        "query ms p50/p99",
+    ]
+    body = []
+    for row in rows:
+        m = row.metrics
+        reference = " / ".join(f"{row.reference[k]:.2f}" for k in METRICS) if row.reference else "-"
+        latency = f"{m['query_ms_p50']:.1f} / {m['query_ms_p99']:.1f}" if "query_ms_p50" in m else "-"
+        body.append([row.name, *(f"{m[k]:.2f}" for k in METRICS), reference, f"{row.index_seconds:.1f}", latency])
+    return markdown_table(header, body)
+
+
+def write_doc(lines: list[str]) -> None:
+    """Put the tables into docs/retrieval.md between the benchmark's markers (atomically)."""
+    from sbert.atomic import atomic_file
+
+    text = DOC.read_text(encoding="utf-8")
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{DOC}: the markers {BEGIN} and {END} are missing")
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    with atomic_file(DOC, "w", encoding="utf-8") as handle:
+        handle.write(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--collections", default="scifact,openoffice-dups")
+    parser.add_argument("--latency-queries", dest="latency", type=int, default=200)
+    parser.add_argument("--skip-train", action="store_true", help="leave out the fine-tuned rows")
+    parser.add_argument("--skip-st", action="store_true", help="leave out sentence-transformers' numbers")
+    parser.add_argument("--queries", type=int, default=None, help="quick runs: only the first N test queries")
+    parser.add_argument("--documents", type=int, default=None, help="quick runs: relevant documents + N others")
+    parser.add_argument("--data", default=None)
+    parser.add_argument("--out", default="retrieval.md")
+    args = parser.parse_args()
+
+    from finetune_retrieval import fine_tune
+
+    began = time.perf_counter()
+    lines = ["# Document retrieval: measured", ""]
+    for name in args.collections.split(","):
+        rows = collection_rows(name, args, lambda n, c: fine_tune(n, c, args))
+        lines += [f"## {name}", "", *table(rows), ""]
+        (WORK / "retrieval").mkdir(parents=True, exist_ok=True)
+        (WORK / "retrieval" / f"{name}.json").write_text(json.dumps([row.__dict__ for row in rows], indent=1))
+    lines += [
+        f"Wall time {time.perf_counter() - began:.0f} s. 'index s': embedding (or BM25-indexing) the corpus; "
+        "a hybrid row's is both sides'. 'query ms': one query at a time, embedding and search, over the "
+        f"first {args.latency} test queries. All models run on the CPU, torch fp32.",
+        "",
+        *environment_lines(
+            torch.get_num_threads(), ("sbert", "torch", "transformers", "sentence-transformers", "bm25s")
+        ),
+    ]
+    write_result(args.out, lines)
+    write_doc(lines[2:])
+
+
+if __name__ == "__main__":
+    main()
