@@ -57,8 +57,14 @@ def weighted_fusion(dense: TopK, lexical: TopK, k: int, alpha: float = ALPHA) ->
     """Rows ranked by ``alpha x minmax(dense) + (1 - alpha) x minmax(lexical)``, best ``k`` first."""
     if not 0 <= alpha <= 1:
         raise ValueError(f"alpha must be from 0 to 1, got {alpha}")
-    sides = [alpha * minmax(dense.scores.astype(np.float64)), (1 - alpha) * minmax(lexical.scores.astype(np.float64))]
+    sides = [_weighted(dense.scores, alpha), _weighted(lexical.scores, 1 - alpha)]
     return _combine([dense.indices, lexical.indices], sides, k)
+
+
+def _weighted(scores: np.ndarray, weight: float) -> np.ndarray:
+    scaled = minmax(scores.astype(np.float64))
+    finite = np.isfinite(scaled)
+    return np.where(finite, weight * np.where(finite, scaled, 0.0), -np.inf)
 
 
 def fuse(dense: TopK, lexical: TopK, k: int, fusion: str = "rrf", alpha: float = ALPHA, rrf_k: int = RRF_K) -> TopK:

@@ -113,7 +113,7 @@ class Snapshot:
         self._errors: dict[str, IndexFormatError] = {}
         self._lock = threading.Lock()
         self._derived: dict[str, Any] = {}
-        self._derived_lock = threading.Lock()
+        self._derived_lock = threading.RLock()  # one derived value may need another
 
     @classmethod
     def empty(cls, path: Path, manifest: dict) -> Snapshot:
