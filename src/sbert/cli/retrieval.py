@@ -49,6 +49,45 @@ def _mixed_option(func):
     )(func)
 
 
+def _embed_windows(encoder, ids, texts, settings: dict, batch_size: int, progress: bool | None, prompts: dict):
+    """Embed each text window by window (``sbert.documents``): the windows' vectors, passages and ``Documents``."""
+    from sbert.documents import Chunker, encode_documents
+    from sbert.search.index import Documents
+
+    if any(prompts.values()):
+        raise click.UsageError("--chunk does not take a prompt: windows are embedded from the model's own tokens")
+    window = settings.get("window") or Chunker.for_encoder(encoder).max_window
+    encoded = encode_documents(
+        encoder, texts, window=window, overlap=settings["overlap"], batch_size=batch_size, show_progress=progress
+    )
+    documents = Documents.of(encoded, ids, window, settings["overlap"], settings["mode"])
+    return encoded.vectors, encoded.passages, documents
+
+
+def _chunk_options(func):
+    func = click.option(
+        "--mode",
+        type=click.Choice(["maxp", "mean"]),
+        default="maxp",
+        show_default=True,
+        help="With --chunk: score a document by its best window, or by the mean of its windows' vectors.",
+    )(func)
+    func = click.option(
+        "--overlap", default=32, show_default=True, type=click.IntRange(min=0), help="With --chunk: tokens shared."
+    )(func)
+    func = click.option(
+        "--window", type=click.IntRange(min=1), help="With --chunk: tokens per window [default: the model's limit]."
+    )(func)
+    func = click.option("--bm25", is_flag=True, help="Also keep a BM25 index of the texts, for `search --hybrid`.")(
+        func
+    )
+    return click.option(
+        "--chunk",
+        is_flag=True,
+        help="Index long texts as documents: split into overlapping token windows; search returns documents.",
+    )(func)
+
+
 def _corpus_options(func):
     func = click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")(func)
     func = click.option("--skip-empty", is_flag=True, help="Skip empty lines instead of failing on them.")(func)
@@ -77,6 +116,7 @@ def index() -> None:
 @click.option("--ef-construction", default=128, show_default=True, type=click.IntRange(min=8))
 @click.option("--ef-search", default=64, show_default=True, type=click.IntRange(min=1), help="HNSW search breadth.")
 @click.option("--overwrite", is_flag=True, help="Replace an index already at --out (never a folder of other files).")
+@_chunk_options
 @_lock_option
 @_corpus_options
 @prompt_options("document")
@@ -88,10 +128,17 @@ def index_build(
     from sbert.data.corpus import read_corpus
     from sbert.search.index import VectorIndex, backend_name
 
+    settings = {key: opts.pop(key) for key in ("chunk", "window", "overlap", "mode")}
     VectorIndex.check_target(out, overwrite)
     ids, texts = read_corpus(corpus, skip_empty=skip_empty)
     encoder = load_model(model, runtime, allow_pickle)
-    embeddings = _embed_documents(encoder, texts, batch_size, progress, prompts)
+    documents = None
+    if settings["chunk"]:
+        ids = ids or [str(i) for i in range(len(texts))]
+        embeddings, texts, documents = _embed_windows(encoder, ids, texts, settings, batch_size, progress, prompts)
+        ids = None
+    else:
+        embeddings = _embed_documents(encoder, texts, batch_size, progress, prompts)
     built = VectorIndex.build(
         out,
         embeddings,
@@ -102,9 +149,11 @@ def index_build(
         overwrite=overwrite,
         show_progress=progress,
         backend=backend_name(encoder),
+        documents=documents,
         **opts,
     )
-    click.echo(f"indexed {len(built):,} texts ({built.dim}-dim, {built.model}, {built.backend}) in {out}", err=True)
+    what = f"{len(built.document_ids):,} documents ({len(built):,} windows)" if documents else f"{len(built):,} texts"
+    click.echo(f"indexed {what} ({built.dim}-dim, {built.model}, {built.backend}) in {out}", err=True)
 
 
 @index.command("add")
@@ -131,15 +180,28 @@ def index_add(
     existing.check_model(model or existing.model, encoder.dim)
     backend = backend_name(encoder)
     existing.check_backend(backend, allow_mixed_backend)  # before the costly encoding; again under the lock
+    count, documents, progress = len(texts), None, read["progress"]
+    if existing.documents:  # split as the index's documents were
+        from sbert.search.index import next_ids
+
+        ids = ids or next_ids(existing.document_ids, len(texts))
+        embeddings, texts, documents = _embed_windows(
+            encoder, ids, texts, existing.documents, batch_size, progress, prompts
+        )
+        ids = None
+    else:
+        embeddings = _embed_documents(encoder, texts, batch_size, progress, prompts)
     existing.add(
-        _embed_documents(encoder, texts, batch_size, read["progress"], prompts),
+        embeddings,
         ids=ids,
         texts=texts,
-        show_progress=read["progress"],
+        show_progress=progress,
         backend=backend,
         allow_mixed_backend=allow_mixed_backend,
+        documents=documents,
     )
-    click.echo(f"added {len(texts):,} texts; the index holds {len(existing):,}", err=True)
+    what = f"{len(existing.document_ids):,} documents" if documents else f"{len(existing):,}"
+    click.echo(f"added {count:,} texts; the index holds {what}", err=True)
 
 
 @index.command("delete")
@@ -148,7 +210,8 @@ def index_add(
 @_lock_option
 @friendly_errors
 def index_delete(folder, ids, lock_timeout):
-    """Delete rows by id from the index in FOLDER (waiting for other writers)."""
+    """Delete rows by id (documents, in an index built with --chunk) from the index in FOLDER (waiting for
+    other writers)."""
     from sbert.search.index import VectorIndex
 
     existing = VectorIndex.open(folder, lock_timeout=lock_timeout)
@@ -178,6 +241,8 @@ def index_info(folder, as_json):
         "structures": existing.manifest["structures"],
         "default_method": existing.default_method(),
         "segments": len(existing.manifest["segments"]),
+        "documents": existing.documents and {**existing.documents, "count": len(existing.document_ids)},
+        "bm25": existing.lexical,
     }
     if as_json:
         _echo_json(summary)
@@ -200,15 +265,43 @@ def index_info(folder, as_json):
 @click.option("--ef-search", type=click.IntRange(min=1), help="HNSW search breadth (more = better recall, slower).")
 @click.option("--rescore", type=click.IntRange(min=1), help="int8/binary: re-score k x this many with float vectors.")
 @click.option("--rerank", help="A cross-encoder (folder) that re-scores the candidates.")
-@click.option("--candidates", default=100, show_default=True, type=click.IntRange(min=1), help="With --rerank.")
+@click.option(
+    "--candidates",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="--rerank: results re-scored; --hybrid: results taken from each side before fusing.",
+)
+@click.option("--hybrid", is_flag=True, help="Fuse with BM25 results (an index built with --bm25).")
+@click.option(
+    "--fusion",
+    type=click.Choice(["rrf", "weighted"]),
+    default="rrf",
+    show_default=True,
+    help="--hybrid: reciprocal rank fusion, or a weighted sum of min-max normalised scores.",
+)
+@click.option(
+    "--alpha",
+    default=0.5,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="--fusion weighted: the dense side's weight (1 - alpha: BM25's).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["maxp", "mean"]),
+    help="Index built with --chunk: score a document by its best window or its mean vector [default: the index's].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @device_options
 @_mixed_option
 @prompt_options("query")
 @friendly_errors
 def search(folder, queries, k, model, method, ef_search, rescore, rerank, candidates, as_json, runtime, **flags):
-    """Find the texts in the index at FOLDER most similar to each of QUERIES (embedded with the query prompt)."""
-    from sbert.search.index import VectorIndex, backend_name
+    """Find the texts in the index at FOLDER most similar to each of QUERIES (embedded with the query prompt).
+
+    An index built with --chunk returns documents, each with its best passage."""
+    from sbert.search.index import Hybrid, VectorIndex, backend_name
 
     allow_pickle, allow_mixed = flags["allow_pickle"], flags["allow_mixed_backend"]
     existing = VectorIndex.open(folder)
@@ -226,6 +319,8 @@ def search(folder, queries, k, model, method, ef_search, rescore, rerank, candid
         rescore=rescore,
         backend=backend,
         allow_mixed_backend=allow_mixed,
+        mode=flags["mode"],
+        hybrid=Hybrid(queries, flags["fusion"], flags["alpha"], candidates=candidates) if flags["hybrid"] else None,
     )
     if rerank:
         from sbert.cross_encoder import CrossEncoder
@@ -233,13 +328,24 @@ def search(folder, queries, k, model, method, ef_search, rescore, rerank, candid
 
         cross = CrossEncoder.load(rerank, device=runtime.device, allow_pickle=allow_pickle)
         hits = [rescore_hits(cross, q, found, k) for q, found in zip(queries, hits, strict=True)]
+    _print_hits(queries, hits, as_json)
+
+
+def _print_hits(queries, hits, as_json: bool) -> None:
+    """Each query's hits; a document's hit shows its best passage (and, in JSON, the passage's span)."""
     if as_json:
-        _echo_json([{"query": q, "hits": [h._asdict() for h in found]} for q, found in zip(queries, hits, strict=True)])
+        _echo_json(
+            [
+                {"query": q, "hits": [{k: v for k, v in h._asdict().items() if k != "span" or v} for h in found]}
+                for q, found in zip(queries, hits, strict=True)
+            ]
+        )
         return
     for query, found in zip(queries, hits, strict=True):
         click.echo(f"query: {query}")
         for rank, hit in enumerate(found, 1):
-            click.echo(f"{rank:>4}. {hit.score:.4f}  [{hit.id}] {_clip(hit.text)}")
+            where = f" (chars {hit.span[0]}-{hit.span[1]})" if hit.span else ""
+            click.echo(f"{rank:>4}. {hit.score:.4f}  [{hit.id}]{where} {_clip(hit.text)}")
 
 
 # -- mining and clustering ---------------------------------------------------------------------------

@@ -546,7 +546,7 @@ def _prepare(embeddings: Array, manifest: dict, path: Path) -> np.ndarray:
     return np.ascontiguousarray(x / np.where(norms == 0, 1, norms), dtype=np.float32)
 
 
-def _next_ids(ids: list[str], n: int) -> list[str]:
+def next_ids(ids: Sequence[str], n: int) -> list[str]:
     """``n`` new ids: consecutive numbers after the largest numeric id."""
     numeric = [int(i) for i in ids if i.isdigit()]
     start = max(numeric) + 1 if numeric else 0
@@ -619,7 +619,7 @@ class _Rows:
 
     def named(self, n: int, existing: list[str]) -> _Rows:
         """These rows with ids: consecutive numbers after ``existing``'s largest numeric id where none were given."""
-        return self if self.ids is not None else _Rows(_next_ids(existing, n), self.texts, self.docs, self.spans)
+        return self if self.ids is not None else _Rows(next_ids(existing, n), self.texts, self.docs, self.spans)
 
 
 def _window_ids(docs: list[str]) -> list[str]:
