@@ -63,7 +63,8 @@ class SimilarityResponse(BaseModel):
 class Hit(BaseModel):
     id: str
     score: float
-    text: str | None = None
+    text: str | None = None  # in an index of documents: the document's best passage
+    span: list[int] | None = None  # that passage's [start, end) characters in its document
 
 
 class QueryResult(BaseModel):

@@ -101,8 +101,7 @@ async def search(request: Request) -> Response:
     queries = await service.engine.embed(body.query, _prompt(service, task="query"))  # as Encoder.encode_query
     hits = await _hits(service, body, queries.vectors)
     results = [
-        {"query": query, "hits": [{"id": h.id, "score": h.score, "text": h.text} for h in found]}
-        for query, found in zip(body.query, hits, strict=True)
+        {"query": query, "hits": [_hit(h) for h in found]} for query, found in zip(body.query, hits, strict=True)
     ]
     return json_response({"results": results})
 
@@ -132,20 +131,42 @@ def _embedding_body(body: EmbeddingRequest, embedded: Embedded, model_name: str)
     return {"object": "list", "data": data, "model": body.model or model_name, "usage": usage}
 
 
+def _hit(hit) -> dict:
+    """A hit as the service answers it; a document's carries its best passage's character ``span``."""
+    out = {"id": hit.id, "score": hit.score, "text": hit.text}
+    if hit.span is not None:
+        out["span"] = list(hit.span)
+    return out
+
+
 def _check_search(service: Service, body: SearchRequest) -> None:
-    """Refuse a ``method`` the index does not hold, or ``rerank`` without a cross-encoder."""
+    """Refuse a ``method`` the index does not hold, ``rerank`` without a cross-encoder, ``hybrid`` without
+    a BM25 index, ``mode`` for an index of texts."""
     service.index.refresh()  # another process may have written a new version (with other structures)
     if body.method not in (None, "exact", *service.index.structures):
         raise ApiError(400, f"'method' must be exact or one of {service.index.structures}", "method")
     if body.rerank and service.cross_encoder is None:
         raise ApiError(400, "no cross-encoder is loaded: start the server with --rerank MODEL", "rerank")
+    if body.hybrid and not service.index.lexical:
+        raise ApiError(400, "the index has no BM25 index for hybrid search: build it with --bm25", "hybrid")
+    if body.mode is not None and not service.index.documents:
+        raise ApiError(400, "'mode' applies to an index of documents (built with --chunk)", "mode")
 
 
 async def _hits(service: Service, body: SearchRequest, vectors: np.ndarray) -> list:
     """Each query's hits: ``k`` from the index, or ``candidates`` re-ranked down to ``k``."""
     fetch = max(body.k, body.candidates) if body.rerank else body.k
+    from sbert.search.index import Hybrid
+
+    hybrid = Hybrid(body.query, body.fusion, body.alpha, candidates=body.candidates) if body.hybrid else None
     hits = await run_in_threadpool(
-        service.index.search, vectors, fetch, method=body.method, backend=service.index_backend
+        service.index.search,
+        vectors,
+        fetch,
+        method=body.method,
+        backend=service.index_backend,
+        mode=body.mode,
+        hybrid=hybrid,
     )
     if not body.rerank:
         return hits

@@ -171,13 +171,19 @@ class SimilarityRequest(BaseModel):
 
 
 class SearchRequest(BaseModel):
-    """The ``k`` nearest texts to each query; ``rerank`` re-scores ``candidates`` with the cross-encoder."""
+    """The ``k`` nearest texts (documents, in an index of documents) to each query; ``rerank`` re-scores
+    ``candidates`` with the cross-encoder; ``hybrid`` fuses with BM25 (``candidates`` from each side) by
+    ``fusion`` (``alpha``: the dense side's weight in ``weighted``); ``mode``: how documents are scored."""
 
     query: Texts = REQUIRED
     k: Count = 10
     method: Annotated[StrictStr | None, phrased("must be a string")] = None
     rerank: Flag = False
     candidates: Count = 100
+    hybrid: Flag = False
+    fusion: Annotated[Literal["rrf", "weighted"], phrased("must be 'rrf' or 'weighted'")] = "rrf"
+    alpha: Annotated[float, Field(ge=0, le=1, strict=True), phrased("must be a number from 0 to 1")] = 0.5
+    mode: Annotated[Literal["maxp", "mean"] | None, phrased("must be 'maxp' or 'mean'")] = None
 
 
 def parse(raw: bytes, model: type[RequestModel], context: Context) -> RequestModel:
