@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from sbert.cli.embeddings import encode, info, similarity
+from sbert.cli.negatives import mine_negatives
 from sbert.cli.retrieval import cluster, index, mine, search
 from sbert.cli.service import serve
 from sbert.cli.training import evaluate, train
@@ -27,5 +28,5 @@ def main() -> None:
     """
 
 
-for _command in (encode, similarity, train, evaluate, info, index, search, mine, cluster, serve):
+for _command in (encode, similarity, train, evaluate, info, index, search, mine, mine_negatives, cluster, serve):
     main.add_command(_command)

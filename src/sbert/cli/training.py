@@ -65,6 +65,7 @@ class _TableChoice(click.Choice):
 @click.option("--concat", help="Classification features, e.g. 'u,v,|u-v|' (default) or 'u,v,|u-v|,u*v'.")
 @click.option("--margin", type=float, help="Triplet margin [default: 1, the paper's].")
 @click.option("--distance", type=_TableChoice("sbert.losses.triplet", "DISTANCES"), help="Triplet distance.")
+@click.option("--mini-batch-size", type=click.IntRange(min=1), help="cached-mnrl: texts per pass [default: 32].")
 @click.option(
     "--init",
     type=_TableChoice("sbert.training.spec", "INITS"),
