@@ -33,7 +33,6 @@ from common import WORK, environment_lines, markdown_table, write_result
 
 import sbert
 from sbert.data.beir import RetrievalCollection, read_beir
-from sbert.data.paths import data_dir
 from sbert.evaluation.retrieval import DenseRetriever, RetrievalEvaluator, Retriever
 from sbert.evaluation.retrievers import ChunkedRetriever, HybridRetriever, LexicalRetriever
 
@@ -96,23 +95,26 @@ def st_reference(model_path: Path, collection: RetrievalCollection) -> dict[str,
     return {m: 100 * found[f"cosine_{m}"] for m in METRICS}
 
 
-def model_rows(label: str, model, collection: RetrievalCollection, args, reference: bool) -> list[Row]:
-    """Dense (truncated), chunked (maxp, mean) and hybrid rows for one model, each index built once."""
+def model_rows(label: str, model, collection: RetrievalCollection, args, lexical: Indexed, choices=None) -> list[Row]:
+    """Dense (truncated), chunked (maxp, mean) and hybrid (rrf, weighted) rows for one model, each index
+    built once. ``choices`` (chunk mode, fusion): only the truncated row and those (the fine-tuned model)."""
     dense = Indexed(DenseRetriever(), model, collection)
-    lexical = Indexed(LexicalRetriever(), model, collection)
-    maxp = Indexed(ChunkedRetriever(mode="maxp"), model, collection)
-    mean = Indexed(maxp.retriever.scored_by("mean"), model, collection, maxp.seconds)  # the same windows
-    chunked = {"maxp": maxp, "mean": mean}
     rows = [evaluate(f"{label}, truncated at 256 tokens", model, collection, dense, dense.seconds, args.latency)]
-    if reference:
+    if choices is None and not args.skip_st:
         rows[0].reference = st_reference(model.path, collection)
-    for mode, retriever in chunked.items():
+    maxp = Indexed(ChunkedRetriever(mode="maxp"), model, collection)
+    chunked = {"maxp": maxp, "mean": Indexed(maxp.retriever.scored_by("mean"), model, collection, maxp.seconds)}
+    modes = list(chunked) if choices is None else [choices[0]]
+    scores = {}
+    for mode in modes:
         rows.append(
-            evaluate(f"{label}, chunked ({mode})", model, collection, retriever, retriever.seconds, args.latency)
+            evaluate(f"{label}, chunked ({mode})", model, collection, chunked[mode], maxp.seconds, args.latency)
         )
-    best = max(chunked, key=lambda mode: rows[1 + list(chunked).index(mode)].metrics["ndcg@10"])
-    for side, name in ((dense, "truncated"), (chunked[best], f"chunked {best}")):
-        for fusion in ("rrf", "weighted"):
+        scores[mode] = rows[-1].metrics["ndcg@10"]
+    best = max(scores, key=scores.__getitem__)
+    sides = [(dense, "truncated"), (chunked[best], f"chunked {best}")] if choices is None else [(chunked[best], best)]
+    for side, name in sides:
+        for fusion in ("rrf", "weighted") if choices is None else [choices[1]]:
             hybrid = HybridRetriever(side, fusion=fusion, lexical=lexical)
             seconds = side.seconds + lexical.seconds
             rows.append(
@@ -121,23 +123,35 @@ def model_rows(label: str, model, collection: RetrievalCollection, args, referen
     return rows
 
 
+def best_choices(rows: list[Row]) -> tuple[str, str]:
+    """The chunk mode and the fusion that scored best (NDCG@10) for the default model."""
+
+    def best(options: tuple[str, ...]) -> str:
+        scored = {o: max((r.metrics["ndcg@10"] for r in rows if f"({o})" in r.name), default=-1) for o in options}
+        return max(scored, key=scored.__getitem__)
+
+    return best(("maxp", "mean")), best(("rrf", "weighted"))
+
+
 def collection_rows(name: str, args, fine_tune: Callable[[str, RetrievalCollection], Path | None]) -> list[Row]:
-    folder = data_dir(args.data) / "retrieval" / name
-    collection = sample(test_part(name, folder), args.queries, args.documents)
+    collection = sample(test_part(name, args), args.queries, args.documents)
     print(f"{name}: {len(collection.queries)} test queries, {len(collection.corpus)} documents", flush=True)
     bm25 = Indexed(LexicalRetriever(), None, collection)
     rows = [evaluate("BM25 (bm25s)", None, collection, bm25, bm25.seconds, args.latency)]
     default = sbert.load("default", device="cpu")
-    rows += model_rows("default model", default, collection, args, reference=not args.skip_st)
+    rows += model_rows("default model", default, collection, args, bm25)
     tuned = None if args.skip_train else fine_tune(name, collection)
     if tuned is not None:
-        rows += model_rows("fine-tuned", sbert.load(tuned, device="cpu"), collection, args, reference=False)
+        model = sbert.load(tuned, device="cpu")
+        rows += model_rows("fine-tuned", model, collection, args, bm25, best_choices(rows))
     return rows
 
 
-def test_part(name: str, folder: Path) -> RetrievalCollection:
+def test_part(name: str, args) -> RetrievalCollection:
     """The collection's test split; for openoffice-dups, the newer part of a split in time."""
-    return read_beir(folder, "test")
+    from finetune_retrieval import split_collection
+
+    return read_beir(split_collection(name, args.data), "test")
 
 
 def sample(collection: RetrievalCollection, queries: int | None, documents: int | None) -> RetrievalCollection:
@@ -193,6 +207,7 @@ def main() -> None:
     parser.add_argument("--latency-queries", dest="latency", type=int, default=200)
     parser.add_argument("--skip-train", action="store_true", help="leave out the fine-tuned rows")
     parser.add_argument("--skip-st", action="store_true", help="leave out sentence-transformers' numbers")
+    parser.add_argument("--train-steps", type=int, default=None, help="quick runs: cap the fine-tuning steps")
     parser.add_argument("--queries", type=int, default=None, help="quick runs: only the first N test queries")
     parser.add_argument("--documents", type=int, default=None, help="quick runs: relevant documents + N others")
     parser.add_argument("--data", default=None)
