@@ -18,6 +18,7 @@ A document is scored by its best window (``maxp``) or by the mean of its windows
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, NamedTuple
@@ -199,12 +200,19 @@ def encode_documents(
     """Embed each document window by window (see the module): every window's vector, document and passage.
 
     ``window``: tokens per window beside the special ones (default and maximum: the model's limit);
-    ``overlap``: tokens consecutive windows share. Documents must be non-empty strings.
+    ``overlap``: tokens consecutive windows share. Documents must be non-empty strings. No prompt is put
+    before the windows (a model with a document prompt gets a warning).
     """
     from sbert.encoder import check_texts
     from sbert.pipeline import Tokenized
 
     documents = check_texts(documents)
+    resolve = getattr(encoder, "resolve_prompt", None)
+    if resolve is not None and resolve(task="document"):
+        warnings.warn(
+            "encode_documents embeds each window's own tokens: the model's document prompt is not applied",
+            stacklevel=2,
+        )
     windows = Chunker.for_encoder(encoder).split(documents, window, overlap)
     vectors = encoder.encode_tokenized(
         Tokenized(windows.ids, []), batch_size=batch_size, show_progress=show_progress, packing=packing
