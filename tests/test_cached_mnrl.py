@@ -232,6 +232,7 @@ def _reference_steps(reference, ref_loss, examples, plan, seed: int) -> list[flo
     return values
 
 
+@pytest.mark.slow  # loads the default model twice and trains it
 @pytest.mark.parametrize(("objective", "dropout"), [("cached-mnrl", False), ("cached-mnrl", True), ("mnrl", False)])
 def test_a_few_steps_match_sentence_transformers(objective, dropout, ntuples, tmp_path):
     ours = sbert.load("default", device="cpu")
