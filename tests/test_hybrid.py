@@ -117,7 +117,7 @@ def test_hybrid_search_fuses_dense_and_bm25_candidates():
     vectors = np.array([[1, 0], [0.6, 0.8], [0, 1], [0.8, 0.6]], dtype=np.float32)
     query = np.array([[0, 1]], dtype=np.float32)  # dense order: 2, 1, 3, 0
     bm25 = BM25.build(CORPUS)  # "dogs": rows 3, 1
-    found = hybrid_search(["dogs"], query, vectors, bm25, k=4, candidates=4)
+    found = hybrid_search(["dogs"], query, vectors, bm25, k=4, fusion="rrf", candidates=4)
     rrf = {2: 1 / 61, 1: 1 / 62 + 1 / 62, 3: 1 / 63 + 1 / 61, 0: 1 / 64}
     assert found.indices.tolist() == [sorted(rrf, key=lambda r: -rrf[r])]
     assert found.scores[0].tolist() == pytest.approx(sorted(rrf.values(), reverse=True))

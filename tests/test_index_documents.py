@@ -146,10 +146,10 @@ def _texts_index(path) -> VectorIndex:
 def test_hybrid_search_fuses_the_index_dense_and_bm25_results(tmp_path):
     index = _texts_index(tmp_path / "ix")
     query, text = _query(0, 1), "cats and dogs"
-    hits = index.search(query, k=4, hybrid=Hybrid([text], candidates=4))[0]
+    hits = index.search(query, k=4, hybrid=Hybrid([text], fusion="rrf", candidates=4))[0]
     dense = TopK(*[np.array([a]) for a in ([1.0, 0.6, 0.0, -1.0], [1, 2, 0, 3])])
     lexical = BM25.build(PASSAGES).search([text], 4)
-    expected = fuse(dense, lexical, 4)
+    expected = fuse(dense, lexical, 4, "rrf")
     assert [h.row for h in hits] == expected.indices[0].tolist()
     assert [h.score for h in hits] == pytest.approx(expected.scores[0].tolist())
     assert hits[0].id == "2" and hits[0].text == "dogs bark at cats"  # first in BM25, second in dense
@@ -183,7 +183,7 @@ def test_hybrid_search_over_documents_scores_a_document_by_its_best_window(tmp_p
     hits = index.search(_query(0, -1), k=3, hybrid=Hybrid(["mat"], fusion="weighted", alpha=0.0))[0]
     assert [h.id for h in hits] == ["A", "B", "C"] and hits[0].text == "the cat sat"  # passage: closest to the vector
     assert [h.score for h in hits] == [1.0, 0.0, 0.0]  # only BM25 counts; B and C: found by the dense side only
-    rrf = index.search(_query(0, -1), k=3, hybrid=Hybrid(["mat"]))[0]
+    rrf = index.search(_query(0, -1), k=3, hybrid=Hybrid(["mat"], fusion="rrf"))[0]
     assert [h.id for h in rrf] == ["A", "C", "B"]  # dense (maxp): C 1, A 0, B -0.6; BM25: A
     assert [h.score for h in rrf] == pytest.approx([1 / 62 + 1 / 61, 1 / 61, 1 / 63])
 

@@ -69,12 +69,14 @@ def test_search_returns_documents_with_the_best_passage_and_its_span(client):
     with client(documents=_documents(), bm25=True) as http:
         hits = http.post("/search", json={"query": "x", "k": 3}).json()["results"][0]["hits"]
         assert [h["id"] for h in hits] == ["A", "B", "C"]
-        assert hits[0] == {"id": "A", "score": pytest.approx(1.0), "text": "on the mat", "span": [8, 18]}
-        mean = http.post("/search", json={"query": "x", "k": 1, "mode": "mean"}).json()["results"][0]["hits"]
-        assert mean[0]["id"] == "A" and mean[0]["score"] == pytest.approx(2**-0.5)
+        # the index's mode (the default, mean): A's mean window (0.5, 0.5) at unit length; its closest window
+        assert hits[0] == {"id": "A", "score": pytest.approx(2**-0.5), "text": "on the mat", "span": [8, 18]}
+        maxp = http.post("/search", json={"query": "x", "k": 1, "mode": "maxp"}).json()["results"][0]["hits"]
+        assert maxp[0]["id"] == "A" and maxp[0]["score"] == pytest.approx(1.0)
         lexical = {"query": "kitchen", "k": 1, "hybrid": True, "fusion": "weighted", "alpha": 0}
         assert http.post("/search", json=lexical).json()["results"][0]["hits"][0]["id"] == "C"
-        rrf = http.post("/search", json={"query": "kitchen", "k": 3, "hybrid": True}).json()["results"][0]["hits"]
+        rrf = {"query": "kitchen", "k": 3, "hybrid": True, "fusion": "rrf"}
+        rrf = http.post("/search", json=rrf).json()["results"][0]["hits"]
         assert [h["id"] for h in rrf] == ["C", "A", "B"]  # C: 1/61 + 1/63 (BM25 first, dense third)
 
 

@@ -68,7 +68,7 @@ def _chunk_options(func):
     func = click.option(
         "--mode",
         type=click.Choice(["maxp", "mean"]),
-        default="maxp",
+        default="mean",
         show_default=True,
         help="With --chunk: score a document by its best window, or by the mean of its windows' vectors.",
     )(func)
@@ -276,7 +276,7 @@ def index_info(folder, as_json):
 @click.option(
     "--fusion",
     type=click.Choice(["rrf", "weighted"]),
-    default="rrf",
+    default="weighted",
     show_default=True,
     help="--hybrid: reciprocal rank fusion, or a weighted sum of min-max normalised scores.",
 )

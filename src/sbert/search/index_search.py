@@ -19,7 +19,7 @@ import numpy as np
 from sbert.documents import DEFAULT_MODE, EncodedDocuments, check_mode, unit
 from sbert.search import ranking
 from sbert.search.exact import TopK, semantic_search
-from sbert.search.fusion import ALPHA, CANDIDATES, RRF_K, fuse
+from sbert.search.fusion import ALPHA, CANDIDATES, DEFAULT_FUSION, RRF_K, fuse
 
 if TYPE_CHECKING:
     from sbert.search.lexical import BM25
@@ -69,7 +69,7 @@ class Hybrid:
     the dense side's weight), ``candidates`` results from each side (see ``sbert.search.fusion``)."""
 
     texts: Sequence[str]
-    fusion: str = "rrf"
+    fusion: str = DEFAULT_FUSION
     alpha: float = ALPHA
     rrf_k: int = RRF_K
     candidates: int = CANDIDATES

@@ -181,7 +181,7 @@ class SearchRequest(BaseModel):
     rerank: Flag = False
     candidates: Count = 100
     hybrid: Flag = False
-    fusion: Annotated[Literal["rrf", "weighted"], phrased("must be 'rrf' or 'weighted'")] = "rrf"
+    fusion: Annotated[Literal["rrf", "weighted"], phrased("must be 'rrf' or 'weighted'")] = "weighted"
     alpha: Annotated[float, Field(ge=0, le=1, strict=True), phrased("must be a number from 0 to 1")] = 0.5
     mode: Annotated[Literal["maxp", "mean"] | None, phrased("must be 'maxp' or 'mean'")] = None
 
