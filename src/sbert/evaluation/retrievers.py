@@ -104,19 +104,20 @@ class LexicalRetriever:
 
 class HybridRetriever:
     """A dense retriever (default ``DenseRetriever``; or ``ChunkedRetriever``) fused with BM25: each side's
-    best ``candidates`` per query, then ``fusion`` (``rrf`` or ``weighted`` with the dense side's weight
-    ``alpha``; ``sbert.search.fusion``)."""
+    best ``candidates`` per query, then ``fusion`` (``rrf``, or ``weighted`` with the dense side's weight
+    ``alpha``; default and meaning as in ``sbert.search.fusion``)."""
 
     def __init__(
         self,
         dense: Retriever | None = None,
-        fusion: str = "rrf",
+        fusion: str | None = None,
         alpha: float | None = None,
         candidates: int | None = None,
         lexical: LexicalRetriever | None = None,
     ) -> None:
         from sbert.search import fusion as fusions
 
+        fusion = fusion or fusions.DEFAULT_FUSION
         if fusion not in fusions.FUSIONS:
             raise ValueError(f"fusion must be one of {', '.join(fusions.FUSIONS)}, got {fusion!r}")
         self.dense, self.lexical = dense or DenseRetriever(), lexical or LexicalRetriever()
