@@ -96,7 +96,7 @@ def test_evaluator_with_a_chunked_hybrid_retriever_finds_the_long_documents_pass
     )
     truncated = RetrievalEvaluator(collection, latency_queries=0)(model)
     chunked = RetrievalEvaluator(collection, retriever=ChunkedRetriever(), latency_queries=0)(model)
-    hybrid = RetrievalEvaluator(collection, retriever=HybridRetriever(ChunkedRetriever()), latency_queries=1)(model)
+    hybrid = RetrievalEvaluator(collection, retriever=HybridRetriever(ChunkedRetriever(), "rrf"), latency_queries=1)(model)
     assert model.max_seq_length == 256 and len(model.tokenize([docs[-1].joined()]).truncated) == 1
     assert chunked["mrr@10"] == 100 > truncated["mrr@10"]
     assert hybrid["mrr@10"] == 100 and hybrid["query_ms_p50"] > 0
