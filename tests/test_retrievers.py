@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
+import json
 
-from sbert.data.beir import Document, RetrievalCollection
+import pytest
+from click.testing import CliRunner
+from test_beir import write_beir
+
+from sbert.cli import main
+from sbert.data.beir import Document, RetrievalCollection, read_beir
 from sbert.evaluation.retrieval import DenseRetriever, RetrievalEvaluator
-from sbert.evaluation.retrievers import ChunkedRetriever, HybridRetriever, LexicalRetriever
+from sbert.evaluation.retrievers import ChunkedRetriever, HybridRetriever, LexicalRetriever, RetrievalSettings
 
 DOCS = [
     Document("d1", "Bread", "Knead the dough, let it rise and bake it in a hot oven."),
@@ -103,3 +108,46 @@ def test_evaluator_with_a_chunked_hybrid_retriever_finds_the_long_documents_pass
     assert model.max_seq_length == 256 and len(model.tokenize([docs[-1].joined()]).truncated) == 1
     assert chunked["mrr@10"] == 100 > truncated["mrr@10"]
     assert hybrid["mrr@10"] == 100 and hybrid["query_ms_p50"] > 0
+
+
+def test_retrieval_settings_make_the_retriever_they_name():
+    assert isinstance(RetrievalSettings().retriever(), DenseRetriever)
+    chunked = RetrievalSettings(chunk=True, mode="maxp", window=64, overlap=8).retriever()
+    assert isinstance(chunked, ChunkedRetriever) and (chunked.mode, chunked.window, chunked.overlap) == ("maxp", 64, 8)
+    hybrid = RetrievalSettings(chunk=True, hybrid=True, fusion="rrf").retriever()
+    assert isinstance(hybrid, HybridRetriever) and isinstance(hybrid.dense, ChunkedRetriever)
+    assert hybrid.fusion == "rrf"
+    assert isinstance(RetrievalSettings(lexical=True).retriever(), LexicalRetriever)
+    assert RetrievalSettings().retriever() is not RetrievalSettings().retriever()  # fresh per evaluation
+    with pytest.raises(ValueError, match="BM25 alone"):
+        RetrievalSettings(lexical=True, hybrid=True)
+    with pytest.raises(ValueError, match="ask for chunking too"):
+        RetrievalSettings(mode="maxp")
+    with pytest.raises(ValueError, match="ask for it too"):
+        RetrievalSettings(alpha=0.3)
+
+
+def test_sbert_eval_refuses_settings_without_their_switch(tmp_path):
+    folder = write_beir(tmp_path / "tiny")
+    result = CliRunner().invoke(main, ["eval", "--retrieval", str(folder), "--fusion", "rrf"])
+    assert result.exit_code == 2 and "fusion and alpha apply to hybrid search" in result.output
+    result = CliRunner().invoke(main, ["eval", "--retrieval", str(folder), "--bm25", "--chunk"])
+    assert result.exit_code == 2 and "BM25 alone (--bm25) takes neither" in result.output
+
+
+@pytest.mark.slow
+def test_sbert_eval_retrieves_as_its_options_say(model, tmp_path):
+    folder = write_beir(tmp_path / "tiny")
+    collection = read_beir(folder)
+    for options, retriever in (
+        (["--chunk", "--mode", "maxp", "--window", "8", "--overlap", "2"], ChunkedRetriever("maxp", 8, 2)),
+        (["--hybrid", "--fusion", "rrf"], HybridRetriever(DenseRetriever(), "rrf")),
+        (["--bm25"], LexicalRetriever()),
+    ):
+        out = tmp_path / "scores.json"
+        result = CliRunner().invoke(main, ["eval", "--retrieval", str(folder), *options, "--json", str(out)])
+        assert result.exit_code == 0, result.output
+        scores = json.loads(out.read_text())["tasks"]["tiny"]
+        expected = RetrievalEvaluator(collection, retriever=retriever, latency_queries=0)(model)
+        for key in ("ndcg@10", "mrr@10", "recall@100"):
+            assert scores[key] == pytest.approx(expected[key], abs=1e-6), (options, key)

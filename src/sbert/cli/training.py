@@ -141,6 +141,14 @@ def train(run_file, train, fmt, resume, **options) -> None:
     is_flag=True,
     help="--retrieval folders: drop documents with neither title nor text (refused otherwise).",
 )
+@click.option("--chunk", is_flag=True, help="Retrieval: embed documents in token windows, not cut at the limit.")
+@click.option("--mode", type=click.Choice(["maxp", "mean"]), help="--chunk: score by the best window or the mean.")
+@click.option("--window", type=click.IntRange(min=1), help="--chunk: tokens per window [default: the model's limit].")
+@click.option("--overlap", type=click.IntRange(min=0), help="--chunk: tokens shared by windows [default: 32].")
+@click.option("--hybrid", is_flag=True, help="Retrieval: fuse the dense ranking with BM25.")
+@click.option("--fusion", type=click.Choice(["rrf", "weighted"]), help="--hybrid: how [default: weighted].")
+@click.option("--alpha", type=click.FloatRange(0, 1), help="--fusion weighted: the dense side's weight [0.5].")
+@click.option("--bm25", "lexical", is_flag=True, help="Retrieval: BM25 alone (the model is not used for it).")
 @click.option(
     "--data",
     type=click.Path(file_okay=False, path_type=Path),
@@ -181,6 +189,7 @@ def evaluate(
     progress,
     runtime,
     allow_pickle,
+    **retrieval_options,
 ) -> None:
     """Score MODEL on STS (Spearman x 100 of cosine), SentEval transfer tasks (accuracy x 100) and
     retrieval (NDCG@10 x 100)."""
@@ -194,8 +203,9 @@ def evaluate(
     folders = _task_folders(tasks, retrieval_dirs, data)
     if cross_encoder and (retrieval_dirs or set(RETRIEVAL) & set(folders)):
         raise click.UsageError("retrieval needs an embedding model; a cross-encoder only scores pairs")
-    evaluators = {name: task_evaluator(name, f, tokenized, inner_folds, batch_size) for name, f in folders.items()}
-    evaluators.update(_retrieval_evaluators(retrieval_dirs, split, skip_empty_documents, batch_size))
+    how = _retrieval_settings(batch_size, **retrieval_options)
+    evaluators = {name: task_evaluator(name, f, tokenized, inner_folds, batch_size, how) for name, f in folders.items()}
+    evaluators.update(_retrieval_evaluators(retrieval_dirs, split, skip_empty_documents, how))
     if not evaluators:
         raise click.UsageError("nothing to evaluate: give --tasks or --retrieval")
     if cross_encoder:
@@ -230,7 +240,17 @@ def _task_folders(tasks: str | None, retrieval_dirs: tuple[Path, ...], data: Pat
     return dict.fromkeys(names, folder)
 
 
-def _retrieval_evaluators(folders: tuple[Path, ...], split: str, skip_empty: bool, batch_size: int) -> dict:
+def _retrieval_settings(batch_size: int, **options):
+    """How retrieval tasks retrieve (--chunk, --hybrid, --bm25 and their settings)."""
+    from sbert.evaluation.retrievers import RetrievalSettings
+
+    try:
+        return RetrievalSettings(batch_size=batch_size, **options)
+    except ValueError as err:
+        raise click.UsageError(str(err).replace("lexical", "--bm25")) from None
+
+
+def _retrieval_evaluators(folders: tuple[Path, ...], split: str, skip_empty: bool, how) -> dict:
     """name -> RetrievalEvaluator of each --retrieval folder (named by the folder, or its path if two share a name)."""
     from sbert.data.beir import read_beir
     from sbert.evaluation.retrieval import RetrievalEvaluator
@@ -239,5 +259,6 @@ def _retrieval_evaluators(folders: tuple[Path, ...], split: str, skip_empty: boo
     evaluators = {}
     for folder, name in zip(folders, names, strict=True):
         name = str(folder) if names.count(name) > 1 else name
-        evaluators[name] = RetrievalEvaluator(read_beir(folder, split, skip_empty), name, batch_size=batch_size)
+        collection = read_beir(folder, split, skip_empty)
+        evaluators[name] = RetrievalEvaluator(collection, name, retriever=how.retriever(), batch_size=how.batch_size)
     return evaluators

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sbert.data.paths import open_text
+from sbert.data.paths import numbered_lines, open_text
 from sbert.errors import InputFileError
 
 LAYOUT = "a BEIR folder: corpus.jsonl, queries.jsonl and qrels/<split>.tsv (each may be .gz)"
@@ -79,22 +79,17 @@ def splits(folder: str | Path) -> list[str]:
 
 def _records(path: Path, what: str) -> Iterator[tuple[int, str, dict]]:
     """(line number, id, object) for each non-blank line of a JSON-lines file; ids are kept as strings."""
-    with open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            if number == 1:
-                line = line.removeprefix("\ufeff")
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputFileError(f"{path}: line {number} is not valid JSON ({err.msg}); expected {what}") from None
-            if not isinstance(record, dict) or not isinstance(record.get("_id"), (str, int)):
-                raise InputFileError(f'{path}: line {number} lacks a string "_id"; expected {what}')
-            doc_id = str(record["_id"])
-            if not doc_id.strip():
-                raise InputFileError(f'{path}: line {number}: "_id" is empty; expected {what}')
-            yield number, doc_id, record
+    for number, line in numbered_lines(path):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InputFileError(f"{path}: line {number} is not valid JSON ({err.msg}); expected {what}") from None
+        if not isinstance(record, dict) or not isinstance(record.get("_id"), (str, int)):
+            raise InputFileError(f'{path}: line {number} lacks a string "_id"; expected {what}')
+        doc_id = str(record["_id"])
+        if not doc_id.strip():
+            raise InputFileError(f'{path}: line {number}: "_id" is empty; expected {what}')
+        yield number, doc_id, record
 
 
 def _string(record: dict, key: str, path: Path, number: int, what: str, required: bool) -> str:
@@ -182,22 +177,18 @@ def read_qrels(path: str | Path) -> tuple[dict[str, dict[str, int]], dict[str, i
     qrels: dict[str, dict[str, int]] = {}
     first_line: dict[str, int] = {}
     seen: dict[tuple[str, str], int] = {}
-    with open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            line = line.removeprefix("\ufeff") if number == 1 else line
-            if not line.strip():
-                continue
-            if number == 1 and tuple(c.strip().lower() for c in line.split("\t")) == QRELS_HEADER:
-                continue
-            query_id, doc_id, score = _qrel_line(line, path, number)
-            if (query_id, doc_id) in seen:
-                raise InputFileError(
-                    f"{path}: line {number}: query {query_id!r} and document {doc_id!r} are judged twice "
-                    f"(first on line {seen[query_id, doc_id]})"
-                )
-            seen[query_id, doc_id] = number
-            qrels.setdefault(query_id, {})[doc_id] = score
-            first_line.setdefault(query_id, number)
+    for number, line in numbered_lines(path):
+        if number == 1 and tuple(c.strip().lower() for c in line.split("\t")) == QRELS_HEADER:
+            continue
+        query_id, doc_id, score = _qrel_line(line, path, number)
+        if (query_id, doc_id) in seen:
+            raise InputFileError(
+                f"{path}: line {number}: query {query_id!r} and document {doc_id!r} are judged twice "
+                f"(first on line {seen[query_id, doc_id]})"
+            )
+        seen[query_id, doc_id] = number
+        qrels.setdefault(query_id, {})[doc_id] = score
+        first_line.setdefault(query_id, number)
     return qrels, first_line
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from sbert.atomic import atomic_file
 from sbert.data.examples import RetrievalExample
-from sbert.data.paths import open_text
+from sbert.data.paths import numbered_lines
 from sbert.errors import InputFileError
 
 _TSV_LAYOUT = "tab-separated query, positive, negative_1, ..., negative_n (each non-empty)"
@@ -32,15 +32,10 @@ def _is_jsonl(path: Path) -> bool:
 def read_ntuples(path: str | Path) -> Iterator[RetrievalExample]:
     """Yield the rows of a ``.tsv`` or ``.jsonl`` file (see the module's docstring)."""
     path = Path(path)
-    with open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            if number == 1:
-                line = line.removeprefix("\ufeff")
-            if not line.strip():
-                continue
-            row = _json_row(line, path, number) if _is_jsonl(path) else _tsv_row(line, path, number)
-            if row is not None:
-                yield row
+    for number, line in numbered_lines(path):
+        row = _json_row(line, path, number) if _is_jsonl(path) else _tsv_row(line, path, number)
+        if row is not None:
+            yield row
 
 
 def _tsv_row(line: str, path: Path, number: int) -> RetrievalExample | None:

@@ -113,6 +113,17 @@ def open_text(path: str | Path, encoding: str = "utf-8", newline: str | None = "
     return TextFile(path, encoding, newline)
 
 
+def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """(line number from 1, line) of each non-blank line of a UTF-8 text file (``.gz`` too), a byte-order
+    mark dropped from the first; ``open_text``'s errors."""
+    with open_text(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            if number == 1:
+                line = line.removeprefix("\ufeff")
+            if line.strip():
+                yield number, line
+
+
 def read_text(path: str | Path, encoding: str = "utf-8") -> str:
     """The whole of a text file (universal newlines), with ``open_text``'s errors."""
     with open_text(path, encoding, newline=None) as handle:

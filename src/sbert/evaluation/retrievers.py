@@ -15,6 +15,7 @@ Each follows ``sbert.evaluation.retrieval.Retriever``: ``index(model, documents)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -148,6 +149,41 @@ class HybridRetriever:
             rows[n, : len(row)] = [self.row_of[doc] for doc, _ in row]
             scores[n, : len(row)] = [score for _, score in row]
         return TopK(scores, rows)
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    """How to retrieve, as ``sbert eval`` options say it: documents whole (cut at the model's limit) or in
+    windows (``chunk``: ``mode``, ``window``, ``overlap``), and BM25 beside them (``hybrid``: ``fusion``,
+    ``alpha``) or alone (``lexical``). ``retriever()`` makes a fresh retriever for one evaluation."""
+
+    chunk: bool = False
+    mode: str | None = None
+    window: int | None = None
+    overlap: int | None = None
+    hybrid: bool = False
+    fusion: str | None = None
+    alpha: float | None = None
+    lexical: bool = False
+    batch_size: int = 32
+
+    def __post_init__(self) -> None:
+        if self.lexical and (self.chunk or self.hybrid):
+            raise ValueError("BM25 alone (lexical) takes neither chunking nor hybrid fusion")
+        if not self.chunk and (self.mode or self.window or self.overlap is not None):
+            raise ValueError("mode, window and overlap apply to documents in windows: ask for chunking too")
+        if not self.hybrid and (self.fusion or self.alpha is not None):
+            raise ValueError("fusion and alpha apply to hybrid search: ask for it too")
+
+    def retriever(self) -> Retriever:
+        if self.lexical:
+            return LexicalRetriever()
+        dense: Retriever = (
+            ChunkedRetriever(self.mode, self.window, self.overlap, self.batch_size)
+            if self.chunk
+            else DenseRetriever(self.batch_size)
+        )
+        return HybridRetriever(dense, self.fusion, self.alpha) if self.hybrid else dense
 
 
 def _hits(found: TopK, ids: Sequence[str]) -> list[list[Hit]]:

@@ -9,8 +9,12 @@ dev evaluation of a training run reads a file in a training data format instead:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sbert.errors import InputFileError
+
+if TYPE_CHECKING:
+    from sbert.evaluation.retrievers import RetrievalSettings
 
 STS_YEARS = {f"sts{y}": f"STS{y}-en-test" for y in (12, 13, 14, 15, 16)}
 TRANSFER = {
@@ -45,8 +49,16 @@ def expand(names: str | list[str]) -> list[str]:
     return out
 
 
-def task_evaluator(name: str, data: Path, tokenized: bool = False, inner_folds: int = 5, batch_size: int = 32):
-    """The evaluator for task ``name``; STS years read the raw release unless ``tokenized``."""
+def task_evaluator(
+    name: str,
+    data: Path,
+    tokenized: bool = False,
+    inner_folds: int = 5,
+    batch_size: int = 32,
+    retrieval: RetrievalSettings | None = None,
+):
+    """The evaluator for task ``name``; STS years read the raw release unless ``tokenized``; retrieval
+    tasks retrieve as ``retrieval`` says (default: dense, documents cut at the model's limit)."""
     from sbert.data.sts import read_semeval_sts, read_sick, read_stsb
     from sbert.data.transfer import read_transfer_task
     from sbert.evaluation.sts import STSEvaluator, STSSubsetsEvaluator
@@ -74,7 +86,9 @@ def task_evaluator(name: str, data: Path, tokenized: bool = False, inner_folds: 
         from sbert.data.beir import read_beir
         from sbert.evaluation.retrieval import RetrievalEvaluator
 
-        return RetrievalEvaluator(read_beir(data / "retrieval" / name, "test"), name, batch_size=batch_size)
+        collection = read_beir(data / "retrieval" / name, "test")
+        retriever = retrieval.retriever() if retrieval else None
+        return RetrievalEvaluator(collection, name, retriever=retriever, batch_size=batch_size)
     raise ValueError(f"unknown task {name!r}; expected one of {', '.join(TASKS)}")
 
 
