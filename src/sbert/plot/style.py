@@ -1,0 +1,55 @@
+"""What every picture shares: the model's name in titles, label colours, and short axis labels."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+BACKENDS = ("matplotlib", "plotly")
+UNCLUSTERED = "no cluster"  # the legend entry of rows a clustering left out (label -1)
+# Tableau's 10 colours then their light variants: distinct on screen and in print.
+PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5",
+)  # fmt: skip
+GREY = "#b0b0b0"
+
+
+def check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+
+
+def model_label(model: Any) -> str:
+    """A short name of a model for titles: the shipped name (all-MiniLM-L6-v2), else the folder's name."""
+    from sbert.registry import _SHIPPED, canonical_name, resolve
+
+    if model is None:
+        return "embeddings given"
+    path = getattr(model, "path", None)
+    if path is None and not isinstance(model, (str, Path)):
+        return type(model).__name__
+    name = canonical_name(path if path is not None else model)
+    for shipped in _SHIPPED:
+        try:
+            if Path(name).resolve() == resolve(shipped).resolve():
+                return shipped
+        except Exception:  # a shipped package that is not installed cannot be this model
+            continue
+    return Path(name).name or name
+
+
+def short(text: str, width: int = 40) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def colours(groups: Sequence[str]) -> dict[str, str]:
+    """A colour per group, in order (cycling after 20); the unclustered group is grey."""
+    named = [g for g in groups if g != UNCLUSTERED]
+    out = {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(named)}
+    if UNCLUSTERED in groups:
+        out[UNCLUSTERED] = GREY
+    return out
