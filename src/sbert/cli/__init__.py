@@ -11,6 +11,7 @@ import click
 
 from sbert.cli.embeddings import encode, info, similarity
 from sbert.cli.negatives import mine_negatives
+from sbert.cli.plot import plot
 from sbert.cli.retrieval import cluster, index, mine, search
 from sbert.cli.service import serve
 from sbert.cli.training import evaluate, train
@@ -28,5 +29,5 @@ def main() -> None:
     """
 
 
-for _command in (encode, similarity, train, evaluate, info, index, search, mine, mine_negatives, cluster, serve):
+for _command in (encode, similarity, train, evaluate, info, index, search, mine, mine_negatives, cluster, serve, plot):
     main.add_command(_command)

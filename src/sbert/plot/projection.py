@@ -56,5 +56,12 @@ def project(embeddings: Array, method: str = "umap", seed: int = 0) -> tuple[np.
         return tsne.fit_transform(x), (f"{name} 1", f"{name} 2")
     import umap
 
-    reducer = umap.UMAP(n_components=2, metric="cosine", n_neighbors=min(15, n - 1), random_state=seed, n_jobs=1, init="random" if n < 50 else "spectral")
+    reducer = umap.UMAP(
+        n_components=2,
+        metric="cosine",
+        n_neighbors=min(15, n - 1),
+        random_state=seed,
+        n_jobs=1,
+        init="random" if n < 50 else "spectral",
+    )
     return np.asarray(reducer.fit_transform(x), dtype=np.float64), (f"{name} 1", f"{name} 2")

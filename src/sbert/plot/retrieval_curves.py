@@ -26,7 +26,9 @@ def retrieval(results: Any, *, backend: str = "matplotlib", bins: int = 40):
     retrieved documents that are relevant (solid) and not (dashed), each normalised to area 1."""
     check_backend(backend)
     runs = _results(results)
-    title = "Retrieval: " + ", ".join(f"{r.name} ({r.model}, {len(r.queries):,} queries)" for r in runs)
+    title = "Retrieval: " + ", ".join(
+        f"{r.name} ({r.model}, {len(r.queries):,} quer{'y' if len(r.queries) == 1 else 'ies'})" for r in runs
+    )
     return _plotly(runs, title, bins) if backend == "plotly" else _matplotlib(runs, title, bins)
 
 
@@ -38,13 +40,14 @@ def curves(run: Rankings) -> tuple[np.ndarray, np.ndarray]:
 
 def _matplotlib(runs: list[Rankings], title: str, bins: int):
     from matplotlib.figure import Figure
+    from matplotlib.ticker import ScalarFormatter
 
     fig = Figure(figsize=(13, 5), layout="constrained")
     left, right = fig.subplots(1, 2)
     for number, run in enumerate(runs):
         colour, label = PALETTE[number % len(PALETTE)], f"{run.name} ({run.model})"
         ks, recall = curves(run)
-        left.plot(ks, recall, color=colour, label=label)
+        left.plot(ks, recall, color=colour, label=label, drawstyle="steps-post")
         for k in (k for k in MARKED_K if k <= ks[-1]):
             left.annotate(f"{recall[k - 1]:.2f}", (k, recall[k - 1]), textcoords="offset points", xytext=(3, -12))
             left.plot([k], [recall[k - 1]], "o", color=colour, ms=4)
@@ -56,6 +59,7 @@ def _matplotlib(runs: list[Rankings], title: str, bins: int):
                            label=f"{label}: {what} ({len(scores):,})")  # fmt: skip
     left.set(xscale="log", xlabel="k (documents retrieved)", ylabel="mean recall@k", ylim=(0, 1.02))
     left.set_title("recall@k")
+    left.xaxis.set_major_formatter(ScalarFormatter())
     right.set(xlabel="score", ylabel="density")
     right.set_title("scores of retrieved documents")
     for ax in (left, right):
@@ -73,7 +77,7 @@ def _plotly(runs: list[Rankings], title: str, bins: int):
     for number, run in enumerate(runs):
         colour, label = PALETTE[number % len(PALETTE)], f"{run.name} ({run.model})"
         ks, recall = curves(run)
-        fig.add_trace(go.Scatter(x=ks, y=recall, name=label, line={"color": colour}), row=1, col=1)
+        fig.add_trace(go.Scatter(x=ks, y=recall, name=label, line={"color": colour}, line_shape="hv"), row=1, col=1)
         relevant, other = run.scores()
         for scores, dash, what in ((relevant, "solid", "relevant"), (other, "dash", "not relevant")):
             density, edges = np.histogram(scores, bins=bins, density=True) if len(scores) else ([], [0])
