@@ -1,9 +1,11 @@
-"""The HTTP service: an OpenAI-compatible /v1/embeddings plus /similarity, /search, /health, /metrics.
+"""The HTTP service: an OpenAI-compatible /v1/embeddings plus /similarity, /search, /info, /health, /metrics,
+and a web page at / that searches and compares with them.
 
 ``create_app(encoder, ...)`` wires the pieces into a FastAPI app; ``sbert serve`` runs it with
 uvicorn. The pieces: ``engine`` (dynamic batching, packing, workers: how the model runs),
 ``schemas`` and ``responses`` (request and response bodies), ``routes`` (the endpoints),
-``errors`` (OpenAI's error shape), ``gate`` with ``auth`` and ``metrics`` (the middleware).
+``errors`` (OpenAI's error shape), ``gate`` with ``auth`` and ``metrics`` (the middleware), ``page`` (the
+web page and its files).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from sbert.serve import errors
 from sbert.serve.engine import EmbeddingEngine, ServedEncoder
 from sbert.serve.gate import Gate
 from sbert.serve.metrics import Metrics, route_label
+from sbert.serve.page import add_page
 from sbert.serve.routes import Service, add_routes
 from sbert.serve.schemas import Context
 from sbert.serve.settings import EngineSettings, Limits
@@ -43,7 +46,7 @@ def create_app(
 
     ``engine`` says how requests' texts are merged into batches and run (see ``EngineSettings``).
     With a ``cross_encoder``, /search re-ranks its candidates on request (``"rerank": true``).
-    ``api_key`` requires ``Authorization: Bearer KEY`` on every endpoint but /health and /metrics.
+    ``api_key`` requires ``Authorization: Bearer KEY`` on every endpoint but /health, /metrics and the page.
     """
     limits = limits or Limits()
     embedding = EmbeddingEngine(encoder, engine)
@@ -67,6 +70,7 @@ def create_app(
     app = FastAPI(title="sbert", lifespan=lifespan)
     app.state.service, app.state.engine, app.state.metrics = service, embedding, metrics
     add_routes(app)
+    add_page(app)
     errors.install(app)
     app.add_middleware(
         Gate,

@@ -6,12 +6,13 @@ import hmac
 
 from sbert.serve.errors import ApiError
 
-OPEN_PATHS = frozenset({"/health", "/metrics"})  # probes and scrapers need no key
+OPEN_PATHS = frozenset({"/health", "/metrics", "/"})  # probes, scrapers and the web page need no key
+OPEN_PREFIXES = ("/static/",)  # the page's files: no data, the page asks for the key to call the API
 
 
 def authorized(api_key: str | None, path: str, headers: dict[bytes, bytes]) -> bool:
     """Whether a request for ``path`` with these (ASGI, lower-case) headers may go on."""
-    if not api_key or path in OPEN_PATHS:
+    if not api_key or path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
         return True
     header = headers.get(b"authorization", b"").decode("latin-1")
     token = header[7:] if header.lower().startswith("bearer ") else ""

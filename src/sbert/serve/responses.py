@@ -81,3 +81,25 @@ class Health(BaseModel):
     model: str
     dim: int
     index: bool
+
+
+class IndexInfo(BaseModel):
+    """The served index: ``size`` searchable items (documents in an index of documents, else texts), ``rows``
+    vectors (windows of documents, or texts), and what a search may ask of it."""
+
+    size: int
+    rows: int
+    documents: bool
+    lexical: bool  # holds a BM25 index: hybrid search works
+    methods: list[str]  # exact, and the structures it keeps (hnsw, int8, binary)
+    metric: str
+
+
+class Info(BaseModel):
+    """What the service serves (the web page shows it): the model, its width and similarity, the index."""
+
+    model: str
+    dim: int
+    similarity: str
+    max_seq_length: int
+    index: IndexInfo | None

@@ -20,7 +20,14 @@ from sbert import similarity
 from sbert.protocols import PairScorer
 from sbert.serve.engine import Embedded, EmbeddingEngine
 from sbert.serve.errors import ApiError
-from sbert.serve.responses import EmbeddingResponse, Health, SearchResponse, SimilarityResponse, json_response
+from sbert.serve.responses import (
+    EmbeddingResponse,
+    Health,
+    Info,
+    SearchResponse,
+    SimilarityResponse,
+    json_response,
+)
 from sbert.serve.schemas import Context, EmbeddingRequest, RequestModel, SearchRequest, SimilarityRequest, parse
 
 
@@ -45,6 +52,7 @@ def add_routes(app: FastAPI) -> None:
     matching the app's own routes, before routing)."""
     app.add_api_route("/health", health, methods=["GET"], response_model=Health)
     app.add_api_route("/metrics", metrics, methods=["GET"])
+    app.add_api_route("/info", info, methods=["GET"], response_model=Info)
     app.add_api_route("/v1/embeddings", embeddings, methods=["POST"], response_model=EmbeddingResponse)
     app.add_api_route("/similarity", similarity_scores, methods=["POST"], response_model=SimilarityResponse)
     app.add_api_route("/search", search, methods=["POST"], response_model=SearchResponse)
@@ -66,6 +74,29 @@ async def health(request: Request) -> dict:
 
 async def metrics(request: Request) -> Response:
     return request.app.state.metrics.response()
+
+
+async def info(request: Request) -> Response:
+    service = _service(request)
+    context, encoder = service.context, service.engine.encoder
+    index = None if service.index is None else await run_in_threadpool(_index_info, service.index)
+    model = {"model": context.model_name, "dim": context.dim, "similarity": service.similarity_fn_name}
+    return json_response({**model, "max_seq_length": encoder.max_seq_length, "index": index})
+
+
+def _index_info(index) -> dict:
+    """The index's size and abilities as /info answers them, from its newest version on disk."""
+    index.refresh()
+    size = len(index.document_ids) if index.documents else len(index)
+    methods = ["exact", *index.structures]
+    return {
+        "size": size,
+        "rows": len(index),
+        "documents": bool(index.documents),
+        "lexical": index.lexical,
+        "methods": methods,
+        "metric": index.metric,
+    }
 
 
 async def embeddings(request: Request) -> Response:
