@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
 
-from sbert.arrays import Array
+import numpy as np
 
 METHODS = ("umap", "pca", "tsne")
 NAMES = {"umap": "UMAP", "pca": "PCA", "tsne": "t-SNE"}
@@ -20,7 +20,7 @@ def sample_rows(n: int, max_points: int | None, seed: int = 0) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=max_points, replace=False))
 
 
-def unit_rows(embeddings: Array) -> np.ndarray:
+def unit_rows(embeddings: Any) -> np.ndarray:
     """(n, d) float64 rows scaled to unit length: distances then follow cosine similarity."""
     x = np.asarray(embeddings.detach().cpu().float() if hasattr(embeddings, "detach") else embeddings, dtype=np.float64)
     if x.ndim != 2 or len(x) == 0:
@@ -29,7 +29,7 @@ def unit_rows(embeddings: Array) -> np.ndarray:
     return x / np.where(norms == 0, 1.0, norms)
 
 
-def project(embeddings: Array, method: str = "umap", seed: int = 0) -> tuple[np.ndarray, tuple[str, str]]:
+def project(embeddings: Any, method: str = "umap", seed: int = 0) -> tuple[np.ndarray, tuple[str, str]]:
     """(n, 2) coordinates of the unit-length ``embeddings`` and the names of the two axes.
 
     ``method``: "umap" (umap-learn, cosine metric, 15 neighbours or n - 1), "pca" (scikit-learn; the

@@ -79,8 +79,9 @@ def _plotly(runs: list[Rankings], title: str, bins: int):
         ks, recall = curves(run)
         fig.add_trace(go.Scatter(x=ks, y=recall, name=label, line={"color": colour}, line_shape="hv"), row=1, col=1)
         relevant, other = run.scores()
+        edges = np.histogram_bin_edges(np.concatenate([relevant, other]), bins=bins)
         for scores, dash, what in ((relevant, "solid", "relevant"), (other, "dash", "not relevant")):
-            density, edges = np.histogram(scores, bins=bins, density=True) if len(scores) else ([], [0])
+            density = np.histogram(scores, bins=edges, density=True)[0] if len(scores) else []
             fig.add_trace(
                 go.Scatter(x=edges[:-1], y=density, name=f"{label}: {what}", line={"color": colour, "dash": dash},
                            line_shape="hv"),

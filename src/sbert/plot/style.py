@@ -43,7 +43,7 @@ def model_label(model: Any) -> str:
 def short(text: str, width: int = 40) -> str:
     """``text`` on one line, cut to ``width`` characters with an ellipsis."""
     text = " ".join(str(text).split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
 def colours(groups: Sequence[str]) -> dict[str, str]:
