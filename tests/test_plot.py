@@ -96,17 +96,18 @@ def test_map_coloured_by_kmeans_clusters_finds_the_groups(blobs):
     assert "k-means clusters (k=3)" in ax.get_title()
 
 
-def test_umap_and_tsne_maps_place_every_point(blobs):
+@pytest.mark.slow  # seconds each on a busy CPU (umap: numba compiles first)
+@pytest.mark.parametrize("method", ["tsne", "umap"])
+def test_umap_and_tsne_maps_keep_the_groups_apart(blobs, method):
     x, _labels = blobs
-    for method in ("tsne", "umap"):
-        points, axes = sbert.plot.project(x, method)
-        assert points.shape == (60, 2) and np.isfinite(points).all() and axes[0].endswith(" 1")
-        again, _ = sbert.plot.project(x, method)
-        np.testing.assert_allclose(points, again)  # seeded
-        # the groups stay apart: every point is nearer its own group's centre than another's
-        centres = np.stack([points[i * 20 : (i + 1) * 20].mean(axis=0) for i in range(3)])
-        nearest = np.argmin(((points[:, None] - centres[None]) ** 2).sum(-1), axis=1)
-        assert (nearest == np.repeat(np.arange(3), 20)).all(), method
+    points, axes = sbert.plot.project(x, method)
+    assert points.shape == (60, 2) and np.isfinite(points).all() and axes[0].endswith(" 1")
+    again, _ = sbert.plot.project(x, method)
+    np.testing.assert_allclose(points, again)  # seeded
+    # the groups stay apart: every point is nearer its own group's centre than another's
+    centres = np.stack([points[i * 20 : (i + 1) * 20].mean(axis=0) for i in range(3)])
+    nearest = np.argmin(((points[:, None] - centres[None]) ** 2).sum(-1), axis=1)
+    assert (nearest == np.repeat(np.arange(3), 20)).all(), method
 
 
 @pytest.mark.parametrize(
