@@ -6,6 +6,7 @@ Skips only where Chromium or its driver is not installed (``apt-get install chro
 
 from __future__ import annotations
 
+import http.client
 import json
 import shutil
 import socket
@@ -247,23 +248,39 @@ def test_heatmap_cells_hold_the_librarys_cosine_similarities(browser, texts_serv
     assert shown_error(browser) == "Enter at least two sentences, one per line."
 
 
-def request(url: str, key: str | None = None) -> int:
+def request(url: str, key: str | None = None) -> tuple[int, bytes]:
+    """GET ``url`` (with the key, if given): (status, body)."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as response:
-            return response.status
+            return response.status, response.read()
     except urllib.error.HTTPError as err:
-        return err.code
+        return err.code, err.read()
+
+
+def raw_status(port: int, path: str) -> int:
+    """The status of GET ``path`` sent exactly as written (no client-side clean-up of ``..``)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("GET", path)
+        return connection.getresponse().status
+    finally:
+        connection.close()
 
 
 def test_a_keyed_server_of_documents_asks_for_the_key_and_shows_passages(browser, model, tmp_path):
     from sbert.search.index import VectorIndex
+    from sbert.serve.responses import Info
 
     index_dir = build_index(tmp_path, DOCUMENTS, "--chunk", "--window", "16", "--overlap", "4")
     with serving(tmp_path / "serve.log", "--index", str(index_dir), "--api-key", KEY) as served:
         # the page and its files are open; the JSON endpoints keep requiring the key
-        assert [request(served.url + p) for p in ("", "static/app.js", "static/style.css")] == [200, 200, 200]
-        assert [request(served.url + "info"), request(served.url + "info", KEY)] == [401, 200]
+        assert [request(served.url + p)[0] for p in ("", "static/app.js", "static/style.css")] == [200, 200, 200]
+        assert request(served.url + "info")[0] == 401
+        assert raw_status(served.port, "/static/../info") == 404  # the open prefix opens no endpoint
+        status, body = request(served.url + "info", KEY)
+        info = Info.model_validate_json(body)
+        assert status == 200 and info.index is not None and info.index.documents and info.index.size == 4
         browser.get(served.url)
         assert "This server needs an API key" in shown_error(browser)
         submit(browser, "key", "not-the-key")
@@ -272,6 +289,7 @@ def test_a_keyed_server_of_documents_asks_for_the_key_and_shows_passages(browser
         submit(browser, "key", KEY)
         wait_for(browser, lambda d: text_of(d, "#index-size"), "the index size")
         rows = len(VectorIndex.open(index_dir))  # windows of the documents
+        assert info.index.rows == rows and info.model == "default" and info.dim == model.dim
         assert text_of(browser, "#index-size") == f"index of 4 documents ({rows} passages)"
         assert text_of(browser, "#error") == "" and rows > 4
         query = "how long should the dough rise"
