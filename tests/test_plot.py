@@ -53,7 +53,7 @@ def test_pca_map_shows_every_point_at_its_projection_coloured_by_its_label(blobs
     points = np.concatenate([shown[g] for g in ("red", "green", "blue")])  # the labels' rows, in order
     _same_up_to_sign(points, expected)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["blue", "green", "red"]  # equal sizes: by name
-    assert "PCA map of 60 texts (my-model)" in figure._suptitle.get_text()
+    assert "PCA map of 60 embeddings (my-model)" in figure._suptitle.get_text()
     assert ax.get_xlabel().startswith("PC 1 (") and "% of variance" in ax.get_ylabel()
     out = sbert.plot.save(figure, tmp_path / "map.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -67,7 +67,7 @@ def test_a_large_map_shows_a_seeded_sample_and_says_so(blobs):
     ax = figure.axes[0]
     assert sum(len(c.get_offsets()) for c in ax.collections) == 25
     assert "random sample of 25 of 60 points shown (seed 3)" in ax.get_title()
-    assert "map of 60 texts" in figure._suptitle.get_text()
+    assert figure._suptitle.get_text() == "PCA map of 60 embeddings"
     again = sbert.plot.map(x, labels, method="pca", max_points=25, seed=3).axes[0]
     for a, b in zip(ax.collections, again.collections, strict=True):
         np.testing.assert_array_equal(a.get_offsets(), b.get_offsets())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,10 +32,17 @@ class MapData:
     note: str
 
     def order(self) -> list[str]:
-        """Groups by size, largest first (ties by name); the unclustered last."""
+        """Groups by name (numbers in names compared as numbers), or by size, largest first, when there
+        are more than the legend lists; the unclustered last."""
         counts = Counter(self.groups)
-        named = sorted((g for g in counts if g != UNCLUSTERED), key=lambda g: (-counts[g], g))
+        by_name = sorted((g for g in counts if g != UNCLUSTERED), key=_natural)
+        named = by_name if len(by_name) <= LEGEND_MAX else sorted(by_name, key=lambda g: -counts[g])
         return named + ([UNCLUSTERED] if UNCLUSTERED in counts else [])
+
+
+def _natural(name: str) -> list:
+    """'cluster 10' after 'cluster 9'."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name)]
 
 
 def map(
@@ -110,9 +118,14 @@ def prepare(data, labels, texts, model, method, clusters, cluster_options, max_p
         texts=[texts[r] for r in rows] if texts is not None else None,
         total=total,
         axes=axes,
-        title=f"{NAMES[method]} map of {total:,} texts ({model_label(encoder if encoder is not None else model)})",
+        title=_title(method, total, texts is not None, encoder if encoder is not None else model),
         note="; ".join(filter(None, [colouring, _sample_note(len(rows), total, seed)])),
     )
+
+
+def _title(method: str, total: int, has_texts: bool, model: Any) -> str:
+    what = f"{NAMES[method]} map of {total:,} {'texts' if has_texts else 'embeddings'}"
+    return what if model is None else f"{what} ({model_label(model)})"
 
 
 def _encoder(model: Any) -> Any:
@@ -155,7 +168,7 @@ def draw_matplotlib(shown: MapData):
     """A matplotlib ``Figure``: one scatter per group (legend: the largest ``LEGEND_MAX``)."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, 7), layout="constrained")
+    fig = Figure(figsize=(9, 7), layout="constrained")
     ax = fig.add_subplot()
     order, size = shown.order(), float(np.clip(4000 / len(shown.points), 2, 40))
     palette, groups = colours(order), np.asarray(shown.groups)
@@ -165,7 +178,13 @@ def draw_matplotlib(shown: MapData):
         ax.scatter(*shown.points[at].T, s=size, c=palette[group], alpha=0.75, linewidths=0, label=label, gid=group)
     if len(order) > 1:
         extra = f" (+{len(order) - LEGEND_MAX} more)" if len(order) > LEGEND_MAX else ""
-        ax.legend(title=f"{len(order)} groups{extra}", fontsize=8, markerscale=max(1, 30 / size) ** 0.5, loc="best")
+        ax.legend(
+            title=f"{len(order)} groups{extra}",
+            fontsize=8,
+            markerscale=max(1, 30 / size) ** 0.5,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1),
+        )
     fig.suptitle(shown.title)
     ax.set_title(shown.note, fontsize=9, color="#555555")
     ax.set_xlabel(shown.axes[0])
