@@ -44,7 +44,7 @@ def main() -> None:
     model = sbert.load("default", device="cpu")
     texts = stsb_sentences(data_dir(args.data), args.sentences)
     figure = sbert.plot.map(texts, model=model, method="umap", clusters="kmeans", cluster_options={"k": 8})
-    figure.set_size_inches(8, 6)
+    figure.set_size_inches(10, 6)
     print(sbert.plot.save(figure, args.out / "map.png", dpi=90))
     figure = sbert.plot.heatmap(HEATMAP_TEXTS, model=model)
     print(sbert.plot.save(figure, args.out / "heatmap.png", dpi=90))

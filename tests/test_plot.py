@@ -96,6 +96,20 @@ def test_map_coloured_by_kmeans_clusters_finds_the_groups(blobs):
     assert "k-means clusters (k=3)" in ax.get_title()
 
 
+def test_clusters_are_named_by_their_most_central_text(blobs):
+    x, _labels = blobs
+    texts = [f"text {i}" for i in range(len(x))]
+    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+    central = [
+        20 * g + int(np.argmax(unit[20 * g : 20 * g + 20] @ unit[20 * g : 20 * g + 20].mean(0))) for g in range(3)
+    ]
+    figure = sbert.plot.map(x, texts=texts, method="pca", clusters="kmeans", cluster_options={"k": 3}, backend="plotly")
+    for trace in figure.data:  # each cluster is one blob, named by that blob's central text
+        blob = {int(r) // 20 for r in trace.customdata}
+        assert len(trace.customdata) == 20 and len(blob) == 1
+        assert trace.name.startswith("cluster ") and trace.name.endswith(f": text {central[blob.pop()]}")
+
+
 @pytest.mark.slow  # seconds each on a busy CPU (umap: numba compiles first)
 @pytest.mark.parametrize("method", ["tsne", "umap"])
 def test_umap_and_tsne_maps_keep_the_groups_apart(blobs, method):

@@ -109,7 +109,7 @@ def prepare(data, labels, texts, model, method, clusters, cluster_options, max_p
     else:
         rows_in_embeddings = rows
     embeddings = np.asarray(embeddings.detach().cpu().float() if hasattr(embeddings, "detach") else embeddings)
-    groups, colouring = _groups(embeddings, labels, clusters, cluster_options or {}, seed)
+    groups, colouring = _groups(embeddings, labels, clusters, cluster_options or {}, seed, texts)
     points, axes = project(embeddings[rows_in_embeddings], method, seed)
     return MapData(
         points=points,
@@ -141,7 +141,7 @@ def _sample_note(shown: int, total: int, seed: int) -> str:
     return "" if shown == total else f"random sample of {shown:,} of {total:,} points shown (seed {seed})"
 
 
-def _groups(embeddings, labels, clusters, options, seed) -> tuple[list[str] | None, str]:
+def _groups(embeddings, labels, clusters, options, seed, texts) -> tuple[list[str] | None, str]:
     """Each input's group name (indexed by input row, over all inputs) and how the colours were chosen."""
     if labels is not None:
         return [str(v) for v in labels], "coloured by label"
@@ -160,8 +160,24 @@ def _groups(embeddings, labels, clusters, options, seed) -> tuple[list[str] | No
         threshold, size = options.get("threshold", 0.75), options.get("min_size", 10)
         found = clustering.community_detection(embeddings, threshold, size)
         how = f"community clusters (threshold {threshold}, min size {size})"
-    names = [UNCLUSTERED if c < 0 else f"cluster {c}" for c in found.tolist()]
-    return names, f"coloured by {how}"
+    names = cluster_names(found, embeddings, texts)
+    return [UNCLUSTERED if c < 0 else names[c] for c in found.tolist()], f"coloured by {how}"
+
+
+def cluster_names(found: np.ndarray, embeddings: np.ndarray, texts: list[str] | None) -> list[str]:
+    """A name per cluster: "cluster N", followed by its most central text (the member most similar to
+    the mean of the cluster's unit vectors) when there are texts: what the cluster is about, at a glance."""
+    from sbert.plot.projection import unit_rows
+
+    count = int(found.max(initial=-1)) + 1
+    if texts is None:
+        return [f"cluster {c}" for c in range(count)]
+    unit, names = unit_rows(embeddings), []
+    for c in range(count):
+        members = np.flatnonzero(found == c)
+        central = members[int(np.argmax(unit[members] @ unit[members].mean(axis=0)))]
+        names.append(f"cluster {c}: {short(texts[central], 36)}")
+    return names
 
 
 def draw_matplotlib(shown: MapData):
