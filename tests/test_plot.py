@@ -149,6 +149,18 @@ def test_a_figure_goes_only_to_a_format_its_library_writes(blobs, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_a_label_field_is_read_for_the_records_the_corpus_keeps(tmp_path):
+    from sbert.plot.inputs import read_label_field
+
+    path = tmp_path / "c.jsonl"
+    rows = [{"text": "a", "topic": "x"}, {"text": " ", "topic": "y"}, {"text": "b", "topic": 3}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
+    assert read_label_field(path, "topic", skip_empty=True) == ["x", "3"]
+    assert read_label_field(path, "topic") == ["x", "y", "3"]
+    with pytest.raises(InputFileError, match=r"c\.jsonl: line 1: no 'source' field"):
+        read_label_field(path, "source")
+
+
 # -- heatmap ---------------------------------------------------------------------------------------------
 TEXTS = ["A man plays the guitar.", "Someone plays music.", "A cat sleeps.", "The market fell sharply today."]
 
