@@ -51,11 +51,11 @@ def test_search_returns_documents_with_their_best_passage(folder):
     human = run("search", folder, "penalty save", "-k", "1")
     assert "[football] (chars " in human and "penalty" in human
     info = json.loads(run("index", "info", folder, "--json"))
-    assert info["documents"] == {"window": 16, "overlap": 4, "mode": "mean", "count": 3} and info["bm25"] is True
+    assert info["documents"] == {"window": 16, "overlap": 4, "mode": "maxp", "count": 3} and info["bm25"] is True
 
 
 def test_hybrid_and_mean_searches(folder):
-    for extra in (["--hybrid"], ["--hybrid", "--fusion", "rrf"], ["--hybrid", "--alpha", "0.3"], ["--mode", "maxp"]):
+    for extra in (["--hybrid"], ["--hybrid", "--fusion", "rrf"], ["--hybrid", "--alpha", "0.3"], ["--mode", "mean"]):
         found = json.loads(run("search", folder, "goalkeeper penalty", "-k", "2", "--json", *extra))[0]["hits"]
         assert found[0]["id"] == "football" and found[0]["span"] is not None
 

@@ -62,14 +62,16 @@ def client(tmp_path):
 
 
 def _documents() -> Documents:
-    return Documents(["A", "A", "B", "C"], np.array([[0, 11], [8, 18], [0, 17], [0, 16]]), window=4, overlap=1)
+    return Documents(
+        ["A", "A", "B", "C"], np.array([[0, 11], [8, 18], [0, 17], [0, 16]]), window=4, overlap=1, mode="mean"
+    )
 
 
 def test_search_returns_documents_with_the_best_passage_and_its_span(client):
     with client(documents=_documents(), bm25=True) as http:
         hits = http.post("/search", json={"query": "x", "k": 3}).json()["results"][0]["hits"]
         assert [h["id"] for h in hits] == ["A", "B", "C"]
-        # the index's mode (the default, mean): A's mean window (0.5, 0.5) at unit length; its closest window
+        # the index's mode (mean, as built): A's mean window (0.5, 0.5) at unit length; its closest window
         assert hits[0] == {"id": "A", "score": pytest.approx(2**-0.5), "text": "on the mat", "span": [8, 18]}
         maxp = http.post("/search", json={"query": "x", "k": 1, "mode": "maxp"}).json()["results"][0]["hits"]
         assert maxp[0]["id"] == "A" and maxp[0]["score"] == pytest.approx(1.0)

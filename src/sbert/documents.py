@@ -13,7 +13,8 @@ too. The next window starts at the earliest sentence start within the ``overlap`
 end, else ``overlap`` tokens before it, moved back to the start of a word.
 
 A document is scored by its best window (``maxp``) or by the mean of its windows' unit vectors
-(``mean``, the default: it scored a little higher on SciFact); either way its best passage is the
+(``mean``); ``maxp`` is the default: it scored higher on both full collections of
+benchmarks/retrieval.py (SciFact and openoffice-dups); either way its best passage is the
 window closest to the query.
 """
 
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 DEFAULT_OVERLAP = 32  # tokens shared by consecutive windows
 BOUNDARY_SHARE = 0.25  # the last share of a window in which its end may move back to a sentence or word boundary
 MODES = ("maxp", "mean")
-DEFAULT_MODE: Literal["maxp", "mean"] = "mean"  # measured on SciFact: benchmarks/results/retrieval_choices.md
+DEFAULT_MODE: Literal["maxp", "mean"] = "maxp"  # measured: benchmarks/results/retrieval.md (full collections)
 SENTENCE_ENDS = (".", "!", "?")
 _QUERY_CHUNK = 256  # queries scored at once by rank_documents
 

@@ -68,7 +68,7 @@ def _chunk_options(func):
     func = click.option(
         "--mode",
         type=click.Choice(["maxp", "mean"]),
-        default="mean",
+        default="maxp",
         show_default=True,
         help="With --chunk: score a document by its best window, or by the mean of its windows' vectors.",
     )(func)
