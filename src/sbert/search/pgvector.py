@@ -1,0 +1,494 @@
+"""A vector index in PostgreSQL with the pgvector extension: the database as a second home for an index.
+
+``PgVectorIndex`` answers as ``VectorIndex`` does (``build``, ``open``, ``add``, ``delete``, ``search``,
+``ids``, ``texts``, ``len``, ``check_model``, ``check_backend``) but keeps its rows in a table
+(``pos bigserial, id text unique, text text, embedding vector(dim)``) searched through an HNSW index
+(``vector_cosine_ops`` for cosine, ``vector_ip_ops`` for dot). The model, its width, backend, metric and
+HNSW settings lie in the table ``sbert_indexes`` (one row per index) and are checked on open.
+
+Every write is one transaction that first locks the index's row in ``sbert_indexes``: writers queue, and
+a writer that dies leaves the table as it was before its write (PostgreSQL rolls the transaction back).
+
+Locations: ``postgresql://user@host:port/database`` with a table (default ``sbert_index``), or the same
+URL with the table as its fragment: ``postgresql://host/db#my_table`` (``open_index``).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import warnings
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from sbert.arrays import Array
+from sbert.errors import IndexExistsError, IndexFormatError, SbertError
+
+__all__ = ["DEFAULT_TABLE", "DatabaseError", "PgVectorIndex", "is_database_url", "open_index", "split_location"]
+
+DEFAULT_TABLE = "sbert_index"
+META = "sbert_indexes"
+SCHEMES = ("postgresql://", "postgres://")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_OPS = {"cosine": ("vector_cosine_ops", "<=>"), "dot": ("vector_ip_ops", "<#>")}
+_INSTALL = (
+    "install pgvector on the server (Debian/Ubuntu: apt install postgresql-<version>-pgvector; "
+    "or build it from https://github.com/pgvector/pgvector), or use the `pgserver` package, which bundles it"
+)
+
+
+class DatabaseError(SbertError, RuntimeError):
+    """A database that cannot be reached, lacks the pgvector extension, or refuses a statement."""
+
+
+def is_database_url(location: str | Path) -> bool:
+    return isinstance(location, str) and location.startswith(SCHEMES)
+
+
+def split_location(location: str, table: str | None = None) -> tuple[str, str]:
+    """(URL, table) from ``postgresql://...[#table]``; ``table`` wins over the fragment."""
+    url, _, fragment = location.partition("#")
+    return url, table or fragment or DEFAULT_TABLE
+
+
+def open_index(location: str | Path, *, table: str | None = None, **options):
+    """The index at ``location``: a ``PgVectorIndex`` for a ``postgresql://`` URL (``table``, or the URL's
+    ``#fragment``), else the ``VectorIndex`` folder. ``options`` go to the folder index's ``open``."""
+    if is_database_url(location):
+        return PgVectorIndex.open(*split_location(str(location), table))
+    if table is not None:
+        raise ValueError(f"--table applies to a postgresql:// URL, not to the folder {location}")
+    from sbert.search.index import VectorIndex
+
+    return VectorIndex.open(location, **options)
+
+
+def _where(url: str) -> str:
+    """host:port/database of a connection URL (never its password)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        info = conninfo_to_dict(url)
+    except Exception:  # a malformed URL: connect reports it
+        return url.split("@")[-1]
+    host = info.get("host") or info.get("hostaddr") or "localhost"
+    return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or info.get('user') or '(default database)'}"
+
+
+def _connect(url: str):
+    """A connection with pgvector's types registered; DatabaseError says what is wrong."""
+    import psycopg
+
+    try:
+        conn = psycopg.connect(url, connect_timeout=10)
+    except psycopg.Error as err:
+        raise DatabaseError(f"cannot connect to PostgreSQL at {_where(url)}: {str(err).strip()}") from err
+    try:
+        _ensure_extension(conn, url)
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        conn.commit()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _ensure_extension(conn, url: str) -> None:
+    """Create the ``vector`` extension if the server has it and the database does not yet use it."""
+    import psycopg
+
+    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
+        conn.commit()
+        return
+    if not conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
+        raise DatabaseError(f"PostgreSQL at {_where(url)} has no pgvector extension ('vector'): {_INSTALL}")
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('sbert: create extension vector'))")
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.Error as err:
+        raise DatabaseError(
+            f"PostgreSQL at {_where(url)}: cannot create the pgvector extension ({str(err).strip()}); "
+            "ask the database's owner to run CREATE EXTENSION vector"
+        ) from err
+
+
+def _check_table_name(table: str) -> str:
+    if not _NAME.fullmatch(table):
+        raise ValueError(
+            f"table name {table!r}: expected letters, digits and _ (at most 63, not starting with a digit)"
+        )
+    return table
+
+
+class PgVectorIndex:
+    """Vectors with ids and texts in a PostgreSQL table with an HNSW index. ``build`` makes one, ``open``
+    reads one, then ``add``/``delete``/``search``. Safe to search from several threads (one connection,
+    used by one thread at a time) and to write from several processes (writes queue on a row lock)."""
+
+    def __init__(self, url: str, table: str, conn, manifest: dict) -> None:
+        """The index in ``table`` at ``url``: use ``open`` or ``build``."""
+        self.url, self.table, self._conn, self._manifest = url, table, conn, manifest
+        self.path = f"{_where(url)}#{table}"  # how errors and messages name it
+        self._lock = threading.RLock()
+
+    # -- opening ---------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, url: str, table: str = DEFAULT_TABLE) -> PgVectorIndex:
+        """Open the index in ``table``; IndexFormatError where the database holds no such index."""
+        _check_table_name(table)
+        conn = _connect(url)
+        manifest = _read_manifest(conn, table)
+        conn.commit()
+        if manifest is None:
+            conn.close()
+            raise IndexFormatError(f"{_where(url)}: no sbert index in table {table!r} (build it first)")
+        return cls(url, table, conn, manifest)
+
+    @classmethod
+    def build(
+        cls,
+        url: str,
+        embeddings: Array,
+        *,
+        model: str | Path,
+        table: str = DEFAULT_TABLE,
+        ids: Sequence[str] | None = None,
+        texts: Sequence[str | None] | None = None,
+        metric: str = "cosine",
+        hnsw_m: int = 16,
+        ef_construction: int = 64,
+        ef_search: int = 40,
+        overwrite: bool = False,
+        backend: str | None = None,
+    ) -> PgVectorIndex:
+        """Write a new index in ``table`` from (n, dim) embeddings made by ``model``, in one transaction.
+
+        ``ids`` default to "0", "1", ...; ``texts`` are stored when given. The HNSW index has ``hnsw_m``
+        links per node and ``ef_construction``; ``ef_search`` is the default search breadth. A table that
+        holds an index is replaced only with ``overwrite``; a table that is not an sbert index never."""
+        from sbert.search.index import _model_manifest, _prepare
+
+        _check_table_name(table)
+        if metric not in _OPS:
+            raise ValueError(f"metric must be one of {sorted(_OPS)}, got {metric!r}")
+        dim = int(np.asarray(embeddings).shape[-1])
+        manifest = _model_manifest(model, backend, dim, metric)
+        manifest.update(hnsw_m=int(hnsw_m), ef_construction=int(ef_construction), ef_search=int(ef_search))
+        x = _prepare(embeddings, manifest, Path(table))
+        ids = [str(i) for i in range(len(x))] if ids is None else [str(i) for i in ids]
+        _check_rows(x, ids, texts)
+        conn = _connect(url)
+        try:
+            with conn.transaction():
+                _create(conn, table, manifest, overwrite, _where(url))
+                _copy_rows(conn, table, ids, texts, x)
+                _create_hnsw(conn, table, manifest)
+            return cls.open(url, table)
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # -- what it holds ---------------------------------------------------------------------------------
+    @property
+    def manifest(self) -> dict:
+        return self._manifest
+
+    @property
+    def model(self) -> str:
+        return self._manifest["model"]
+
+    @property
+    def dim(self) -> int:
+        return int(self._manifest["dim"])
+
+    @property
+    def metric(self) -> str:
+        return self._manifest["metric"]
+
+    @property
+    def backend(self) -> str | None:
+        return self._manifest.get("backend")
+
+    @property
+    def structures(self) -> list[str]:
+        return ["hnsw"]
+
+    documents = None  # an index of texts: documents split into windows live in folder indexes only
+    lexical = False
+
+    @property
+    def document_ids(self) -> list[str]:
+        return []
+
+    def default_method(self) -> str:
+        return "hnsw"
+
+    @property
+    def ids(self) -> list[str]:
+        return [row[0] for row in self._select("SELECT id FROM {} ORDER BY pos")]
+
+    @property
+    def texts(self) -> list[str | None]:
+        return [row[0] for row in self._select("SELECT text FROM {} ORDER BY pos")]
+
+    def __len__(self) -> int:
+        return int(self._select("SELECT count(*) FROM {}")[0][0])
+
+    def refresh(self) -> bool:
+        """Read the index's settings anew; True if another process wrote since. A new model, width or
+        metric (the table rebuilt by someone else) is refused with a warning and the old settings kept."""
+        with self._session() as conn:
+            new = _read_manifest(conn, self.table)
+        if new is None or new["updated"] == self._manifest["updated"]:
+            return False
+        changed = [key for key in ("model", "dim", "metric") if new[key] != self._manifest[key]]
+        if changed:
+            warnings.warn(f"{self.path}: its {changed[0]} changed; keeping the settings already loaded", stacklevel=2)
+            return False
+        self._manifest = new
+        return True
+
+    def check_model(self, name_or_path: str | Path, dim: int | None = None) -> None:
+        """Raise IndexMismatchError unless ``name_or_path`` (and ``dim``) is the model the index was built with."""
+        from sbert.search.index import VectorIndex
+
+        VectorIndex.check_model(self, name_or_path, dim)  # type: ignore[arg-type]  # reads model, dim, manifest, path
+
+    def check_backend(self, backend: str | None, allow_mixed: bool = False) -> None:
+        """Raise IndexMismatchError if vectors made by ``backend`` are of another precision than the index's."""
+        from sbert.search.index import _check_backend
+
+        _check_backend(self.path, self._manifest, backend, allow_mixed)  # type: ignore[arg-type]
+
+    # -- searching -------------------------------------------------------------------------------------
+    def search(
+        self,
+        queries: Array,
+        k: int = 10,
+        *,
+        method: str | None = None,
+        ef_search: int | None = None,
+        backend: str | None = None,
+        allow_mixed_backend: bool = False,
+        mode: str | None = None,
+        hybrid=None,
+        rescore: int | None = None,
+    ) -> list:
+        """The best ``k`` rows for each (n, dim) query embedding, best first, as ``Hit``s (score: cosine
+        similarity or dot product; ``row``: the row's position in the table). ``method`` hnsw (default;
+        ``ef_search`` candidates, at least ``k``) or exact (a full scan)."""
+        from sbert.search.index import _prepare
+        from sbert.search.index_search import Hit
+
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        if mode is not None or hybrid is not None or rescore is not None:
+            raise ValueError(
+                f"index {self.path} (PostgreSQL) holds texts without BM25: mode, hybrid, rescore do not apply"
+            )
+        if method not in (None, "hnsw", "exact"):
+            raise ValueError(f"index {self.path} (PostgreSQL) searches by hnsw or exact, not {method!r}")
+        self.check_backend(backend, allow_mixed_backend)
+        q = _prepare(queries, self._manifest, Path(self.path))
+        breadth = max(k, ef_search or self._manifest["ef_search"])
+        op = _OPS[self.metric][1]
+        sign = -1.0 if self.metric == "dot" else None  # <#> is the negative dot product; <=> is 1 - cosine
+        statement = _sql(
+            f"SELECT id, text, pos, embedding {op} %s FROM {{}} ORDER BY embedding {op} %s LIMIT %s", self.table
+        )
+        out = []
+        with self._session() as conn, conn.transaction():
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(breadth),))
+            if method == "exact":
+                conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
+            for vector in q:
+                rows = conn.execute(statement, (vector, vector, k)).fetchall()
+                out.append([Hit(i, sign * d if sign else 1.0 - d, t, int(p)) for i, t, p, d in rows])
+        return out
+
+    # -- writing ---------------------------------------------------------------------------------------
+    def add(
+        self,
+        embeddings: Array,
+        ids: Sequence[str] | None = None,
+        texts: Sequence[str | None] | None = None,
+        show_progress: bool | None = None,
+        *,
+        backend: str | None = None,
+        allow_mixed_backend: bool = False,
+        documents=None,
+    ) -> None:
+        """Append rows in one transaction, after any other writer's (ids default to consecutive numbers
+        after the largest numeric id). ``backend``: see ``check_backend``; mixing precisions records ``mixed``."""
+        from sbert.search.index import MIXED, _precision, _prepare
+
+        if documents is not None:
+            raise ValueError(f"index {self.path} (PostgreSQL) holds texts, not windows of documents")
+        with self._writing() as (conn, manifest):
+            _check_backend_of(self.path, manifest, backend, allow_mixed_backend)
+            x = _prepare(embeddings, manifest, Path(self.path))
+            if ids is None:
+                ids = _next_ids(conn, self.table, len(x))
+            ids = [str(i) for i in ids]
+            _check_rows(x, ids, texts)
+            clash = conn.execute(_sql("SELECT id FROM {} WHERE id = ANY(%s) LIMIT 5", self.table), (ids,)).fetchall()
+            if clash:
+                raise ValueError(f"ids must be unique in the index; already there: {[c[0] for c in clash]}")
+            _copy_rows(conn, self.table, ids, texts, x)
+            recorded = manifest.get("backend")
+            if recorded and backend and recorded != MIXED and _precision(recorded) != _precision(backend):
+                recorded = MIXED
+            _touch(conn, self.table, recorded if recorded else backend)
+
+    def delete(self, ids: Iterable[str]) -> int:
+        """Delete rows by id in one transaction; returns how many. Unknown ids raise KeyError naming them
+        (and nothing is deleted)."""
+        ids = list(dict.fromkeys(str(i) for i in ids))
+        with self._writing() as (conn, manifest):
+            gone = conn.execute(_sql("DELETE FROM {} WHERE id = ANY(%s) RETURNING id", self.table), (ids,)).fetchall()
+            missing = sorted(set(ids) - {row[0] for row in gone})
+            if missing:
+                more = " ..." if len(missing) > 5 else ""
+                raise KeyError(f"index {self.path} has no rows with ids {missing[:5]}{more}")
+            _touch(conn, self.table, manifest.get("backend"))
+        return len(gone)
+
+    # -- the connection --------------------------------------------------------------------------------
+    @contextmanager
+    def _session(self):
+        """The connection, for this thread alone; reconnects once it was closed (server restart)."""
+        with self._lock:
+            if self._conn.closed or self._conn.broken:
+                self._conn = _connect(self.url)
+            yield self._conn
+            if not self._conn.closed and self._conn.info.transaction_status:
+                self._conn.commit()  # end the read's implicit transaction: no snapshot held between calls
+
+    @contextmanager
+    def _writing(self):
+        """A transaction holding the index's row lock, with its settings read under the lock."""
+        with self._session() as conn, conn.transaction():
+            manifest = _read_manifest(conn, self.table, lock=True)
+            if manifest is None:
+                raise IndexFormatError(f"{self.path}: the index was dropped")
+            yield conn, manifest
+        self._manifest = _read_manifest(self._conn, self.table) or manifest
+        self._conn.commit()
+
+    def _select(self, statement: str) -> list[tuple]:
+        with self._session() as conn:
+            return conn.execute(_sql(statement, self.table)).fetchall()
+
+
+# -- statements ------------------------------------------------------------------------------------------
+def _sql(statement: str, table: str):
+    from psycopg import sql
+
+    return sql.SQL(statement).format(sql.Identifier(table))
+
+
+_COLUMNS = ("model", "model_path", "backend", "dim", "metric", "hnsw_m", "ef_construction", "ef_search")
+
+
+def _create_meta(conn) -> None:
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext('sbert: create sbert_indexes'))")
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {META} (name text PRIMARY KEY, model text NOT NULL, model_path text, "
+        "backend text, dim integer NOT NULL, metric text NOT NULL, hnsw_m integer NOT NULL, "
+        "ef_construction integer NOT NULL, ef_search integer NOT NULL, "
+        "created timestamptz NOT NULL DEFAULT now(), updated timestamptz NOT NULL DEFAULT clock_timestamp())"
+    )
+
+
+def _read_manifest(conn, table: str, lock: bool = False) -> dict | None:
+    """The index's row of ``sbert_indexes`` as a dict (None: no such index); ``lock``: FOR UPDATE."""
+    if not conn.execute("SELECT to_regclass(%s)", (META,)).fetchone()[0]:
+        return None
+    names = (*_COLUMNS, "updated")
+    row = conn.execute(
+        f"SELECT {', '.join(names)} FROM {META} WHERE name = %s{' FOR UPDATE' if lock else ''}", (table,)
+    ).fetchone()
+    return None if row is None else dict(zip(names, row, strict=True))
+
+
+def _create(conn, table: str, manifest: dict, overwrite: bool, where: str) -> None:
+    """Make ``table`` and its row in ``sbert_indexes`` (replacing an index there only with ``overwrite``)."""
+    from psycopg import sql
+
+    _create_meta(conn)
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"sbert index {table}",))
+    existing = _read_manifest(conn, table, lock=True)
+    if conn.execute("SELECT to_regclass(%s)", (sql.Identifier(table).as_string(conn),)).fetchone()[0]:
+        if existing is None:
+            raise IndexExistsError(f"{where}: table {table!r} exists and is not an sbert index; choose another table")
+        if not overwrite:
+            raise IndexExistsError(f"{where}: table {table!r} already holds an index (overwrite=True, --overwrite)")
+        conn.execute(_sql("DROP TABLE {}", table))
+    conn.execute(f"DELETE FROM {META} WHERE name = %s", (table,))
+    dim = int(manifest["dim"])
+    conn.execute(
+        _sql(
+            "CREATE TABLE {} (pos bigserial PRIMARY KEY, id text NOT NULL UNIQUE, text text, "
+            f"embedding vector({dim}) NOT NULL)",
+            table,
+        )
+    )
+    values = [manifest.get(key) for key in _COLUMNS]
+    conn.execute(
+        f"INSERT INTO {META} (name, {', '.join(_COLUMNS)}) VALUES (%s{', %s' * len(_COLUMNS)})", (table, *values)
+    )
+
+
+def _create_hnsw(conn, table: str, manifest: dict) -> None:
+    ops = _OPS[manifest["metric"]][0]
+    m, ef = int(manifest["hnsw_m"]), int(manifest["ef_construction"])
+    conn.execute("SELECT set_config('maintenance_work_mem', '256MB', true)")
+    conn.execute(
+        _sql(f"CREATE INDEX ON {{}} USING hnsw (embedding {ops}) WITH (m = {m}, ef_construction = {ef})", table)
+    )
+
+
+def _copy_rows(conn, table: str, ids: list[str], texts, x: np.ndarray) -> None:
+    """Write rows with binary COPY (fast, and within the caller's transaction)."""
+    with (
+        conn.cursor() as cur,
+        cur.copy(_sql("COPY {} (id, text, embedding) FROM STDIN WITH (FORMAT BINARY)", table)) as copy,
+    ):
+        copy.set_types(["text", "text", "vector"])
+        for row, name in enumerate(ids):
+            copy.write_row((name, None if texts is None else texts[row], x[row]))
+
+
+def _touch(conn, table: str, backend: str | None) -> None:
+    conn.execute(f"UPDATE {META} SET updated = clock_timestamp(), backend = %s WHERE name = %s", (backend, table))
+
+
+def _next_ids(conn, table: str, n: int) -> list[str]:
+    """``n`` ids after the largest numeric id (read under the writers' lock)."""
+    top = conn.execute(_sql("SELECT max(id::numeric) FROM {} WHERE id ~ '^[0-9]+$'", table)).fetchone()[0]
+    start = 0 if top is None else int(top) + 1
+    return [str(start + i) for i in range(n)]
+
+
+def _check_rows(x: np.ndarray, ids: list[str], texts) -> None:
+    if len(ids) != len(x) or (texts is not None and len(texts) != len(x)):
+        n_texts = 0 if texts is None else len(texts)
+        raise ValueError(f"{len(x)} embeddings but {len(ids)} ids and {n_texts} texts")
+    if len(set(ids)) != len(ids):
+        raise ValueError("ids must be unique in the index; some repeat")
+    if texts is not None and not all(isinstance(t, str | None) for t in texts):
+        raise ValueError("texts must be strings (or None)")
+
+
+def _check_backend_of(path: str, manifest: dict, backend: str | None, allow_mixed: bool) -> None:
+    from sbert.search.index import _check_backend
+
+    _check_backend(path, manifest, backend, allow_mixed)  # type: ignore[arg-type]
