@@ -1,0 +1,94 @@
+"""Streaming input for sharded encoding: texts read one at a time and cut into numbered chunks."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from sbert.data.paths import not_decodable
+from sbert.errors import InputFileError
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Shard ``index`` of the input: rows ``start`` .. ``start + len(texts) - 1`` (0-based input positions)."""
+
+    index: int
+    start: int
+    texts: list[str]
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the texts: tells on resume whether the input of a finished shard has changed."""
+        sha = hashlib.sha256()
+        for text in self.texts:
+            sha.update(text.encode("utf-8", "surrogatepass"))
+            sha.update(b"\0")
+        return sha.hexdigest()
+
+
+def iter_file_lines(source: str | Path, *, skip_empty: bool = False) -> Iterator[str]:
+    """UTF-8 lines of a file ('-' = standard input), one at a time, without their line ends.
+
+    Bad bytes and empty lines (unless ``skip_empty``) raise ``InputFileError`` naming the file and line."""
+    if str(source) == "-":
+        yield from _lines("<stdin>", sys.stdin.buffer, skip_empty)
+        return
+    path = Path(source)
+    if path.is_dir():
+        raise InputFileError(f"{path}: is a folder; expected a text file with one text per line")
+    if not path.is_file():
+        raise InputFileError(f"{path}: no such file")
+    with open(path, "rb") as stream:
+        yield from _lines(str(path), stream, skip_empty)
+
+
+def _lines(name: str, stream, skip_empty: bool) -> Iterator[str]:
+    for number, raw in enumerate(stream, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise not_decodable(name, number, raw, err) from err
+        text = text.rstrip("\r\n")
+        if number == 1:
+            text = text.removeprefix("\ufeff")
+        if not text.strip():
+            if skip_empty:
+                continue
+            raise InputFileError(
+                f"{name}: line {number} is empty; expected one text per line (use --skip-empty to skip empty lines)"
+            )
+        yield text
+
+
+def iter_texts(source: str | Path | Iterable[str], *, skip_empty: bool = False) -> Iterator[str]:
+    """Texts from a file path ('-' = stdin) or from an iterable of strings (checked one by one)."""
+    if isinstance(source, (str, Path)):
+        yield from iter_file_lines(source, skip_empty=skip_empty)
+        return
+    for number, text in enumerate(source, start=1):
+        if not isinstance(text, str):
+            raise TypeError(f"item {number} of the input is a {type(text).__name__}; expected a str")
+        if not text.strip():
+            if skip_empty:
+                continue
+            raise InputFileError(f"item {number} of the input is empty; expected a non-empty text")
+        yield text
+
+
+def chunks(texts: Iterable[str], size: int) -> Iterator[Chunk]:
+    """Consecutive chunks of ``size`` texts (the last may be shorter); only one chunk is held at a time."""
+    if size < 1:
+        raise ValueError(f"shard_size must be at least 1, got {size}")
+    batch: list[str] = []
+    index = start = 0
+    for text in texts:
+        batch.append(text)
+        if len(batch) == size:
+            yield Chunk(index, start, batch)
+            index, start, batch = index + 1, start + size, []
+    if batch:
+        yield Chunk(index, start, batch)
