@@ -56,8 +56,9 @@ def prompt_options(role: str) -> Callable[[Callable], Callable]:
 @click.option(
     "--out",
     "-o",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Output file, .npy or .jsonl (a FILE.meta.json beside it records the model, backend and precision).",
+    type=click.Path(path_type=Path),
+    help="Output file, .npy or .jsonl (a FILE.meta.json beside it records the model, backend and precision); "
+    "with --processes or an existing folder: a folder of shards (docs/scale.md).",
 )
 @click.option(
     "--format", "fmt", type=click.Choice(["npy", "jsonl"]), help="Output format (default: from --out's extension)."
@@ -73,6 +74,21 @@ def prompt_options(role: str) -> Callable[[Callable], Callable]:
 @click.option("--max-seq-length", type=click.IntRange(min=2), help="Truncate texts to this many tokens.")
 @click.option("--skip-empty", is_flag=True, help="Skip empty lines instead of failing on them.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal, long inputs).")
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    help="Encode with N worker processes into --out DIR: .npy and Parquet shards and a manifest.json, "
+    "streamed (the input need not fit in memory).",
+)
+@click.option(
+    "--shard-size", default=10_000, show_default=True, type=click.IntRange(min=1), help="Texts per shard (--out DIR)."
+)
+@click.option(
+    "--resume/--no-resume",
+    default=True,
+    show_default=True,
+    help="--out DIR: keep the shards an earlier run with the same settings finished (--no-resume: start over).",
+)
 @prompt_options("text")
 @friendly_errors
 def encode(
@@ -88,12 +104,21 @@ def encode(
     max_seq_length,
     skip_empty,
     progress,
+    processes,
+    shard_size,
+    resume,
     prompts,
 ) -> None:
     """Embed FILE (one text per line, UTF-8; '-' or nothing = standard input)."""
     from sbert.atomic import atomic_file
     from sbert.data.lines import read_lines
 
+    if processes is not None or (out is not None and out.is_dir()):
+        run = (processes or 1, shard_size, resume, skip_empty, progress)
+        encoding = dict(
+            batch_size=batch_size, max_tokens=max_tokens, normalize=normalize, max_seq_length=max_seq_length
+        )
+        return _encode_to_folder(source, (model, runtime, allow_pickle), out, fmt, run, {**encoding, **prompts})
     fmt = fmt or _format_of(out)
     if fmt == "npy" and out is None:
         raise click.UsageError("--format npy needs --out FILE.npy")
@@ -124,6 +149,42 @@ def encode(
         with atomic_file(meta_path(out), "w", encoding="utf-8") as handle:
             json.dump(embedding_meta(model, encoder, len(texts), normalize, fmt, prompt), handle, indent=2)
         click.echo(f"wrote {len(texts)} embeddings of dimension {encoder.dim} to {out}", err=True)
+
+
+def _encode_to_folder(source, loading: tuple, out, fmt, run: tuple, options: dict) -> None:
+    """``encode --processes N --out DIR``: sbert.parallel's resumable shard folder. ``loading``: model, runtime,
+    allow_pickle; ``run``: processes, shard_size, resume, skip_empty, progress; ``options``: EncodeSpec's."""
+    from sbert.parallel import encode_to_shards
+
+    model, runtime, allow_pickle = loading
+    processes, shard_size, resume, skip_empty, progress = run
+    if out is None:
+        raise click.UsageError("--processes writes a folder of shards: give it with --out DIR")
+    if fmt is not None or (not out.is_dir() and out.suffix.lower() in (".npy", ".jsonl", ".ndjson")):
+        raise click.UsageError(
+            f"--out {out}: --processes writes a folder of shards (.npy and Parquet, with a manifest.json), "
+            "not one .npy or .jsonl file: give a folder"
+        )
+    result = encode_to_shards(
+        model,
+        source,
+        out,
+        processes=processes,
+        shard_size=shard_size,
+        resume=resume,
+        skip_empty=skip_empty,
+        show_progress=progress,
+        backend=runtime.backend,
+        precision=runtime.precision,
+        device=runtime.device,
+        allow_pickle=allow_pickle,
+        **options,
+    )
+    kept = f" ({len(result.skipped)} finished earlier, kept)" if result.skipped else ""
+    click.echo(
+        f"wrote {result.rows} embeddings in {result.shards} shards to {out}: {len(result.written)} encoded now{kept}",
+        err=True,
+    )
 
 
 def _format_of(out: Path | None) -> str:

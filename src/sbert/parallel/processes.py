@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import sys
@@ -149,10 +150,17 @@ def _run_pool(folder: ShardFolder, spec: EncodeSpec, todo: Iterator, run: ShardR
 
     def collect(block_until: int) -> None:
         while len(pending) > block_until:
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished:
-                chunk, digest = pending.pop(future)
-                _done(folder, chunk, digest, future.result(), run, bar)
+            wait(pending, return_when=FIRST_COMPLETED)
+            record_finished()
+
+    def record_finished() -> None:
+        """Record every shard that finished well, then raise the first failure (if any)."""
+        finished = [f for f in pending if f.done() and not f.cancelled()]
+        for future in sorted(finished, key=lambda f: f.exception() is not None):
+            if future.exception() is not None:
+                raise future.exception()  # the shard stays pending: reported as lost
+            chunk, digest = pending.pop(future)
+            _done(folder, chunk, digest, future.result(), run, bar)
 
     try:
         for chunk, digest in todo:
@@ -160,6 +168,8 @@ def _run_pool(folder: ShardFolder, spec: EncodeSpec, todo: Iterator, run: ShardR
             pending[pool.submit(run_chunk, str(folder.path), chunk)] = (chunk, digest)
         collect(0)
     except BrokenProcessPool as err:
+        with contextlib.suppress(BrokenProcessPool):
+            record_finished()  # shards that other workers finished before the pool broke are kept
         lost = sorted(chunk.index for chunk, _ in pending.values())
         raise WorkerDiedError(
             f"{folder.path}: a worker process died (killed by a signal such as SIGKILL, or out of memory) while "
