@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
@@ -88,6 +87,12 @@ def _chunk_options(func):
     )(func)
 
 
+def _table_option(func):
+    return click.option(
+        "--table", help="With a postgresql:// URL: the index's table [default: the URL's #fragment, else sbert_index]."
+    )(func)
+
+
 def _corpus_options(func):
     func = click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")(func)
     func = click.option("--skip-empty", is_flag=True, help="Skip empty lines instead of failing on them.")(func)
@@ -107,7 +112,10 @@ def index() -> None:
 
 @index.command("build")
 @click.argument("corpus", metavar="CORPUS")
-@click.option("--out", "-o", required=True, type=click.Path(file_okay=False, path_type=Path), help="Index folder.")
+@click.option(
+    "--out", "-o", "--db", "out", required=True, help="Index folder, or a postgresql:// URL (pgvector; see --table)."
+)
+@_table_option
 @model_options
 @click.option("--ann", is_flag=True, help="Also build an HNSW graph (FAISS) for approximate search.")
 @click.option("--quantization", type=click.Choice(["int8", "binary"]), help="Also build a quantised scan.")
@@ -127,9 +135,18 @@ def index_build(
     """Embed CORPUS (text, one per line; or .jsonl with 'text' and optional 'id') into an index at --out."""
     from sbert.data.corpus import read_corpus
     from sbert.search.index import VectorIndex, backend_name
+    from sbert.search.pgvector import PgVectorIndex, is_database_url, split_location
 
     settings = {key: opts.pop(key) for key in ("chunk", "window", "overlap", "mode")}
-    VectorIndex.check_target(out, overwrite)
+    table = opts.pop("table")
+    if table and not is_database_url(out):
+        raise click.UsageError("--table applies to a postgresql:// URL, not to a folder")
+    database = split_location(out, table) if is_database_url(out) else None
+    if database:
+        _check_database_build(settings, opts)
+        PgVectorIndex.check_target(*database, overwrite)
+    else:
+        VectorIndex.check_target(out, overwrite)
     ids, texts = read_corpus(corpus, skip_empty=skip_empty)
     encoder = load_model(model, runtime, allow_pickle)
     documents = None
@@ -139,6 +156,13 @@ def index_build(
         ids = None
     else:
         embeddings = _embed_documents(encoder, texts, batch_size, progress, prompts)
+    if database:
+        built = PgVectorIndex.build(
+            database[0], embeddings, model=model, table=database[1], ids=ids, texts=texts, metric=metric,
+            overwrite=overwrite, backend=backend_name(encoder), **{k: opts[k] for k in _HNSW},
+        )  # fmt: skip
+        click.echo(f"indexed {len(built):,} texts ({built.dim}-dim, {built.model}, {built.backend}) in {out}", err=True)
+        return
     built = VectorIndex.build(
         out,
         embeddings,
@@ -156,8 +180,25 @@ def index_build(
     click.echo(f"indexed {what} ({built.dim}-dim, {built.model}, {built.backend}) in {out}", err=True)
 
 
+_HNSW = ("hnsw_m", "ef_construction", "ef_search")
+
+
+def _check_database_build(settings: dict, opts: dict) -> None:
+    """Refuse what an index in PostgreSQL does not keep (it is always HNSW, over texts)."""
+    for flag, value in (
+        ("--chunk", settings["chunk"]),
+        ("--bm25", opts["bm25"]),
+        ("--quantization", opts["quantization"]),
+    ):
+        if value:
+            raise click.UsageError(
+                f"{flag} applies to a folder index; an index in PostgreSQL holds texts, searched by HNSW"
+            )
+
+
 @index.command("add")
-@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("folder", type=click.Path(file_okay=False))
+@_table_option
 @click.argument("corpus")
 @click.option("--model", "-m", default=None, help="Must be the index's model [default: the index's model].")
 @device_options
@@ -167,13 +208,14 @@ def index_build(
 @prompt_options("document")
 @friendly_errors
 def index_add(
-    folder, corpus, model, runtime, allow_pickle, allow_mixed_backend, lock_timeout, batch_size, prompts, **read
+    folder, corpus, model, runtime, allow_pickle, allow_mixed_backend, lock_timeout, batch_size, prompts, table, **read
 ):
     """Embed CORPUS with the index's own model and add it to the index in FOLDER (waiting for other writers)."""
     from sbert.data.corpus import read_corpus
-    from sbert.search.index import VectorIndex, backend_name
+    from sbert.search.index import backend_name
+    from sbert.search.pgvector import open_index
 
-    existing = VectorIndex.open(folder, lock_timeout=lock_timeout)
+    existing = open_index(folder, table=table, lock_timeout=lock_timeout)
     existing.check_model(model or existing.model)
     ids, texts = read_corpus(corpus, skip_empty=read["skip_empty"])
     encoder = load_model(model or existing.model, runtime, allow_pickle)
@@ -205,16 +247,17 @@ def index_add(
 
 
 @index.command("delete")
-@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("folder", type=click.Path(file_okay=False))
 @click.argument("ids", nargs=-1, required=True)
+@_table_option
 @_lock_option
 @friendly_errors
-def index_delete(folder, ids, lock_timeout):
+def index_delete(folder, ids, table, lock_timeout):
     """Delete rows by id (documents, in an index built with --chunk) from the index in FOLDER (waiting for
     other writers)."""
-    from sbert.search.index import VectorIndex
+    from sbert.search.pgvector import open_index
 
-    existing = VectorIndex.open(folder, lock_timeout=lock_timeout)
+    existing = open_index(folder, table=table, lock_timeout=lock_timeout)
     try:
         removed = existing.delete(ids)
     except KeyError as err:
@@ -223,14 +266,15 @@ def index_delete(folder, ids, lock_timeout):
 
 
 @index.command("info")
-@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("folder", type=click.Path(file_okay=False))
+@_table_option
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @friendly_errors
-def index_info(folder, as_json):
-    """Show what the index in FOLDER holds."""
-    from sbert.search.index import VectorIndex
+def index_info(folder, table, as_json):
+    """Show what the index in FOLDER (or at a postgresql:// URL) holds."""
+    from sbert.search.pgvector import open_index
 
-    existing = VectorIndex.open(folder)
+    existing = open_index(folder, table=table)
     summary = {
         "rows": len(existing),
         "deleted": len(existing.deleted),
@@ -253,8 +297,9 @@ def index_info(folder, as_json):
 
 # -- search --------------------------------------------------------------------------------------------
 @click.command()
-@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("folder", type=click.Path(file_okay=False))
 @click.argument("queries", nargs=-1, required=True)
+@_table_option
 @click.option("-k", "--top-k", "k", default=10, show_default=True, type=click.IntRange(min=1))
 @click.option("--model", "-m", default=None, help="Must be the index's model [default: the index's model].")
 @click.option(
@@ -301,10 +346,11 @@ def search(folder, queries, k, model, method, ef_search, rescore, rerank, candid
     """Find the texts in the index at FOLDER most similar to each of QUERIES (embedded with the query prompt).
 
     An index built with --chunk returns documents, each with its best passage."""
-    from sbert.search.index import Hybrid, VectorIndex, backend_name
+    from sbert.search.index import Hybrid, backend_name
+    from sbert.search.pgvector import open_index
 
     allow_pickle, allow_mixed = flags["allow_pickle"], flags["allow_mixed_backend"]
-    existing = VectorIndex.open(folder)
+    existing = open_index(folder, table=flags["table"])
     existing.check_model(model or existing.model)
     encoder = load_model(model or existing.model, runtime, allow_pickle)
     existing.check_model(model or existing.model, encoder.dim)

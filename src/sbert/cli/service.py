@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from sbert.cli.common import MODEL_HELP, device_options, friendly_errors, load_model
@@ -18,7 +16,12 @@ POSITIVE = click.IntRange(min=1)
 @device_options
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
-@click.option("--index", "index_dir", type=click.Path(file_okay=False, path_type=Path), help="Serve /search on it.")
+@click.option(
+    "--index",
+    "index_dir",
+    type=click.Path(file_okay=False),
+    help="Serve /search on it: an index folder, or postgresql://...[#table] (pgvector).",
+)
 @click.option("--rerank", "rerank_model", help="A cross-encoder folder: /search re-ranks on request.")
 @click.option("--api-key", help="Require 'Authorization: Bearer KEY' (default: $SBERT_API_KEY; none = open).")
 @click.option("--max-inputs", default=LIMITS.max_inputs, show_default=True, type=POSITIVE, help="Texts per request.")
@@ -83,9 +86,9 @@ def serve(
 
     index = None
     if index_dir is not None:
-        from sbert.search.index import VectorIndex
+        from sbert.search.pgvector import open_index
 
-        index = VectorIndex.open(index_dir)
+        index = open_index(index_dir)
     encoder = load_model(model, runtime, allow_pickle)
     if index is not None:
         index.check_model(model, encoder.dim)

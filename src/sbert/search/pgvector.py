@@ -163,7 +163,7 @@ class PgVectorIndex:
         metric: str = "cosine",
         hnsw_m: int = 16,
         ef_construction: int = 64,
-        ef_search: int = 40,
+        ef_search: int = 100,
         overwrite: bool = False,
         backend: str | None = None,
     ) -> PgVectorIndex:
@@ -192,6 +192,25 @@ class PgVectorIndex:
             return cls.open(url, table)
         finally:
             conn.close()
+
+    @staticmethod
+    def check_target(url: str, table: str = DEFAULT_TABLE, overwrite: bool = False) -> None:
+        """Raise unless ``build`` may write to ``table`` (call it before costly encoding): IndexExistsError
+        for an index without ``overwrite``, or for a table that is not an sbert index."""
+        from psycopg import sql
+
+        conn = _connect(url)
+        try:
+            existing = _read_manifest(conn, _check_table_name(table))
+            there = conn.execute("SELECT to_regclass(%s)", (sql.Identifier(table).as_string(conn),)).fetchone()[0]
+        finally:
+            conn.close()
+        if there and existing is None:
+            raise IndexExistsError(f"{_where(url)}: table {table!r} exists and is not an sbert index; choose another")
+        if existing is not None and not overwrite:
+            raise IndexExistsError(
+                f"{_where(url)}: table {table!r} already holds an index (overwrite=True, --overwrite)"
+            )
 
     def close(self) -> None:
         self._conn.close()
@@ -227,6 +246,11 @@ class PgVectorIndex:
     @property
     def document_ids(self) -> list[str]:
         return []
+
+    @property
+    def deleted(self) -> np.ndarray:
+        """Deleted rows leave the table at once: none are kept."""
+        return np.empty(0, dtype=np.int64)
 
     def default_method(self) -> str:
         return "hnsw"
@@ -416,7 +440,11 @@ def _read_manifest(conn, table: str, lock: bool = False) -> dict | None:
     row = conn.execute(
         f"SELECT {', '.join(names)} FROM {META} WHERE name = %s{' FOR UPDATE' if lock else ''}", (table,)
     ).fetchone()
-    return None if row is None else dict(zip(names, row, strict=True))
+    if row is None:
+        return None
+    manifest = dict(zip(names, row, strict=True))
+    hnsw = {key: manifest[key] for key in ("hnsw_m", "ef_construction", "ef_search")}
+    return {**manifest, "structures": {"hnsw": hnsw}, "segments": [], "store": "postgresql"}
 
 
 def _create(conn, table: str, manifest: dict, overwrite: bool, where: str) -> None:
@@ -428,7 +456,7 @@ def _create(conn, table: str, manifest: dict, overwrite: bool, where: str) -> No
     existing = _read_manifest(conn, table, lock=True)
     if conn.execute("SELECT to_regclass(%s)", (sql.Identifier(table).as_string(conn),)).fetchone()[0]:
         if existing is None:
-            raise IndexExistsError(f"{where}: table {table!r} exists and is not an sbert index; choose another table")
+            raise IndexExistsError(f"{where}: table {table!r} exists and is not an sbert index; choose another")
         if not overwrite:
             raise IndexExistsError(f"{where}: table {table!r} already holds an index (overwrite=True, --overwrite)")
         conn.execute(_sql("DROP TABLE {}", table))
