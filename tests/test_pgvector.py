@@ -243,3 +243,22 @@ def test_cli_build_add_search_delete_on_a_tiny_corpus(url, table, tmp_path):
     assert '"rows": 3' in info
     refused = runner.invoke(cli, ["index", "build", str(corpus), "--db", url, "--table", "x", "--bm25"])
     assert refused.exit_code != 0 and "--bm25 applies to a folder index" in refused.output
+
+
+def test_the_service_searches_an_index_in_postgresql(url, table, model):
+    pytest.importorskip("fastapi", reason="needs the sbert[serve] extra")
+    from fastapi.testclient import TestClient
+
+    from sbert.serve.app import create_app
+    from sbert.serve.settings import EngineSettings
+
+    texts = ["Bread is baked in an oven.", "The stock market fell.", "A cat sleeps on the sofa."]
+    PgVectorIndex.build(url, model.encode(texts), model="default", table=table, texts=texts, backend=model.runtime)
+    index = open_index(url, table=table)
+    index.check_model("default", model.dim)
+    app = create_app(model, model_name="default", index=index, engine=EngineSettings(workers=1, max_wait_ms=1))
+    with TestClient(app) as client:
+        found = client.post("/search", json={"query": "how to bake bread", "k": 2}).json()["results"][0]["hits"]
+        assert [h["text"] for h in found][:1] == [texts[0]] and len(found) == 2
+        assert client.get("/info").json()["index"]["size"] == 3
+        assert client.post("/search", json={"query": "x", "method": "int8"}).status_code == 400
