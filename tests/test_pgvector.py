@@ -128,6 +128,19 @@ def test_a_table_that_is_not_an_index_is_never_replaced(url, table):
         PgVectorIndex.open(url, "bad; DROP TABLE x")
 
 
+def test_a_failed_read_leaves_the_connection_usable(url, table):
+    import psycopg
+
+    index = PgVectorIndex.build(url, unit(3, 4), model="default", table=table)
+    with psycopg.connect(url) as conn:
+        conn.execute(f"ALTER TABLE {table} RENAME TO {table}_away")
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        len(index)
+    with psycopg.connect(url) as conn:
+        conn.execute(f"ALTER TABLE {table}_away RENAME TO {table}")
+    assert len(index) == 3 and index.search(unit(1, 4), 2)[0][0].id in {"0", "1", "2"}
+
+
 def test_bad_urls_name_host_port_and_database(url, tmp_path):
     missing = tmp_path / "no-server-here"
     with pytest.raises(DatabaseError, match=f"{missing}:5433/sbert"):

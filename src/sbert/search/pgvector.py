@@ -392,7 +392,12 @@ class PgVectorIndex:
         with self._lock:
             if self._conn.closed or self._conn.broken:
                 self._conn = _connect(self.url)
-            yield self._conn
+            try:
+                yield self._conn
+            except BaseException:
+                if not self._conn.closed:
+                    self._conn.rollback()  # a failed statement must not poison the next call
+                raise
             if not self._conn.closed and self._conn.info.transaction_status:
                 self._conn.commit()  # end the read's implicit transaction: no snapshot held between calls
 
