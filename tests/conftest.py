@@ -23,6 +23,7 @@ MODEL_FIXTURES = {
     "tiny_model",
     "tiny_dense_folder",
     "cross",
+    "two_ranks",  # test_distributed: trains in two processes
 }
 # Slow without such a fixture: large brute-force comparisons, model folders built inside the test.
 SLOW_TESTS = {

@@ -14,6 +14,9 @@ mini-batch of ``mini_batch_size`` texts:
 
 Step 3 runs from a hook on the returned (leaf) loss tensor, so the trainer treats this loss as any
 other: ``loss.backward()`` (scaled for fp16 or not) fills the model's gradients.
+
+Under ``torchrun`` each rank embeds its share of the texts in step 1 and gathers the other ranks' vectors;
+step 2 runs on the whole batch on every rank, and step 3 replays the rank's own mini-batches only.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sbert.losses.in_batch import InBatchExample, ranking_logits, text_columns
+from sbert.losses.in_batch import InBatchExample, gather_columns, ranking_logits, share_of_columns, text_columns
 from sbert.protocols import TrainableEncoder
+from sbert.training import distributed
 
 
 @dataclass
@@ -79,13 +83,16 @@ class _MiniBatch:
     """Texts of one column embedded together, their random-number state, and their embeddings' gradient."""
 
     texts: list[str]
-    rng: _RngState | None
-    embeddings: torch.Tensor  # (len(texts), dim), a leaf: step 2 fills its .grad
+    rng: _RngState
+    embeddings: torch.Tensor  # (len(texts), dim), without a graph
+    grad: torch.Tensor | None = None  # (len(texts), dim): d loss / d embeddings, from step 2
 
 
 class CachedMultipleNegativesRankingLoss(nn.Module):
     """``MultipleNegativesRankingLoss`` with gradient caching: the same loss and gradients (up to float
     rounding), with the memory of ``mini_batch_size`` texts instead of the whole batch's."""
+
+    global_batch = True  # the trainer gives every rank the whole batch (see sbert.losses.in_batch)
 
     def __init__(self, scale: float = 20.0, mini_batch_size: int = 32) -> None:
         super().__init__()
@@ -96,31 +103,37 @@ class CachedMultipleNegativesRankingLoss(nn.Module):
     def forward(self, encoder: TrainableEncoder, batch: Sequence[InBatchExample]) -> torch.Tensor:
         training = torch.is_grad_enabled()
         autocast = _Autocast.current(encoder.device)
-        columns = [self._embed_without_graph(encoder, column, training) for column in text_columns(batch)]
-        loss = self._loss_and_cache(columns, len(batch), backward=training)
+        columns = text_columns(batch)  # under torchrun: this rank embeds its share, gathers the rest
+        pieces = [piece for texts in share_of_columns(columns) for piece in self._embed_without_graph(encoder, texts)]
+        local = torch.cat([p.embeddings for p in pieces]) if pieces else torch.zeros(0, 0, device=encoder.device)
+        vectors = torch.cat(gather_columns(local, columns)).requires_grad_(training)
+        loss = self._loss_and_cache(vectors, len(batch), backward=training)
         if not training:
             return loss
+        mine = vectors.grad[distributed.share(len(vectors))]  # the cache: gradients of this rank's vectors
+        for piece, grad in zip(pieces, mine.split([len(p.texts) for p in pieces]), strict=True):
+            piece.grad = grad
         loss = loss.detach().requires_grad_()
-        loss.register_hook(lambda grad: self._replay(encoder, columns, autocast, grad))
+        loss.register_hook(lambda grad: self._replay(encoder, pieces, autocast, grad))
         return loss
 
-    def _embed_without_graph(self, encoder: TrainableEncoder, texts: list[str], keep_rng: bool) -> list[_MiniBatch]:
-        """Step 1: one column, ``mini_batch_size`` texts at a time, without a graph."""
+    def _embed_without_graph(self, encoder: TrainableEncoder, texts: list[str]) -> list[_MiniBatch]:
+        """Step 1: one column (or this rank's part of it), ``mini_batch_size`` texts at a time, without a graph."""
         pieces = []
         for start in range(0, len(texts), self.mini_batch_size):
             chunk = texts[start : start + self.mini_batch_size]
-            rng = _RngState.capture(encoder.device) if keep_rng else None
+            rng = _RngState.capture(encoder.device)
             with torch.no_grad():
                 (vectors,) = encoder.embed_with_grad(chunk)
-            pieces.append(_MiniBatch(chunk, rng, vectors.detach().requires_grad_(keep_rng)))
+            pieces.append(_MiniBatch(chunk, rng, vectors.detach()))
         return pieces
 
-    def _loss_and_cache(self, columns: list[list[_MiniBatch]], rows: int, backward: bool) -> torch.Tensor:
-        """Step 2: the mean cross-entropy over ``rows`` anchors, ``mini_batch_size`` anchors at a time;
-        with ``backward``, each piece is back-propagated to the embeddings at once (its graph freed)."""
-        anchors = torch.cat([piece.embeddings for piece in columns[0]])
-        candidates = torch.cat([piece.embeddings for column in columns[1:] for piece in column])
-        total = torch.zeros((), device=anchors.device)
+    def _loss_and_cache(self, vectors: torch.Tensor, rows: int, backward: bool) -> torch.Tensor:
+        """Step 2: the mean cross-entropy over ``rows`` anchors (the first ``rows`` of ``vectors``, every
+        column's vectors in order; the rest are candidates), ``mini_batch_size`` anchors at a time; with
+        ``backward``, each piece is back-propagated to ``vectors`` at once (its graph freed)."""
+        anchors, candidates = vectors[:rows], vectors[rows:]
+        total = torch.zeros((), device=vectors.device)
         for start in range(0, rows, self.mini_batch_size):
             stop = min(start + self.mini_batch_size, rows)
             scores = ranking_logits(anchors[start:stop], candidates, self.scale)
@@ -132,14 +145,12 @@ class CachedMultipleNegativesRankingLoss(nn.Module):
             total = total + piece
         return total
 
-    def _replay(self, encoder: TrainableEncoder, columns: list[list[_MiniBatch]], autocast: _Autocast, grad) -> None:
+    def _replay(self, encoder: TrainableEncoder, pieces: list[_MiniBatch], autocast: _Autocast, grad) -> None:
         """Step 3: each mini-batch embedded again with a graph, under its step-1 random-number state and
         autocast, and its cached embedding gradient (times the loss's own gradient) back-propagated."""
         with torch.enable_grad():
-            for column in columns:
-                for piece in column:
-                    with piece.rng.replayed(), autocast.context():
-                        (vectors,) = encoder.embed_with_grad(piece.texts)
-                    cached = piece.embeddings.grad
-                    surrogate = torch.dot(vectors.flatten().float(), cached.flatten().float()) * grad
-                    surrogate.backward()
+            for piece in pieces:
+                with piece.rng.replayed(), autocast.context():
+                    (vectors,) = encoder.embed_with_grad(piece.texts)
+                surrogate = torch.dot(vectors.flatten().float(), piece.grad.flatten().float()) * grad
+                surrogate.backward()

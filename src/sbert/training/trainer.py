@@ -7,6 +7,11 @@ batches the interrupted one would have taken.
 
 While ``train`` runs, a first SIGINT (Ctrl-C) or SIGTERM makes it save a checkpoint at the end of the
 current step and raise ``TrainingInterrupted``; a second one stops at once, as without sbert.
+
+Under ``torchrun`` (``sbert.training.distributed``) every rank runs this loop over the same global
+batches: each takes its share of a batch (losses marked ``global_batch`` take the whole batch and split
+it themselves), the ranks' gradients are summed so that every rank takes the one-process step, and only
+rank 0 logs, shows progress, evaluates and writes checkpoints and the model.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from sbert.device import default_device
 from sbert.errors import SbertError
 from sbert.progress import progress_bar
 from sbert.training import checkpoint as ckpt
+from sbert.training import distributed
 from sbert.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from sbert.training.schedule import warmup_steps, warmup_then_linear_decay
 
@@ -211,7 +217,7 @@ class Trainer:
         check_replaceable(self.out)  # a folder of other files is refused now, not after hours of training
         self.run_dir = Path(run_dir) if run_dir else self.out.with_name(self.out.name + ".train")
         self.evaluator = evaluator
-        self.device = torch.device(device or default_device())
+        self.device = distributed.init_from_env(torch.device(device or default_device()))
         self.batches_per_epoch = [math.ceil(len(o.examples) / config.batch_size) for o in self.objectives]
         self.steps_per_epoch = sum(self.batches_per_epoch)
         self.total_steps = config.epochs * self.steps_per_epoch
@@ -271,11 +277,17 @@ class Trainer:
         scheduler = warmup_then_linear_decay(optimizer, warmup_steps(self.total_steps, cfg.warmup), self.total_steps)
         parts = _Parts(model, losses, params, optimizer, scheduler, *self._mixed_precision())
 
-        ckpt.collect_checkpoint_leftovers(self.run_dir)  # temporary files of killed checkpoint writes
+        if distributed.is_main():
+            ckpt.collect_checkpoint_leftovers(self.run_dir)  # temporary files of killed checkpoint writes
+        distributed.barrier()
         start = self._restore(parts) if resume else 0
-        if start == 0:
+        if start == 0 and distributed.is_main():
             self.run_dir.mkdir(parents=True, exist_ok=True)
             (self.run_dir / "log.jsonl").write_text("")
+        distributed.broadcast_module(model)  # every rank starts from rank 0's weights
+        distributed.broadcast_module(losses)
+        if distributed.rank() > 0:  # dropout: other masks on other ranks
+            torch.manual_seed(cfg.seed + 1_000_003 * distributed.rank() + start)
         model.train()
         losses.train()
         return parts, start
@@ -292,10 +304,16 @@ class Trainer:
             yield step, epoch, objective, [objective.examples[r] for r in rows]
 
     def _step(self, parts: _Parts, objective: Objective, batch: list) -> float:
-        """One optimizer step on ``batch``: forward, backward, clip, step, schedule. Returns the loss."""
+        """One optimizer step on ``batch``: forward, backward, clip, step, schedule. Returns the loss.
+        Under torchrun: this rank's part of the batch, the ranks' gradients summed before clipping."""
         with parts.autocast():
-            loss = objective.loss(parts.model, batch)
-        parts.scaler.scale(loss).backward()
+            loss, weight = self._rank_loss(parts, objective, batch)
+        if loss is not None and loss.requires_grad:  # a rank with no rows of this batch has no graph
+            parts.scaler.scale(loss * weight).backward()
+        value = 0.0 if loss is None else float(loss.detach()) * weight
+        if distributed.active():  # the ranks' gradients summed, and their parts of the batch's loss
+            whole = getattr(objective.loss, "global_batch", False)  # each rank has the whole batch's loss
+            value = distributed.sum_gradients(parts.params, value / distributed.world_size() if whole else value)
         if self.config.max_grad_norm:
             parts.scaler.unscale_(parts.optimizer)
             torch.nn.utils.clip_grad_norm_(parts.params, self.config.max_grad_norm)
@@ -303,7 +321,18 @@ class Trainer:
         parts.scaler.update()
         parts.scheduler.step()
         parts.optimizer.zero_grad(set_to_none=True)
-        return float(loss.detach())
+        return value
+
+    def _rank_loss(self, parts: _Parts, objective: Objective, batch: list) -> tuple[torch.Tensor | None, float]:
+        """This rank's loss and its weight: the ranks' weighted gradients add up to the whole batch's.
+        A ``global_batch`` loss gets the whole batch (weight 1: it differentiates through its own share);
+        another loss gets this rank's rows (weight rows / batch), or none, when the batch is too short."""
+        if getattr(objective.loss, "global_batch", False) or not distributed.active():
+            return objective.loss(parts.model, batch), 1.0
+        rows = batch[distributed.share(len(batch))]
+        if not rows:
+            return None, 0.0
+        return objective.loss(parts.model, rows), len(rows) / len(batch)
 
     def _due(self, every: int | None, done: int) -> bool:
         """Whether a periodic event (every ``every`` steps) falls after step ``done``; never after the last
@@ -312,21 +341,24 @@ class Trainer:
 
     def _checkpoint_when_due(self, done: int, parts: _Parts, stop: _StopOnSignal) -> None:
         """A periodic checkpoint; or, after SIGINT/SIGTERM, a checkpoint and ``TrainingInterrupted``."""
-        if not self._due(self.config.checkpoint_every, done) and stop.received is None:
+        received = distributed.agree_on_stop(stop.received)  # every rank stops after the same step
+        if not self._due(self.config.checkpoint_every, done) and received is None:
             return
         path = self._checkpoint(done, parts)
-        if stop.received is not None:
-            self._log({"step": done, "interrupted": signal.Signals(stop.received).name})
-            raise TrainingInterrupted(stop.received, done, self.total_steps, path)
+        if received is not None:
+            self._log({"step": done, "interrupted": signal.Signals(received).name})
+            raise TrainingInterrupted(received, done, self.total_steps, path)
 
     def _finish(self, parts: _Parts, bar) -> tuple[float | None, Path | None]:
         """The final evaluation and save; the checkpoint kept (``keep_checkpoint``) or removed."""
         score = self._evaluate(self.total_steps, bar)
-        if self.evaluator is None:
+        if self.evaluator is None and distributed.is_main():
             self.encoder.save(self.out)
         if self.config.keep_checkpoint:
             return score, self._checkpoint(self.total_steps, parts)
-        (self.run_dir / ckpt.FILE).unlink(missing_ok=True)
+        if distributed.is_main():
+            (self.run_dir / ckpt.FILE).unlink(missing_ok=True)
+        distributed.barrier()
         return score, None
 
     def _summary(self, start: int, elapsed: float, score: float | None, checkpoint: Path | None) -> dict:
@@ -361,7 +393,8 @@ class Trainer:
 
     # -- pieces ----------------------------------------------------------------------------------------
     def _progress_bar(self, start: int):
-        return progress_bar(self.total_steps, "train", self.config.progress, unit="step", initial=start)
+        shown = self.config.progress if distributed.is_main() else False
+        return progress_bar(self.total_steps, "train", shown, unit="step", initial=start)
 
     def _mixed_precision(self) -> tuple[Callable[[], contextlib.AbstractContextManager], torch.amp.GradScaler]:
         mode = self.config.amp
@@ -382,7 +415,7 @@ class Trainer:
     def _evaluate(self, step: int, bar=None) -> float | None:
         """Score the dev data by the evaluator's headline metric; a better score saves the model. With
         the training bar shown, the evaluation shows its progress too."""
-        if self.evaluator is None:
+        if self.evaluator is None or not distributed.is_main():  # under torchrun, rank 0 evaluates
             return None
         shown = bar is not None and not bar.disable
         if shown:
@@ -400,6 +433,8 @@ class Trainer:
         return score
 
     def _log(self, row: dict) -> None:
+        if not distributed.is_main():
+            return
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.run_dir / "log.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps(row) + "\n")
@@ -424,16 +459,13 @@ class Trainer:
         }
 
     def _checkpoint(self, step: int, parts: _Parts) -> Path:
-        return save_checkpoint(
-            self.run_dir,
-            {
-                "step": step,
-                "fingerprint": json.dumps(self.fingerprint(), sort_keys=True),
-                **parts.state_dict(),
-                "rng": rng_state(),
-                "best": self.best,
-            },
-        )
+        """Rank 0 writes ``checkpoint.pt`` (atomically); under torchrun the others wait until it is there."""
+        path = self.run_dir / ckpt.FILE
+        if distributed.is_main():
+            state = {"step": step, "fingerprint": json.dumps(self.fingerprint(), sort_keys=True)}
+            path = save_checkpoint(self.run_dir, {**state, **parts.state_dict(), "rng": rng_state(), "best": self.best})
+        distributed.barrier()
+        return path
 
     def _restore(self, parts: _Parts) -> int:
         state = load_checkpoint(self.run_dir)
@@ -451,7 +483,8 @@ class Trainer:
         set_rng_state(state["rng"])
         self.best = state["best"]
         step = int(state["step"])
-        self._truncate_log(step)
+        if distributed.is_main():
+            self._truncate_log(step)
         return step
 
     def _refuse_finished_run(self) -> None:
