@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from functools import wraps
+from functools import partial, wraps
 from pathlib import Path
 
 import click
@@ -78,7 +78,21 @@ def prompt_options(role: str) -> Callable[[Callable], Callable]:
     "--processes",
     type=click.IntRange(min=1),
     help="Encode with N worker processes into --out DIR: .npy and Parquet shards and a manifest.json, "
-    "streamed (the input need not fit in memory).",
+    "streamed (the input need not fit in memory). With --engine ray: N Ray actors (default 2).",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["processes", "ray"]),
+    default="processes",
+    show_default=True,
+    help="--out DIR: local worker processes, or a Ray cluster through Ray Data (pip install 'sbert[ray]'; "
+    "docs/scale.md).",
+)
+@click.option(
+    "--address",
+    metavar="ADDRESS",
+    help="--engine ray: the cluster ('auto' = the one `ray start` runs on this node, ray://HEAD:10001 = a "
+    "remote one; default: a new local Ray).",
 )
 @click.option(
     "--shard-size", default=10_000, show_default=True, type=click.IntRange(min=1), help="Texts per shard (--out DIR)."
@@ -105,6 +119,8 @@ def encode(
     skip_empty,
     progress,
     processes,
+    engine,
+    address,
     shard_size,
     resume,
     prompts,
@@ -113,8 +129,10 @@ def encode(
     from sbert.atomic import atomic_file
     from sbert.data.lines import read_lines
 
-    if processes is not None or (out is not None and out.is_dir()):
-        run = (processes or 1, shard_size, resume, skip_empty, progress)
+    if address is not None and engine != "ray":
+        raise click.UsageError("--address names a Ray cluster: use it with --engine ray")
+    if processes is not None or engine == "ray" or (out is not None and out.is_dir()):
+        run = (processes, shard_size, resume, skip_empty, progress, engine, address)
         encoding = dict(
             batch_size=batch_size, max_tokens=max_tokens, normalize=normalize, max_seq_length=max_seq_length
         )
@@ -153,11 +171,18 @@ def encode(
 
 def _encode_to_folder(source, loading: tuple, out, fmt, run: tuple, options: dict) -> None:
     """``encode --processes N --out DIR``: sbert.parallel's resumable shard folder. ``loading``: model, runtime,
-    allow_pickle; ``run``: processes, shard_size, resume, skip_empty, progress; ``options``: EncodeSpec's."""
+    allow_pickle; ``run``: processes, shard_size, resume, skip_empty, progress, engine, address; ``options``:
+    EncodeSpec's. ``--engine ray`` runs it on a Ray cluster with ``processes`` actors (default 2)."""
     from sbert.parallel import encode_to_shards
 
     model, runtime, allow_pickle = loading
-    processes, shard_size, resume, skip_empty, progress = run
+    processes, shard_size, resume, skip_empty, progress, engine, address = run
+    if engine == "ray":
+        from sbert.parallel.ray_engine import encode_with_ray
+
+        write_shards = partial(encode_with_ray, address=address, num_actors=processes or 2)
+    else:
+        write_shards = partial(encode_to_shards, processes=processes or 1)
     if out is None:
         raise click.UsageError("--processes writes a folder of shards: give it with --out DIR")
     if fmt is not None or (not out.is_dir() and out.suffix.lower() in (".npy", ".jsonl", ".ndjson")):
@@ -165,11 +190,10 @@ def _encode_to_folder(source, loading: tuple, out, fmt, run: tuple, options: dic
             f"--out {out}: --processes writes a folder of shards (.npy and Parquet, with a manifest.json), "
             "not one .npy or .jsonl file: give a folder"
         )
-    result = encode_to_shards(
+    result = write_shards(
         model,
         source,
         out,
-        processes=processes,
         shard_size=shard_size,
         resume=resume,
         skip_empty=skip_empty,
