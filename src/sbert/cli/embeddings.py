@@ -129,9 +129,7 @@ def encode(
     from sbert.atomic import atomic_file
     from sbert.data.lines import read_lines
 
-    if address is not None and engine != "ray":
-        raise click.UsageError("--address names a Ray cluster: use it with --engine ray")
-    if processes is not None or engine == "ray" or (out is not None and out.is_dir()):
+    if processes is not None or engine == "ray" or address is not None or (out is not None and out.is_dir()):
         run = (processes, shard_size, resume, skip_empty, progress, engine, address)
         encoding = dict(
             batch_size=batch_size, max_tokens=max_tokens, normalize=normalize, max_seq_length=max_seq_length
@@ -177,6 +175,8 @@ def _encode_to_folder(source, loading: tuple, out, fmt, run: tuple, options: dic
 
     model, runtime, allow_pickle = loading
     processes, shard_size, resume, skip_empty, progress, engine, address = run
+    if address is not None and engine != "ray":
+        raise click.UsageError("--address names a Ray cluster: use it with --engine ray")
     if engine == "ray":
         from sbert.parallel.ray_engine import encode_with_ray
 
