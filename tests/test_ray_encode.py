@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 
 import numpy as np
 import pytest
@@ -25,9 +26,13 @@ def test_address_without_the_ray_engine_is_refused(tmp_path):
 def ray_cluster():
     ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'sbert[ray]'")
     pytest.importorskip("ray.data", reason="Ray Data is not installed: pip install 'sbert[ray]'")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    from sbert.parallel.ray_engine import start_ray, stop_ray
+
+    handlers = start_ray(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
-    ray.shutdown()
+    stop_ray(handlers)
+    # Ray's driver handler must not outlive it: later tests (and the user's program) keep their own.
+    assert signal.getsignal(signal.SIGTERM) is handlers[signal.SIGTERM]
 
 
 @pytest.fixture(scope="module")

@@ -96,7 +96,7 @@ def encode_with_ray(
     stream = _non_empty(iter_texts(texts, skip_empty=skip_empty), texts)
     folder = ShardFolder.open(out_dir, _settings(spec, canonical_name(spec.model), shard_size), resume)
     run = ShardRun(folder.path)
-    started = _connect(address)
+    started, handlers = _connect(address)
     try:
         with _bar(show_progress) as bar:
             todo = _todo(folder, chunks(stream, shard_size), run, bar)
@@ -110,9 +110,7 @@ def encode_with_ray(
                     bar.update(len(chunk.texts))
     finally:
         if started:
-            import ray
-
-            ray.shutdown()
+            stop_ray(handlers)
     folder.finish(run.rows, run.shards)
     run.written.sort()
     return run
@@ -125,14 +123,38 @@ def _require_ray() -> None:
         raise RayMissingError("encoding on Ray needs Ray Data: pip install 'sbert[ray]' (or 'ray[data]')") from err
 
 
-def _connect(address: str | None) -> bool:
-    """Join ``address`` (or the Ray this process already runs, or a new local one); True if started here."""
+def _connect(address: str | None) -> tuple[bool, dict]:
+    """Join ``address`` (or the Ray this process already runs, or a new local one): (started here, the
+    signal handlers to give back when it stops)."""
     import ray
 
     if ray.is_initialized():
-        return False
-    ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    return True
+        return False, {}
+    return True, start_ray(address=address, include_dashboard=False, log_to_driver=False)
+
+
+def start_ray(**init_kwargs: Any) -> dict:
+    """``ray.init(**init_kwargs)``, returning the SIGINT/SIGTERM handlers it replaces (Ray installs its own
+    in the driver and leaves them after ``shutdown``): pass them to ``stop_ray``."""
+    import signal
+
+    import ray
+
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    ray.init(**init_kwargs)
+    return handlers
+
+
+def stop_ray(handlers: dict) -> None:
+    """``ray.shutdown()``, then the signal handlers that were there before ``start_ray``."""
+    import signal
+
+    import ray
+
+    ray.shutdown()
+    for signum, handler in handlers.items():
+        if handler is not None:
+            signal.signal(signum, handler)
 
 
 def _windows(todo: Iterator[tuple[Chunk, str]], size: int) -> Iterator[list[tuple[Chunk, str]]]:
