@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from sbert.data.lines import read_lines
-from sbert.data.paths import open_text
+from sbert.data.paths import numbered_lines
 from sbert.errors import InputFileError
 
 
@@ -20,22 +20,19 @@ def read_corpus(source: str | Path, *, skip_empty: bool = False) -> tuple[list[s
         raise InputFileError(f"{path}: no such file")
     ids: list[str] = []
     texts: list[str] = []
-    with open_text(path) as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputFileError(f"{path}: line {number} is not valid JSON ({err.msg})") from err
-            text = record.get("text") if isinstance(record, dict) else None
-            if not isinstance(text, str) or (not text.strip() and not skip_empty):
-                raise InputFileError(f'{path}: line {number}: expected an object with a non-empty string "text"')
-            if not text.strip():
-                continue
-            if "id" in record:
-                ids.append(str(record["id"]))
-            texts.append(text)
+    for number, line in numbered_lines(path):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InputFileError(f"{path}: line {number} is not valid JSON ({err.msg})") from err
+        text = record.get("text") if isinstance(record, dict) else None
+        if not isinstance(text, str) or (not text.strip() and not skip_empty):
+            raise InputFileError(f'{path}: line {number}: expected an object with a non-empty string "text"')
+        if not text.strip():
+            continue
+        if "id" in record:
+            ids.append(str(record["id"]))
+        texts.append(text)
     if ids and len(ids) != len(texts):
         raise InputFileError(f'{path}: {len(ids)} of {len(texts)} records have an "id"; give all or none')
     return ids or None, texts

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -28,24 +29,28 @@ def read_lines(source: str | Path | BinaryIO, *, skip_empty: bool = False) -> li
         name, stream, close = str(path), open(path, "rb"), True  # noqa: SIM115 - closed below
     else:
         name, stream, close = getattr(source, "name", "<stream>"), source, False
-    lines: list[str] = []
     try:
-        for number, raw in enumerate(stream, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise not_decodable(name, number, raw, err) from err
-            text = text.rstrip("\r\n")
-            if number == 1:
-                text = text.removeprefix("\ufeff")
-            if not text.strip():
-                if skip_empty:
-                    continue
-                raise InputFileError(
-                    f"{name}: line {number} is empty; expected one text per line (use --skip-empty to skip empty lines)"
-                )
-            lines.append(text)
+        return list(iter_lines(name, stream, skip_empty))
     finally:
         if close:
             stream.close()
-    return lines
+
+
+def iter_lines(name: str, stream: Iterable[bytes], skip_empty: bool = False) -> Iterator[str]:
+    """The texts of a binary ``stream`` of UTF-8 lines named ``name`` in errors, one at a time (the rules of
+    ``read_lines``: line ends and a first byte-order mark removed, empty lines refused unless ``skip_empty``)."""
+    for number, raw in enumerate(stream, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise not_decodable(name, number, raw, err) from err
+        text = text.rstrip("\r\n")
+        if number == 1:
+            text = text.removeprefix("\ufeff")
+        if not text.strip():
+            if skip_empty:
+                continue
+            raise InputFileError(
+                f"{name}: line {number} is empty; expected one text per line (use --skip-empty to skip empty lines)"
+            )
+        yield text

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from sbert.data.paths import not_decodable
+from sbert.data.lines import iter_lines
 from sbert.errors import InputFileError
 
 
@@ -35,7 +35,7 @@ def iter_file_lines(source: str | Path, *, skip_empty: bool = False) -> Iterator
 
     Bad bytes and empty lines (unless ``skip_empty``) raise ``InputFileError`` naming the file and line."""
     if str(source) == "-":
-        yield from _lines("<stdin>", sys.stdin.buffer, skip_empty)
+        yield from iter_lines("<stdin>", sys.stdin.buffer, skip_empty)
         return
     path = Path(source)
     if path.is_dir():
@@ -43,25 +43,7 @@ def iter_file_lines(source: str | Path, *, skip_empty: bool = False) -> Iterator
     if not path.is_file():
         raise InputFileError(f"{path}: no such file")
     with open(path, "rb") as stream:
-        yield from _lines(str(path), stream, skip_empty)
-
-
-def _lines(name: str, stream, skip_empty: bool) -> Iterator[str]:
-    for number, raw in enumerate(stream, start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise not_decodable(name, number, raw, err) from err
-        text = text.rstrip("\r\n")
-        if number == 1:
-            text = text.removeprefix("\ufeff")
-        if not text.strip():
-            if skip_empty:
-                continue
-            raise InputFileError(
-                f"{name}: line {number} is empty; expected one text per line (use --skip-empty to skip empty lines)"
-            )
-        yield text
+        yield from iter_lines(str(path), stream, skip_empty)
 
 
 def iter_texts(source: str | Path | Iterable[str], *, skip_empty: bool = False) -> Iterator[str]:

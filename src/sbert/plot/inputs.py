@@ -25,23 +25,20 @@ def read_labels(path: str | Path, count: int, texts_name: str) -> list[str]:
 
 def read_label_field(path: str | Path, field: str, skip_empty: bool = False) -> list[str]:
     """The value of ``field`` in each record of a ``.jsonl`` corpus, for the records ``read_corpus`` keeps."""
-    from sbert.data.paths import open_text
+    from sbert.data.paths import numbered_lines
 
     labels = []
-    with open_text(Path(path)) as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputFileError(f"{path}: line {number} is not valid JSON ({err.msg})") from err
-            text = record.get("text") if isinstance(record, dict) else None
-            if skip_empty and isinstance(text, str) and not text.strip():
-                continue
-            if not isinstance(record, dict) or record.get(field) is None:
-                raise InputFileError(f"{path}: line {number}: no {field!r} field to colour the map by")
-            labels.append(str(record[field]))
+    for number, line in numbered_lines(Path(path)):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InputFileError(f"{path}: line {number} is not valid JSON ({err.msg})") from err
+        text = record.get("text") if isinstance(record, dict) else None
+        if skip_empty and isinstance(text, str) and not text.strip():
+            continue
+        if not isinstance(record, dict) or record.get(field) is None:
+            raise InputFileError(f"{path}: line {number}: no {field!r} field to colour the map by")
+        labels.append(str(record[field]))
     return labels
 
 
