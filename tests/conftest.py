@@ -92,6 +92,26 @@ def stsb_sentences() -> list[str]:
     return sentences[:400]
 
 
+TINY_WORDS = [
+    "cat",
+    "dog",
+    "bird",
+    "fish",
+    "horse",
+    "cow",
+    "sheep",
+    "goat",
+    "mouse",
+    "lion",
+    "tiger",
+    "bear",
+    "wolf",
+    "fox",
+    "deer",
+    "owl",
+]  # texts for tiny models
+
+
 def make_tiny_encoder(seed: int = 0, dropout: float = 0.1):
     """A 1-layer, 16-wide BERT with the default model's tokenizer: fast enough to train in a test."""
     import torch

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import torch
+from conftest import TINY_WORDS as WORDS
 from conftest import make_tiny_encoder
 
 from sbert.data.examples import LabeledPair, RetrievalExample, ScoredPair, Triplet
@@ -24,24 +25,6 @@ from sbert.losses.softmax import SoftmaxLoss
 from sbert.losses.triplet import TripletLoss
 from sbert.training import Objective, TrainConfig, Trainer, distributed
 
-WORDS = [
-    "cat",
-    "dog",
-    "bird",
-    "fish",
-    "horse",
-    "cow",
-    "sheep",
-    "goat",
-    "mouse",
-    "lion",
-    "tiger",
-    "bear",
-    "wolf",
-    "fox",
-    "deer",
-    "owl",
-]
 ROWS = 13  # batches of 6, 6 and 1: the last one leaves a rank of two without a row
 CASES = ("classification", "regression", "triplet", "mnrl", "cached-mnrl")
 

@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+from conftest import TINY_WORDS as WORDS
 from torch import nn
 
 import sbert
@@ -20,24 +21,6 @@ from sbert.losses.registry import OBJECTIVES, LossInputs
 from sbert.training import Objective, TrainConfig, Trainer
 from sbert.training.trainer import _param_groups
 
-WORDS = [
-    "cat",
-    "dog",
-    "bird",
-    "fish",
-    "horse",
-    "cow",
-    "sheep",
-    "goat",
-    "mouse",
-    "lion",
-    "tiger",
-    "bear",
-    "wolf",
-    "fox",
-    "deer",
-    "owl",
-]
 # Ten rows, with 0, 1 or 2 hard negatives each: the candidates are ragged across the batch.
 BATCH = [
     RetrievalExample(
