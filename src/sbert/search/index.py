@@ -29,6 +29,9 @@ from sbert.errors import IndexFormatError, IndexMismatchError, SbertError
 from sbert.search import index_search
 from sbert.search.exact import TopK
 from sbert.search.index_search import Documents, Hit, Hybrid
+from sbert.search.recorded import MIXED, RecordedModel
+from sbert.search.recorded import check_backend as _check_backend
+from sbert.search.recorded import precision as _precision
 from sbert.search.store import (
     LEXICAL,
     LOCK_TIMEOUT,
@@ -46,7 +49,6 @@ __all__ = ["Documents", "Hit", "Hybrid", "IndexLockedError", "VectorIndex", "bac
 
 STRUCTURES = tuple(STORED)  # hnsw, int8, binary: the structures an index may keep beside its rows
 COMPACT_AT = 0.25  # share of deleted rows that triggers a rewrite without them
-MIXED = "mixed"  # the backend of an index whose rows were made by different backends or precisions
 
 
 class _Runs(Protocol):
@@ -63,7 +65,7 @@ def _store(path: str | Path) -> SegmentStore:
     return SegmentStore(path, {name: kind.settings for name, kind in STORED.items()}, SUFFIX)
 
 
-class VectorIndex:
+class VectorIndex(RecordedModel):
     """Vectors with ids and texts in a folder. ``build`` makes one, ``open`` reads one, then
     ``add``/``delete``/``search``. Searching is exact unless an ``hnsw``, ``int8`` or ``binary``
     structure was built (``ann=True``, ``quantization=``) or asked for (``method=``).
@@ -115,23 +117,6 @@ class VectorIndex:
     @property
     def row_of(self) -> dict[str, int]:
         return self._snap.row_of
-
-    @property
-    def model(self) -> str:
-        return self.manifest["model"]
-
-    @property
-    def backend(self) -> str | None:
-        """How the vectors were made (``torch/fp32``, ``onnx/int8``, ``mixed``), or None where not recorded."""
-        return self.manifest.get("backend")
-
-    @property
-    def dim(self) -> int:
-        return int(self.manifest["dim"])
-
-    @property
-    def metric(self) -> str:
-        return self.manifest["metric"]
 
     @property
     def structures(self) -> list[str]:
@@ -189,30 +174,6 @@ class VectorIndex:
     def _current(self) -> Snapshot:
         self.refresh()
         return self._snap
-
-    # -- model checks ----------------------------------------------------------------------------------
-    def check_model(self, name_or_path: str | Path, dim: int | None = None) -> None:
-        """Raise IndexMismatchError unless ``name_or_path`` (and ``dim``) is the model the index was built with."""
-        from sbert.registry import canonical_name, resolve
-
-        same = canonical_name(name_or_path) == self.model
-        if not same and self.manifest.get("model_path"):
-            with contextlib.suppress(Exception):
-                same = str(resolve(name_or_path).resolve()) == self.manifest["model_path"]
-        if not same:
-            raise IndexMismatchError(
-                f"index {self.path} was built with model {self.model!r} (dim {self.dim}); "
-                f"refusing to use it with {str(name_or_path)!r}: embeddings of different models are not comparable"
-            )
-        if dim is not None and dim != self.dim:
-            raise IndexMismatchError(f"index {self.path} holds {self.dim}-dim vectors; the model gives {dim}")
-
-    def check_backend(self, backend: str | None, allow_mixed: bool = False) -> None:
-        """Raise IndexMismatchError if vectors made by ``backend`` (``torch/fp32``, ``onnx/int8``, ...; see
-        ``backend_name``) are not comparable with the index's own. Only the precision counts (fp32 vectors
-        agree across backends to ~1e-6; bf16 and int8 ones do not). Nothing is checked where either side
-        is unknown (None; indexes of older sbert versions) or the index is already mixed."""
-        _check_backend(self.path, self.manifest, backend, allow_mixed)
 
     # -- searching -------------------------------------------------------------------------------------
     def default_method(self) -> str:
@@ -563,22 +524,6 @@ def _check_rows(x: np.ndarray, ids: list[str], texts: Sequence[str] | None, row_
     if clash or len(set(ids)) != n:
         dupes = clash or [i for i, count in Counter(ids).items() if count > 1]
         raise ValueError(f"ids must be unique in the index; repeated: {dupes[:5]}")
-
-
-def _precision(backend: str) -> str:
-    return backend.rpartition("/")[2]
-
-
-def _check_backend(path: Path, manifest: dict, backend: str | None, allow_mixed: bool) -> None:
-    recorded = manifest.get("backend")
-    if not recorded or not backend or recorded == MIXED or allow_mixed:
-        return
-    if _precision(recorded) != _precision(backend):
-        raise IndexMismatchError(
-            f"index {path} holds vectors made with {recorded}; these are made with {backend}: vectors of another "
-            f"precision are not comparable enough to mix. Embed with the index's backend and precision "
-            f"(--backend/--precision), or pass allow_mixed_backend=True (--allow-mixed-backend) to use them anyway"
-        )
 
 
 # -- documents and lexical search ------------------------------------------------------------------------

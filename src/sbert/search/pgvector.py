@@ -26,6 +26,7 @@ import numpy as np
 
 from sbert.arrays import Array
 from sbert.errors import IndexExistsError, IndexFormatError, SbertError
+from sbert.search.recorded import MIXED, RecordedModel, check_backend, precision
 
 __all__ = ["DEFAULT_TABLE", "DatabaseError", "PgVectorIndex", "is_database_url", "open_index", "split_location"]
 
@@ -126,7 +127,7 @@ def _check_table_name(table: str) -> str:
     return table
 
 
-class PgVectorIndex:
+class PgVectorIndex(RecordedModel):
     """Vectors with ids and texts in a PostgreSQL table with an HNSW index. ``build`` makes one, ``open``
     reads one, then ``add``/``delete``/``search``. Safe to search from several threads (one connection,
     used by one thread at a time) and to write from several processes (writes queue on a row lock)."""
@@ -221,22 +222,6 @@ class PgVectorIndex:
         return self._manifest
 
     @property
-    def model(self) -> str:
-        return self._manifest["model"]
-
-    @property
-    def dim(self) -> int:
-        return int(self._manifest["dim"])
-
-    @property
-    def metric(self) -> str:
-        return self._manifest["metric"]
-
-    @property
-    def backend(self) -> str | None:
-        return self._manifest.get("backend")
-
-    @property
     def structures(self) -> list[str]:
         return ["hnsw"]
 
@@ -279,18 +264,6 @@ class PgVectorIndex:
             return False
         self._manifest = new
         return True
-
-    def check_model(self, name_or_path: str | Path, dim: int | None = None) -> None:
-        """Raise IndexMismatchError unless ``name_or_path`` (and ``dim``) is the model the index was built with."""
-        from sbert.search.index import VectorIndex
-
-        VectorIndex.check_model(self, name_or_path, dim)  # type: ignore[arg-type]  # reads model, dim, manifest, path
-
-    def check_backend(self, backend: str | None, allow_mixed: bool = False) -> None:
-        """Raise IndexMismatchError if vectors made by ``backend`` are of another precision than the index's."""
-        from sbert.search.index import _check_backend
-
-        _check_backend(self.path, self._manifest, backend, allow_mixed)  # type: ignore[arg-type]
 
     # -- searching -------------------------------------------------------------------------------------
     def search(
@@ -352,12 +325,12 @@ class PgVectorIndex:
     ) -> None:
         """Append rows in one transaction, after any other writer's (ids default to consecutive numbers
         after the largest numeric id). ``backend``: see ``check_backend``; mixing precisions records ``mixed``."""
-        from sbert.search.index import MIXED, _precision, _prepare
+        from sbert.search.index import _prepare
 
         if documents is not None:
             raise ValueError(f"index {self.path} (PostgreSQL) holds texts, not windows of documents")
         with self._writing() as (conn, manifest):
-            _check_backend_of(self.path, manifest, backend, allow_mixed_backend)
+            check_backend(self.path, manifest, backend, allow_mixed_backend)
             x = _prepare(embeddings, manifest, Path(self.path))
             if ids is None:
                 ids = _next_ids(conn, self.table, len(x))
@@ -368,7 +341,7 @@ class PgVectorIndex:
                 raise ValueError(f"ids must be unique in the index; already there: {[c[0] for c in clash]}")
             _copy_rows(conn, self.table, ids, texts, x)
             recorded = manifest.get("backend")
-            if recorded and backend and recorded != MIXED and _precision(recorded) != _precision(backend):
+            if recorded and backend and recorded != MIXED and precision(recorded) != precision(backend):
                 recorded = MIXED
             _touch(conn, self.table, recorded if recorded else backend)
 
@@ -519,9 +492,3 @@ def _check_rows(x: np.ndarray, ids: list[str], texts) -> None:
         raise ValueError("ids must be unique in the index; some repeat")
     if texts is not None and not all(isinstance(t, str | None) for t in texts):
         raise ValueError("texts must be strings (or None)")
-
-
-def _check_backend_of(path: str, manifest: dict, backend: str | None, allow_mixed: bool) -> None:
-    from sbert.search.index import _check_backend
-
-    _check_backend(path, manifest, backend, allow_mixed)  # type: ignore[arg-type]
