@@ -108,3 +108,44 @@ def test_columns_are_shared_in_order_across_ranks(monkeypatch):
     assert share_of_columns(columns) == [["a1", "a2", "a3"], ["p1"], []]
     monkeypatch.setattr(distributed, "rank", lambda: 1)
     assert share_of_columns(columns) == [[], ["p2", "p3"], ["n1"]]
+
+
+@pytest.mark.slow
+def test_sbert_train_nproc_2_takes_the_steps_of_one_process(tmp_path):
+    """``sbert train --nproc 2`` relaunches itself under torchrun: mnrl from the command line, two ranks
+    gathering each other's vectors, ends with the weights of the same command in one process."""
+    from conftest import make_tiny_encoder
+    from ddp_worker import _text
+    from safetensors.torch import load_file
+
+    make_tiny_encoder(seed=0, dropout=0.0).save(tmp_path / "tiny")
+    rows = [[_text(i, 0), _text(i, 1), *(_text(i, 5 + k) for k in range(1 + i % 2))] for i in range(13)]
+    data = tmp_path / "train.tsv"
+    data.write_text("".join("\t".join(row) + "\n" for row in rows), encoding="utf-8")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def train_cli(out: str, *extra: str) -> Path:
+        command = [sys.executable, "-m", "sbert", "train", "--model", str(tmp_path / "tiny"), "--objective", "mnrl"]
+        command += ["--format", "ntuples", "--train", str(data), "--batch-size", "6", "--epochs", "2"]
+        command += ["--device", "cpu", "--no-progress", "--out", str(tmp_path / out), *extra]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return tmp_path / out
+
+    one, two = train_cli("one"), train_cli("two", "--nproc", "2")
+    assert_same_weights(load_file(two / "model.safetensors"), load_file(one / "model.safetensors"))
+    log = [json.loads(line) for line in (two.parent / "two.train" / "log.jsonl").read_text().splitlines()]
+    steps = [row for row in log if "loss" in row]
+    assert [row["step"] for row in steps] == [1, 2, 3, 4, 5, 6]  # rank 0 alone logs
+    assert all(row["seconds"] >= 0 for row in steps)
+
+
+def test_nproc_is_refused_under_torchrun(monkeypatch):
+    from click.testing import CliRunner
+
+    from sbert.cli import main
+
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    result = CliRunner().invoke(main, ["train", "--nproc", "2", "--objective", "mnrl"])
+    assert result.exit_code == 2
+    assert "leave it out when running under torchrun" in result.output

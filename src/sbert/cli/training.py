@@ -88,9 +88,19 @@ class _TableChoice(click.Choice):
 @click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if present).")
 @click.option("--allow-pickle", is_flag=True, default=None, help="Allow pytorch_model.bin weights (can run code).")
 @click.option("--progress/--no-progress", default=None)
+@click.option(
+    "--nproc",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Train data-parallel on this many local processes (torchrun --standalone: gloo on CPU, "
+    "NCCL and one GPU each on CUDA); --batch-size stays the global batch.",
+)
 @friendly_errors
-def train(run_file, train, fmt, resume, **options) -> None:
+def train(run_file, train, fmt, resume, nproc, **options) -> None:
     """Fine-tune a model with the paper's objectives (or in-batch negatives)."""
+    if nproc > 1:
+        _relaunch_under_torchrun(nproc)
     from sbert.training import TrainingInterrupted
     from sbert.training.recipe import finished_message, run
     from sbert.training.spec import load_run_file, run_spec, values_from_options
@@ -115,6 +125,25 @@ def train(run_file, train, fmt, resume, **options) -> None:
         click.echo(stop.explain(sys.argv), err=True)
         sys.exit(stop.exit_code)
     click.echo(finished_message(summary), err=True)
+
+
+def _relaunch_under_torchrun(nproc: int) -> None:
+    """Replace this process by ``torchrun --standalone --nproc_per_node N -m sbert train ...`` with the same
+    options but ``--nproc`` (torchrun forwards signals to the ranks and returns the run's exit status)."""
+    import os
+
+    if "LOCAL_RANK" in os.environ:
+        raise click.UsageError("--nproc starts torchrun itself: leave it out when running under torchrun")
+    args, rest = [], iter(sys.argv[1:])
+    for arg in rest:
+        if arg == "--nproc":
+            next(rest, None)
+        elif not arg.startswith("--nproc="):
+            args.append(arg)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [*command, "-m", "sbert", *args])
 
 
 @click.command(name="eval")

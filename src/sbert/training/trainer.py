@@ -249,7 +249,17 @@ class Trainer:
                 bar.update(1)
                 bar.set_postfix(loss=f"{running:.4f}", refresh=False)
                 lr = parts.scheduler.get_last_lr()[0]
-                self._log({"step": done, "epoch": epoch, "objective": objective.name, "loss": value, "lr": lr})
+                seconds = round(time.perf_counter() - began, 3)  # since this run (or resume) began
+                self._log(
+                    {
+                        "step": done,
+                        "epoch": epoch,
+                        "objective": objective.name,
+                        "loss": value,
+                        "lr": lr,
+                        "seconds": seconds,
+                    }
+                )
                 if self._due(self.config.eval_every, done):
                     self._evaluate(done, bar)
                 if on_step is not None:
