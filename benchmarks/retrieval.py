@@ -39,6 +39,7 @@ from sbert.evaluation.retrievers import ChunkedRetriever, HybridRetriever, Lexic
 DOC = Path(__file__).resolve().parent.parent / "docs" / "retrieval.md"
 BEGIN, END = "<!-- benchmarks/retrieval.py: begin -->", "<!-- benchmarks/retrieval.py: end -->"
 METRICS = ("ndcg@10", "mrr@10", "recall@100")
+COLLECTIONS = ("scifact", "openoffice-dups")
 
 
 @dataclass
@@ -137,14 +138,24 @@ def collection_rows(name: str, args, fine_tune: Callable[[str, RetrievalCollecti
     collection = sample(test_part(name, args), args.queries, args.documents)
     print(f"{name}: {len(collection.queries)} test queries, {len(collection.corpus)} documents", flush=True)
     bm25 = Indexed(LexicalRetriever(), None, collection)
-    rows = [evaluate("BM25 (bm25s)", None, collection, bm25, bm25.seconds, args.latency)]
-    default = sbert.load("default", device="cpu")
-    rows += model_rows("default model", default, collection, args, bm25)
+    if args.reuse_default:  # BM25 and default-model rows of the last full run; the BM25 index is rebuilt
+        rows = [row for row in saved_rows(name) if not row.name.startswith("fine-tuned")]
+    else:
+        rows = [evaluate("BM25 (bm25s)", None, collection, bm25, bm25.seconds, args.latency)]
+        rows += model_rows("default model", sbert.load("default", device="cpu"), collection, args, bm25)
     tuned = None if args.skip_train else fine_tune(name, collection)
     if tuned is not None:
         model = sbert.load(tuned, device="cpu")
         rows += model_rows("fine-tuned", model, collection, args, bm25, best_choices(rows))
     return rows
+
+
+def saved_rows(name: str) -> list[Row]:
+    """The rows the last run of this script measured for collection ``name``."""
+    path = WORK / "retrieval" / f"{name}.json"
+    if not path.is_file():
+        raise SystemExit(f"{path} is missing: run this script on {name} without --reuse-default first")
+    return [Row(**row) for row in json.loads(path.read_text())]
 
 
 def test_part(name: str, args) -> RetrievalCollection:
@@ -188,6 +199,18 @@ def table(rows: list[Row]) -> list[str]:
     return markdown_table(header, body)
 
 
+def provenance(name: str, measured: list[str], args) -> list[str]:
+    """Which rows of collection ``name`` this run measured and which it took from an earlier run."""
+    if name not in measured:
+        return [f"(All rows from an earlier run of this script, kept in benchmarks/.work/retrieval/{name}.json.)"]
+    if args.reuse_default:
+        return [
+            "(BM25 and default-model rows from an earlier run of this script (`--reuse-default`); "
+            "fine-tuned rows from this run.)"
+        ]
+    return []
+
+
 def write_doc(lines: list[str]) -> None:
     """Put the tables into docs/retrieval.md between the benchmark's markers (atomically)."""
     from sbert.atomic import atomic_file
@@ -203,10 +226,15 @@ def write_doc(lines: list[str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--collections", default="scifact,openoffice-dups")
+    parser.add_argument("--collections", default=",".join(COLLECTIONS), help="measured; others: last run's rows")
     parser.add_argument("--latency-queries", dest="latency", type=int, default=200)
     parser.add_argument("--skip-train", action="store_true", help="leave out the fine-tuned rows")
     parser.add_argument("--skip-st", action="store_true", help="leave out sentence-transformers' numbers")
+    parser.add_argument(
+        "--reuse-default",
+        action="store_true",
+        help="take the BM25 and default-model rows from the last run (benchmarks/.work); measure the fine-tuned ones",
+    )
     parser.add_argument("--train-steps", type=int, default=None, help="quick runs: cap the fine-tuning steps")
     parser.add_argument("--queries", type=int, default=None, help="quick runs: only the first N test queries")
     parser.add_argument("--documents", type=int, default=None, help="quick runs: relevant documents + N others")
@@ -217,14 +245,20 @@ def main() -> None:
     from finetune_retrieval import fine_tune
 
     began = time.perf_counter()
-    lines = ["# Document retrieval: measured", ""]
-    for name in args.collections.split(","):
-        rows = collection_rows(name, args, lambda n, c: fine_tune(n, c, args))
-        lines += [f"## {name}", "", *table(rows), ""]
-        (WORK / "retrieval").mkdir(parents=True, exist_ok=True)
-        (WORK / "retrieval" / f"{name}.json").write_text(json.dumps([row.__dict__ for row in rows], indent=1))
+    lines, measured = ["# Document retrieval: measured", ""], args.collections.split(",")
+    for name in dict.fromkeys([*COLLECTIONS, *measured]):
+        if name in measured:
+            rows = collection_rows(name, args, lambda n, c: fine_tune(n, c, args))
+            (WORK / "retrieval").mkdir(parents=True, exist_ok=True)
+            (WORK / "retrieval" / f"{name}.json").write_text(json.dumps([row.__dict__ for row in rows], indent=1))
+        elif (WORK / "retrieval" / f"{name}.json").is_file():
+            rows = saved_rows(name)
+        else:
+            continue
+        lines += [f"## {name}", "", *table(rows), "", *provenance(name, measured, args), ""]
     lines += [
-        f"Wall time {time.perf_counter() - began:.0f} s. 'index s': embedding (or BM25-indexing) the corpus; "
+        f"Wall time of this run {time.perf_counter() - began:.0f} s. 'index s': embedding (or BM25-indexing) "
+        "the corpus; "
         "a hybrid row's is both sides'. 'query ms': one query at a time, embedding and search, over the "
         f"first {args.latency} test queries. All models run on the CPU, torch fp32.",
         "",
