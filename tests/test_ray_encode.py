@@ -23,12 +23,20 @@ def test_address_without_the_ray_engine_is_refused(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
+def kill_token(tmp_path_factory):
+    """A file that, once it exists, the next actor call removes before killing its actor (SIGKILL)."""
+    return tmp_path_factory.mktemp("kill") / "token"
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(kill_token):
     ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'sbert[ray]'")
     pytest.importorskip("ray.data", reason="Ray Data is not installed: pip install 'sbert[ray]'")
-    from sbert.parallel.ray_engine import start_ray, stop_ray
+    from sbert.parallel.ray_engine import KILL_TOKEN_ENV, start_ray, stop_ray
 
-    handlers = start_ray(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    with pytest.MonkeyPatch.context() as patch:  # the cluster's processes inherit it
+        patch.setenv(KILL_TOKEN_ENV, str(kill_token))
+        handlers = start_ray(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     stop_ray(handlers)
     # Ray's driver handler must not outlive it: later tests (and the user's program) keep their own.
@@ -93,3 +101,20 @@ def test_cli_engine_ray_writes_the_shard_folder(ray_cluster, texts, expected, tm
     np.testing.assert_allclose(load_vectors(out), expected, atol=1e-6, rtol=0)
     again = CliRunner().invoke(main, [*args, "--batch-size", "16"])
     assert again.exit_code == 0 and "0 encoded now (2 finished earlier, kept)" in again.output
+
+
+@pytest.mark.slow
+def test_an_actor_killed_mid_run_is_replaced_and_nothing_is_lost_or_duplicated(
+    ray_cluster, kill_token, texts, expected, tmp_path
+):
+    """kill -9 of an actor while it encodes: Ray Data restarts it and retries its chunk; every shard is
+    written once and the vectors are those of one process."""
+    from sbert.parallel.ray_engine import encode_with_ray
+
+    kill_token.write_text("")
+    out = tmp_path / "out"
+    run = encode_with_ray("default", texts, out, num_actors=2, shard_size=16, window=4, batch_size=16)
+    assert not kill_token.exists()  # an actor took the token: it died
+    assert (run.rows, run.written, run.skipped) == (100, list(range(7)), [])
+    np.testing.assert_allclose(load_vectors(out), expected, atol=1e-6, rtol=0)
+    assert load_table(out)["id"].to_pylist() == list(range(100))

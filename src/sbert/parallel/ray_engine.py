@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import itertools
 import os
+import signal
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,21 @@ class RayMissingError(SbertError, ImportError):
     """Ray Data is not installed here (the optional extra ``sbert[ray]``)."""
 
 
+# Tests only: an actor that finds a file at this path removes it and kills itself (SIGKILL), one death a file.
+KILL_TOKEN_ENV = "SBERT_RAY_KILL_TOKEN"
+
+
+def _die_if_token() -> None:
+    token = os.environ.get(KILL_TOKEN_ENV)
+    if not token:
+        return
+    try:
+        os.remove(token)
+    except FileNotFoundError:
+        return
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 class _EncodeActor:
     """One Ray actor: loads the model once (from local files), then encodes one chunk per call."""
 
@@ -39,6 +55,7 @@ class _EncodeActor:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """``batch``: columns index, texts (one chunk a row); returns index and the vectors as .npy bytes."""
+        _die_if_token()
         out = []
         for texts in batch["texts"]:
             vectors = self.encoder.encode(
@@ -136,8 +153,6 @@ def _connect(address: str | None) -> tuple[bool, dict]:
 def start_ray(**init_kwargs: Any) -> dict:
     """``ray.init(**init_kwargs)``, returning the SIGINT/SIGTERM handlers it replaces (Ray installs its own
     in the driver and leaves them after ``shutdown``): pass them to ``stop_ray``."""
-    import signal
-
     import ray
 
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
@@ -147,8 +162,6 @@ def start_ray(**init_kwargs: Any) -> dict:
 
 def stop_ray(handlers: dict) -> None:
     """``ray.shutdown()``, then the signal handlers that were there before ``start_ray``."""
-    import signal
-
     import ray
 
     ray.shutdown()
