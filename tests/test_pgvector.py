@@ -275,3 +275,28 @@ def test_the_service_searches_an_index_in_postgresql(url, table, model):
         assert [h["text"] for h in found][:1] == [texts[0]] and len(found) == 2
         assert client.get("/info").json()["index"]["size"] == 3
         assert client.post("/search", json={"query": "x", "method": "int8"}).status_code == 400
+
+
+def test_a_search_does_not_wait_for_another_threads_connection(url, table):
+    """Searches from several threads (the service's) run side by side on the pool's connections."""
+    import threading
+
+    index = PgVectorIndex.build(url, unit(50, 4), model="default", table=table)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with index._session() as conn:  # another thread's call, still running
+            conn.execute("SELECT 1")
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert held.wait(30)
+        hits = index.search(unit(1, 4), 3)[0]
+        assert len(hits) == 3 and not release.is_set()  # answered while the other connection is busy
+    finally:
+        release.set()
+        thread.join()
+    index.close()

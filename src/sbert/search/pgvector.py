@@ -16,8 +16,8 @@ URL with the table as its fragment: ``postgresql://host/db#my_table`` (``open_in
 from __future__ import annotations
 
 import re
-import threading
 import warnings
+import weakref
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +30,7 @@ from sbert.search.recorded import MIXED, RecordedModel, check_backend, precision
 
 __all__ = ["DEFAULT_TABLE", "DatabaseError", "PgVectorIndex", "is_database_url", "open_index", "split_location"]
 
+POOL_SIZE = 4  # connections a PgVectorIndex opens at most (searches from several threads)
 DEFAULT_TABLE = "sbert_index"
 META = "sbert_indexes"
 SCHEMES = ("postgresql://", "postgres://")
@@ -99,6 +100,27 @@ def _connect(url: str):
     return conn
 
 
+def _pool(url: str, size: int, name: str):
+    """Up to ``size`` connections with pgvector's types registered, opened as searches need them."""
+    from pgvector.psycopg import register_vector
+    from psycopg_pool import ConnectionPool
+
+    def configure(conn) -> None:
+        register_vector(conn)
+        conn.commit()
+
+    return ConnectionPool(
+        url,
+        min_size=1,
+        max_size=size,
+        kwargs={"connect_timeout": 10},
+        configure=configure,
+        check=ConnectionPool.check_connection,  # a connection broken by a server restart is replaced
+        name=name,
+        open=True,
+    )
+
+
 def _ensure_extension(conn, url: str) -> None:
     """Create the ``vector`` extension if the server has it and the database does not yet use it."""
     import psycopg
@@ -129,27 +151,36 @@ def _check_table_name(table: str) -> str:
 
 class PgVectorIndex(RecordedModel):
     """Vectors with ids and texts in a PostgreSQL table with an HNSW index. ``build`` makes one, ``open``
-    reads one, then ``add``/``delete``/``search``. Safe to search from several threads (one connection,
-    used by one thread at a time) and to write from several processes (writes queue on a row lock)."""
+    reads one, then ``add``/``delete``/``search``. Searches from several threads run side by side on a pool
+    of up to ``pool_size`` connections (psycopg_pool; each call takes one, broken ones are replaced);
+    writes from several threads or processes queue on a row lock."""
 
-    def __init__(self, url: str, table: str, conn, manifest: dict) -> None:
+    def __init__(self, url: str, table: str, manifest: dict, pool_size: int = POOL_SIZE) -> None:
         """The index in ``table`` at ``url``: use ``open`` or ``build``."""
-        self.url, self.table, self._conn, self._manifest = url, table, conn, manifest
+        if pool_size < 1:
+            raise ValueError(f"pool_size must be at least 1, got {pool_size}")
+        self.url, self.table, self._manifest = url, table, manifest
         self.path = f"{_where(url)}#{table}"  # how errors and messages name it
-        self._lock = threading.RLock()
+        self._pool = _pool(url, pool_size, self.path)
+        # an index dropped without close() closes its pool from the dropping thread (psycopg_pool's own
+        # __del__ may run in one of the pool's workers, which cannot join itself)
+        self._close = weakref.finalize(self, self._pool.close)
 
     # -- opening ---------------------------------------------------------------------------------------
     @classmethod
-    def open(cls, url: str, table: str = DEFAULT_TABLE) -> PgVectorIndex:
-        """Open the index in ``table``; IndexFormatError where the database holds no such index."""
+    def open(cls, url: str, table: str = DEFAULT_TABLE, pool_size: int = POOL_SIZE) -> PgVectorIndex:
+        """Open the index in ``table``; IndexFormatError where the database holds no such index.
+        ``pool_size``: the most connections that searches from several threads use at once."""
         _check_table_name(table)
-        conn = _connect(url)
-        manifest = _read_manifest(conn, table)
-        conn.commit()
-        if manifest is None:
+        conn = _connect(url)  # first a plain connection: clear errors, and the extension checked
+        try:
+            manifest = _read_manifest(conn, table)
+            conn.commit()
+        finally:
             conn.close()
+        if manifest is None:
             raise IndexFormatError(f"{_where(url)}: no sbert index in table {table!r} (build it first)")
-        return cls(url, table, conn, manifest)
+        return cls(url, table, manifest, pool_size)
 
     @classmethod
     def build(
@@ -217,7 +248,14 @@ class PgVectorIndex(RecordedModel):
             )
 
     def close(self) -> None:
-        self._conn.close()
+        """Close the pool's connections."""
+        self._close()
+
+    def __enter__(self) -> PgVectorIndex:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     # -- what it holds ---------------------------------------------------------------------------------
     @property
@@ -364,29 +402,26 @@ class PgVectorIndex(RecordedModel):
     # -- the connection --------------------------------------------------------------------------------
     @contextmanager
     def _session(self):
-        """The connection, for this thread alone; reconnects once it was closed (server restart)."""
-        with self._lock:
-            if self._conn.closed or self._conn.broken:
-                self._conn = _connect(self.url)
-            try:
-                yield self._conn
-            except BaseException:
-                if not self._conn.closed:
-                    self._conn.rollback()  # a failed statement must not poison the next call
-                raise
-            if not self._conn.closed and self._conn.info.transaction_status:
-                self._conn.commit()  # end the read's implicit transaction: no snapshot held between calls
+        """A connection of the pool, for this call alone: committed after, rolled back on an error (no
+        snapshot held between calls, and a failed statement does not poison the next one)."""
+        from psycopg_pool import PoolTimeout
+
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout as err:
+            raise DatabaseError(f"{self.path}: no connection to PostgreSQL within 30 s ({err})") from err
 
     @contextmanager
     def _writing(self):
         """A transaction holding the index's row lock, with its settings read under the lock."""
-        with self._session() as conn, conn.transaction():
-            manifest = _read_manifest(conn, self.table, lock=True)
-            if manifest is None:
-                raise IndexFormatError(f"{self.path}: the index was dropped")
-            yield conn, manifest
-        self._manifest = _read_manifest(self._conn, self.table) or manifest
-        self._conn.commit()
+        with self._session() as conn:
+            with conn.transaction():
+                manifest = _read_manifest(conn, self.table, lock=True)
+                if manifest is None:
+                    raise IndexFormatError(f"{self.path}: the index was dropped")
+                yield conn, manifest
+            self._manifest = _read_manifest(conn, self.table) or manifest
 
     def _select(self, statement: str) -> list[tuple]:
         with self._session() as conn:
