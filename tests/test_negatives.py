@@ -197,3 +197,21 @@ def test_examples_and_files_round_trip(tmp_path, triplets):
         from sbert.data.triplets import read_triplets
 
         assert [t.negative for t in read_triplets(tmp_path / "mined.tsv")] == ["dogs bark", "birds sing"]
+
+
+def test_queries_and_documents_are_embedded_as_the_model_searches_them():
+    """A model with encode_query/encode_document (its prompts) mines with them, not with plain encode."""
+    calls = []
+
+    class Prompted(AngleEncoder):
+        def encode_query(self, texts, **options):
+            calls.append(("query", list(texts)))
+            return self.encode(texts, **options)
+
+        def encode_document(self, texts, **options):
+            calls.append(("document", list(texts)))
+            return self.encode(texts, **options)
+
+    mined = mine_hard_negatives(Prompted(VECTORS), QUERIES, CORPUS, QRELS, NegativeFilters(num_negatives=1))
+    assert calls == [("query", list(QUERIES.values())), ("document", list(CORPUS.values()))]
+    assert mined.rows[0].negative_ids == negatives(num_negatives=1)

@@ -187,7 +187,8 @@ def mine_hard_negatives(
     show_progress: bool | None = None,
 ) -> MinedNegatives:
     """Mine negatives for every query of ``qrels`` (query id -> {document id: relevance}; above 0 is
-    relevant) from ``corpus`` (id -> text) with ``model``'s cosine, by ``filters``.
+    relevant) from ``corpus`` (id -> text) with ``model``'s cosine, by ``filters``. Queries are embedded by
+    ``model.encode_query`` and documents by ``encode_document`` where the model has them (its prompts).
 
     Rows of queries left with fewer than ``num_negatives`` negatives are dropped (n-tuples need all n)
     unless ``keep_incomplete``; in-batch-negatives training takes rows with different counts.
@@ -200,8 +201,11 @@ def mine_hard_negatives(
     position = {doc_id: i for i, doc_id in enumerate(ids)}
     judged = [q for q in qrels if any(s > 0 for s in qrels[q].values())]
     positives = [[position[d] for d, s in qrels[q].items() if s > 0] for q in judged]
-    q_emb = model.encode([queries[q] for q in judged], batch_size=batch_size, show_progress=show_progress)
-    c_emb = model.encode([corpus[d] for d in ids], batch_size=batch_size, show_progress=show_progress)
+    # as the model will be searched: queries with its query prompt, documents with its document prompt
+    encode_queries = getattr(model, "encode_query", model.encode)
+    encode_documents = getattr(model, "encode_document", model.encode)
+    q_emb = encode_queries([queries[q] for q in judged], batch_size=batch_size, show_progress=show_progress)
+    c_emb = encode_documents([corpus[d] for d in ids], batch_size=batch_size, show_progress=show_progress)
     excluded = _positives_and_copies(positives, ids, corpus)
     top = semantic_search(q_emb, c_emb, top_k=filters.range_end + max((len(e) for e in excluded), default=0))
     flat = [p for group in positives for p in group]
