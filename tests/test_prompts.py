@@ -249,3 +249,24 @@ def test_cli_index_embeds_documents_and_search_queries_with_their_prompts(pair, 
         documents = ours.encode(TEXTS, prompt_name="passage")
         expected = documents @ vector / np.linalg.norm(documents, axis=1) / np.linalg.norm(vector)
         assert [hits[t] for t in TEXTS] == pytest.approx(expected.tolist(), abs=1e-5)
+
+
+@pytest.mark.parametrize("include_prompt", [True, False])
+def test_a_document_in_one_window_is_embedded_as_encode_document_embeds_it(prompted, tmp_path, include_prompt):
+    """Chunked documents get the document prompt before every window (left out by a pooling that excludes it)."""
+    from sbert.documents import Chunker, encode_documents
+
+    folder = Path(shutil.copytree(prompted, tmp_path / "model"))
+    pooling = next(folder.glob("*_Pooling")) / "config.json"
+    pooling.write_text(json.dumps(json.loads(pooling.read_text()) | {"include_prompt": include_prompt}))
+    model = sbert.load(folder, device="cpu")
+    for options in ({}, {"prompt_name": "passage"}, {"prompt": ""}):
+        windowed = encode_documents(model, TEXTS, overlap=0, **options)
+        assert windowed.doc.tolist() == [0, 1, 2]  # short texts: one window each
+        np.testing.assert_allclose(windowed.vectors, model.encode_document(TEXTS, **options), atol=1e-5)
+    chunker = Chunker.for_encoder(model)
+    with_prompt = chunker.split(TEXTS, prompt="passage: ")
+    assert with_prompt.ids[0][1 : 1 + len(chunker.prompt_ids("passage: "))] == chunker.prompt_ids("passage: ")
+    limit = chunker.max_window - len(chunker.prompt_ids("passage: "))
+    with pytest.raises(ValueError, match=f"window must be from 1 to {limit} tokens"):
+        chunker.split(TEXTS, window=limit + 1, prompt="passage: ")

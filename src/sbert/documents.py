@@ -20,7 +20,6 @@ window closest to the query.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, NamedTuple
@@ -159,18 +158,36 @@ class Chunker:
             raise ValueError("splitting documents needs a fast (Rust) tokenizer, for the tokens' character offsets")
         return cls(backend, transformer.max_seq_length, transformer.do_lower_case)
 
-    def split(self, documents: Sequence[str], window: int | None = None, overlap: int = DEFAULT_OVERLAP) -> Windows:
-        """Every document's windows, in document order (see ``plan_windows``); ``window`` defaults to
-        the most tokens the model takes beside its special tokens, and may not exceed it."""
-        window = self.max_window if window is None else window
-        if not 1 <= window <= self.max_window:
-            raise ValueError(f"window must be from 1 to {self.max_window} tokens (the model's limit), got {window}")
+    def prompt_ids(self, prompt: str | None) -> list[int]:
+        """The tokens of ``prompt`` (none for no prompt), as they stand before a text tokenised with it."""
+        if not prompt:
+            return []
+        return self._tokenizer.encode(prompt.lower() if self.do_lower_case else prompt, add_special_tokens=False).ids
+
+    def split(
+        self,
+        documents: Sequence[str],
+        window: int | None = None,
+        overlap: int = DEFAULT_OVERLAP,
+        prompt: str | None = None,
+    ) -> Windows:
+        """Every document's windows, in document order (see ``plan_windows``), each with ``prompt``'s tokens
+        before its own; ``window`` defaults to the most tokens the model takes beside its special tokens
+        and the prompt's, and may not exceed it."""
+        prompt_ids = self.prompt_ids(prompt)
+        limit = self.max_window - len(prompt_ids)
+        if limit < 1:
+            raise ValueError(f"the prompt {prompt!r} takes {len(prompt_ids)} of the model's {self.max_window} tokens")
+        window = limit if window is None else window
+        if not 1 <= window <= limit:
+            beside = " beside the prompt" if prompt_ids else ""
+            raise ValueError(f"window must be from 1 to {limit} tokens (the model's limit{beside}), got {window}")
         texts = [d.lower() for d in documents] if self.do_lower_case else list(documents)
         ids, doc, spans = [], [], []
         for number, encoding in enumerate(self._tokenizer.encode_batch(texts, add_special_tokens=False)):
             tokens = layout(texts[number], encoding.offsets, encoding.word_ids)
             for start, end in plan_windows(tokens, window, overlap):
-                ids.append([*self.prefix, *encoding.ids[start:end], *self.suffix])
+                ids.append([*self.prefix, *prompt_ids, *encoding.ids[start:end], *self.suffix])
                 doc.append(number)
                 spans.append(tokens.offsets[[start, end - 1], [0, 1]] if end > start else (0, 0))
         return Windows(ids, np.asarray(doc, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2))
@@ -198,26 +215,29 @@ def encode_documents(
     batch_size: int = 32,
     show_progress: bool | None = None,
     packing: bool = False,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
 ) -> EncodedDocuments:
     """Embed each document window by window (see the module): every window's vector, document and passage.
 
-    ``window``: tokens per window beside the special ones (default and maximum: the model's limit);
-    ``overlap``: tokens consecutive windows share. Documents must be non-empty strings. No prompt is put
-    before the windows (a model with a document prompt gets a warning).
+    ``window``: tokens per window beside the special ones and the prompt's (default and maximum: the
+    model's limit); ``overlap``: tokens consecutive windows share. Documents must be non-empty strings.
+    Each window gets the prompt ``encode_document`` would give (``prompt_name``/``prompt`` choose
+    another; ``prompt=""`` none), so that a document in one window is embedded as ``encode_document``
+    embeds it.
     """
     from sbert.encoder import check_texts
     from sbert.pipeline import Tokenized
 
     documents = check_texts(documents)
-    resolve = getattr(encoder, "resolve_prompt", None)
-    if resolve is not None and resolve(task="document"):
-        warnings.warn(
-            "encode_documents embeds each window's own tokens: the model's document prompt is not applied",
-            stacklevel=2,
-        )
-    windows = Chunker.for_encoder(encoder).split(documents, window, overlap)
+    chunker = Chunker.for_encoder(encoder)
+    chosen = encoder.resolve_prompt(prompt_name, prompt, task="document")
+    windows = chunker.split(documents, window, overlap, prompt=chosen)
+    lengths = None
+    if chosen and any(not getattr(module, "include_prompt", True) for module in encoder):
+        lengths = [len(chunker.prefix) + len(chunker.prompt_ids(chosen))] * len(windows.ids)  # left out by pooling
     vectors = encoder.encode_tokenized(
-        Tokenized(windows.ids, []), batch_size=batch_size, show_progress=show_progress, packing=packing
+        Tokenized(windows.ids, [], lengths), batch_size=batch_size, show_progress=show_progress, packing=packing
     )
     return EncodedDocuments(vectors, windows.doc, windows.spans, windows.passages(documents))
 

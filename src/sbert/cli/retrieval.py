@@ -49,15 +49,22 @@ def _mixed_option(func):
 
 
 def _embed_windows(encoder, ids, texts, settings: dict, batch_size: int, progress: bool | None, prompts: dict):
-    """Embed each text window by window (``sbert.documents``): the windows' vectors, passages and ``Documents``."""
+    """Embed each text window by window (``sbert.documents``), each window with the document prompt (or the one
+    ``prompts`` name): the windows' vectors, passages and ``Documents``."""
     from sbert.documents import Chunker, encode_documents
     from sbert.search.index import Documents
 
-    if any(prompts.values()):
-        raise click.UsageError("--chunk does not take a prompt: windows are embedded from the model's own tokens")
-    window = settings.get("window") or Chunker.for_encoder(encoder).max_window
+    prompt = encoder.resolve_prompt(**prompts, task="document") or ""  # each window gets it, as encode_document
+    chunker = Chunker.for_encoder(encoder)
+    window = settings.get("window") or chunker.max_window - len(chunker.prompt_ids(prompt))
     encoded = encode_documents(
-        encoder, texts, window=window, overlap=settings["overlap"], batch_size=batch_size, show_progress=progress
+        encoder,
+        texts,
+        window=window,
+        overlap=settings["overlap"],
+        batch_size=batch_size,
+        show_progress=progress,
+        prompt=prompt,
     )
     documents = Documents.of(encoded, ids, window, settings["overlap"], settings["mode"])
     return encoded.vectors, encoded.passages, documents
