@@ -215,3 +215,17 @@ def test_a_script_without_the_main_guard_is_refused(tmp_path):
     assert result.returncode == 1 and MainGuardError.__name__ in result.stderr
     assert "job.py, line 3" in result.stderr and 'if __name__ == "__main__":' in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_two_onnx_workers_equal_the_onnx_encoder_in_input_order(texts, tmp_path):
+    """The ONNX backend in worker processes: each loads the export cached beside the model, once."""
+    import sbert
+
+    folder = tmp_path / "minilm"
+    shutil.copytree(sbert.load("default", device="cpu").path, folder, ignore=shutil.ignore_patterns("onnx"))
+    expected = sbert.load(folder, device="cpu", backend="onnx").encode(texts[:128], batch_size=16)  # exports it
+    out = tmp_path / "out"
+    run = encode_to_shards(folder, texts[:128], out, processes=2, shard_size=48, batch_size=16, backend="onnx")
+    assert (run.rows, run.shards, sorted(run.written)) == (128, 3, [0, 1, 2])
+    np.testing.assert_allclose(load_vectors(out), expected, atol=1e-6, rtol=0)
+    assert json.loads((out / "manifest.json").read_text())["settings"]["backend"] == "onnx"
