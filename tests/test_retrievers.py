@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from test_beir import write_beir
@@ -11,7 +12,13 @@ from test_beir import write_beir
 from sbert.cli import main
 from sbert.data.beir import Document, RetrievalCollection, read_beir
 from sbert.evaluation.retrieval import DenseRetriever, RetrievalEvaluator
-from sbert.evaluation.retrievers import ChunkedRetriever, HybridRetriever, LexicalRetriever, RetrievalSettings
+from sbert.evaluation.retrievers import (
+    ChunkedRetriever,
+    HybridRetriever,
+    LexicalRetriever,
+    RerankRetriever,
+    RetrievalSettings,
+)
 
 DOCS = [
     Document("d1", "Bread", "Knead the dough, let it rise and bake it in a hot oven."),
@@ -40,6 +47,39 @@ def test_lexical_retriever_ranks_documents_that_share_the_querys_words():
     [hits] = retriever.search(None, ["sourdough bread starter"], 10)
     assert [doc for doc, _ in hits][:2] == ["d4", "d1"]
     assert all(score > 0 for _, score in hits) and {doc for doc, _ in hits} == {"d1", "d4"}
+
+
+class WordOverlap:
+    """A one-label pair scorer: how many of the query's words the document has."""
+
+    num_labels = 1
+
+    def __init__(self):
+        self.pairs = []
+
+    def predict(self, pairs, batch_size=32, show_progress=None):
+        self.pairs += pairs
+        return np.array([len(set(q.lower().split()) & set(d.lower().split())) for q, d in pairs], dtype=np.float32)
+
+
+def test_rerank_retriever_rescores_the_first_stages_candidates_only():
+    first = Fixed([("d2", 0.9), ("d3", 0.8), ("d1", 0.7), ("d4", 0.1)])
+    scorer = WordOverlap()
+    reranked = RerankRetriever(first, scorer, candidates=3)
+    reranked.index(None, DOCS)
+    [hits] = reranked.search(None, ["bake the bread in a hot oven"], 3)
+    # candidates d2, d3, d1 (d4 lies beyond them); words shared with the query: d1 6 (bread, the, bake, in,
+    # a, hot: "oven." keeps its full stop), d2 3 (the, in, a), d3 2 (a, the)
+    assert hits == [("d1", 6.0), ("d2", 3.0), ("d3", 2.0)]
+    assert [d for _, d in scorer.pairs] == [DOCS[1].joined(" "), DOCS[2].joined(" "), DOCS[0].joined(" ")]
+    assert [doc for doc, _ in reranked.search(None, ["bake the bread in a hot oven"], 1)[0]] == ["d1"]
+    with pytest.raises(ValueError, match="candidates"):
+        RerankRetriever(first, scorer, candidates=0)
+    settings = RetrievalSettings(lexical=True, rerank=scorer, candidates=2)
+    made = settings.retriever()
+    assert isinstance(made, RerankRetriever) and isinstance(made.first, LexicalRetriever) and made.candidates == 2
+    with pytest.raises(ValueError, match="candidates apply to re-ranking"):
+        RetrievalSettings(candidates=5)
 
 
 def test_reciprocal_rank_fusion_by_hand():

@@ -179,6 +179,12 @@ def _relaunch_under_torchrun(nproc: int) -> None:
 @click.option("--alpha", type=click.FloatRange(0, 1), help="--fusion weighted: the dense side's weight [0.5].")
 @click.option("--bm25", "lexical", is_flag=True, help="Retrieval: BM25 alone (the model is not used for it).")
 @click.option(
+    "--rerank",
+    metavar="CROSS_ENCODER",
+    help="Retrieval: a cross-encoder folder re-scores each query's --candidates best documents.",
+)
+@click.option("--candidates", type=click.IntRange(min=1), help="--rerank: documents re-scored per query [100].")
+@click.option(
     "--data",
     type=click.Path(file_okay=False, path_type=Path),
     help="Data folder (default: $SBERT_DATA, else ../shared/data).",

@@ -10,12 +10,14 @@ Each follows ``sbert.evaluation.retrieval.Retriever``: ``index(model, documents)
 - ``LexicalRetriever``: BM25 (``sbert.search.lexical``); the model is not used.
 - ``HybridRetriever``: a dense retriever's and BM25's top ``candidates`` fused (``sbert.search.fusion``:
   reciprocal rank fusion, or a weighted sum of min-max normalised scores).
+- ``RerankRetriever``: any of these retrieves ``candidates``, a cross-encoder re-scores them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -151,11 +153,44 @@ class HybridRetriever:
         return TopK(scores, rows)
 
 
+class RerankRetriever:
+    """``first`` (any retriever) finds each query's best ``candidates`` documents; ``cross_encoder`` (a
+    one-label ``PairScorer``) scores (query, document) and the best ``k`` by its score are returned."""
+
+    def __init__(
+        self, first: Retriever, cross_encoder: Any, candidates: int = 100, batch_size: int = 32, separator: str = " "
+    ) -> None:
+        if candidates < 1:
+            raise ValueError(f"candidates must be at least 1, got {candidates}")
+        self.first, self.cross_encoder, self.candidates = first, cross_encoder, candidates
+        self.batch_size, self.separator = batch_size, separator
+        self.texts: dict[str, str] = {}
+
+    def index(self, model: Any, documents: Sequence[Document], show_progress: bool | None = None) -> None:
+        self.first.index(model, documents, show_progress=show_progress)
+        self.texts = {d.id: d.joined(self.separator) for d in documents}
+
+    def search(self, model: Any, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        from sbert.search.ranking import order
+
+        found = self.first.search(model, queries, max(k, self.candidates))
+        out = []
+        for query, hits in zip(queries, found, strict=True):
+            pairs = [(query, self.texts[doc]) for doc, _ in hits]
+            scores = self.cross_encoder.predict(pairs, batch_size=self.batch_size) if pairs else np.zeros(0)
+            if scores.ndim != 1:
+                raise ValueError("re-ranking needs a one-label cross-encoder")
+            ids = np.array([doc for doc, _ in hits])
+            out.append([(str(ids[i]), float(scores[i])) for i in order(scores, ids)[:k]])
+        return out
+
+
 @dataclass(frozen=True)
 class RetrievalSettings:
     """How to retrieve, as ``sbert eval`` options say it: documents whole (cut at the model's limit) or in
     windows (``chunk``: ``mode``, ``window``, ``overlap``), and BM25 beside them (``hybrid``: ``fusion``,
-    ``alpha``) or alone (``lexical``). ``retriever()`` makes a fresh retriever for one evaluation."""
+    ``alpha``) or alone (``lexical``); then, with ``rerank``, a cross-encoder re-scores the best
+    ``candidates``. ``retriever()`` makes a fresh retriever for one evaluation."""
 
     chunk: bool = False
     mode: str | None = None
@@ -166,8 +201,12 @@ class RetrievalSettings:
     alpha: float | None = None
     lexical: bool = False
     batch_size: int = 32
+    rerank: Any = None  # a cross-encoder (a one-label PairScorer, or its folder) re-scoring the candidates
+    candidates: int | None = None  # with rerank: how many of the first stage's (default 100)
 
     def __post_init__(self) -> None:
+        if self.candidates is not None and self.rerank is None:
+            raise ValueError("candidates apply to re-ranking: give a cross-encoder (rerank) too")
         if self.lexical and (self.chunk or self.hybrid):
             raise ValueError("BM25 alone (lexical) takes neither chunking nor hybrid fusion")
         if not self.chunk and (self.mode or self.window or self.overlap is not None):
@@ -177,13 +216,24 @@ class RetrievalSettings:
 
     def retriever(self) -> Retriever:
         if self.lexical:
-            return LexicalRetriever()
+            return self._reranked(LexicalRetriever())
         dense: Retriever = (
             ChunkedRetriever(self.mode, self.window, self.overlap, self.batch_size)
             if self.chunk
             else DenseRetriever(self.batch_size)
         )
-        return HybridRetriever(dense, self.fusion, self.alpha) if self.hybrid else dense
+        first = HybridRetriever(dense, self.fusion, self.alpha) if self.hybrid else dense
+        return self._reranked(first)
+
+    def _reranked(self, first: Retriever) -> Retriever:
+        if self.rerank is None:
+            return first
+        scorer = self.rerank
+        if isinstance(scorer, (str, Path)):
+            from sbert.cross_encoder import CrossEncoder
+
+            scorer = CrossEncoder.load(scorer)
+        return RerankRetriever(first, scorer, self.candidates or 100, self.batch_size)
 
 
 def _hits(found: TopK, ids: Sequence[str]) -> list[list[Hit]]:
