@@ -95,3 +95,52 @@ def fine_tune(name: str, collection: RetrievalCollection, args) -> Path | None:
     done.write_text(json.dumps({"recipe": recipe, "mining_seconds": mining, "summary": summary}, default=str))
     print(f"  trained {summary['steps']} steps in {summary['seconds']:.0f} s", flush=True)
     return out
+
+
+RERANKER = {"num_negatives": 3, "range_min": 3, "range_max": 30, "relative_margin": 0.05}
+RERANKER_TRAINING = {"batch_size": 16, "epochs": 1, "max_length": 256, "lr": 2e-5}
+
+
+def train_reranker(name: str, args) -> Path:
+    """A cross-encoder for ``name``: the default model's transformer with a new one-label head, trained
+    (BCE) on the training part's (query, relevant document) pairs as 1 and negatives mined by the default
+    model (ranks 3 to 30, 5% below the positive) as 0. Reused when this recipe trained one already."""
+    import torch
+
+    from sbert.cross_encoder import CrossEncoder
+    from sbert.data.examples import ScoredPair
+    from sbert.losses.cross_encoder import CrossEncoderScoreLoss
+    from sbert.search.negatives import NegativeFilters, mine_hard_negatives
+    from sbert.training import Objective, Trainer
+
+    out = WORK / "retrieval" / f"{name}-reranker{'-quick' if args.train_steps is not None else ''}"
+    recipe = {**RERANKER, **RERANKER_TRAINING, "max_steps": args.train_steps}
+    done = out.with_name(out.name + ".json")
+    if done.is_file() and json.loads(done.read_text())["recipe"] == recipe and out.is_dir():
+        return out
+    train = read_beir(split_collection(name, args.data), "train")
+    texts = train.document_texts()
+    mined = mine_hard_negatives(
+        sbert.load("default", device="cpu"),
+        train.queries,
+        texts,
+        train.qrels,
+        NegativeFilters(**RERANKER),
+        keep_incomplete=True,
+    )
+    pairs = []
+    for row in mined.rows:
+        query = train.queries[row.query_id]
+        pairs.append(ScoredPair(query, texts[row.positive_id], 1.0))
+        pairs += [ScoredPair(query, texts[negative], 0.0) for negative in row.negative_ids]
+    torch.manual_seed(42)  # the new head
+    model = CrossEncoder.load("default", num_labels=1, max_length=RERANKER_TRAINING["max_length"], device="cpu")
+    config = paper_recipe(RERANKER_TRAINING["epochs"], max_steps=args.train_steps)
+    config = type(config)(
+        **{**config.__dict__, "batch_size": RERANKER_TRAINING["batch_size"], "lr": RERANKER_TRAINING["lr"]}
+    )
+    loss = CrossEncoderScoreLoss(score_range=(0.0, 1.0))
+    summary = Trainer(model, [Objective(pairs, loss, f"{name}-reranker")], config, out).train()
+    done.write_text(json.dumps({"recipe": recipe, "pairs": len(pairs), "summary": summary}, default=str))
+    print(f"  reranker: {len(pairs)} pairs, {summary['steps']} steps in {summary['seconds']:.0f} s", flush=True)
+    return out

@@ -96,9 +96,12 @@ def st_reference(model_path: Path, collection: RetrievalCollection) -> dict[str,
     return {m: 100 * found[f"cosine_{m}"] for m in METRICS}
 
 
-def model_rows(label: str, model, collection: RetrievalCollection, args, lexical: Indexed, choices=None) -> list[Row]:
+def model_rows(
+    label: str, model, collection: RetrievalCollection, args, lexical: Indexed, choices=None, keep=None
+) -> list[Row]:
     """Dense (truncated), chunked (maxp, mean) and hybrid (rrf, weighted) rows for one model, each index
-    built once. ``choices`` (chunk mode, fusion): only the truncated row and those (the fine-tuned model)."""
+    built once. ``choices`` (chunk mode, fusion): only the truncated row and those (the fine-tuned model).
+    ``keep``: a dict that receives each hybrid row's retriever, by row name."""
     dense = Indexed(DenseRetriever(), model, collection)
     rows = [evaluate(f"{label}, truncated at 256 tokens", model, collection, dense, dense.seconds, args.latency)]
     if choices is None and not args.skip_st:
@@ -121,6 +124,8 @@ def model_rows(label: str, model, collection: RetrievalCollection, args, lexical
             rows.append(
                 evaluate(f"{label}, {name} + BM25 ({fusion})", model, collection, hybrid, seconds, args.latency)
             )
+            if keep is not None:
+                keep[rows[-1].name] = (hybrid, seconds)
     return rows
 
 
@@ -145,9 +150,25 @@ def collection_rows(name: str, args, fine_tune: Callable[[str, RetrievalCollecti
         rows += model_rows("default model", sbert.load("default", device="cpu"), collection, args, bm25)
     tuned = None if args.skip_train else fine_tune(name, collection)
     if tuned is not None:
-        model = sbert.load(tuned, device="cpu")
-        rows += model_rows("fine-tuned", model, collection, args, bm25, best_choices(rows))
+        model, hybrids = sbert.load(tuned, device="cpu"), {}
+        rows += model_rows("fine-tuned", model, collection, args, bm25, best_choices(rows), hybrids)
+        if name in args.rerank.split(","):
+            rows.append(reranked_row(name, model, collection, args, *hybrids[rows[-1].name], rows[-1].name))
     return rows
+
+
+def reranked_row(name: str, model, collection, args, first, seconds: float, first_name: str) -> Row:
+    """The best first stage's top 100 re-scored by a cross-encoder trained for ``name`` (finetune_retrieval)."""
+    from finetune_retrieval import RERANKER_TRAINING, train_reranker
+
+    from sbert.cross_encoder import CrossEncoder
+    from sbert.evaluation.retrievers import RerankRetriever
+
+    folder = train_reranker(name, args)
+    cross = CrossEncoder.load(folder, max_length=RERANKER_TRAINING["max_length"], device="cpu")
+    retriever = RerankRetriever(first, cross, candidates=100)
+    label = f"{first_name} + cross-encoder re-ranking the top 100"
+    return evaluate(label, model, collection, retriever, seconds, min(args.latency, 50))
 
 
 def saved_rows(name: str) -> list[Row]:
@@ -238,19 +259,24 @@ def main() -> None:
     parser.add_argument("--train-steps", type=int, default=None, help="quick runs: cap the fine-tuning steps")
     parser.add_argument("--queries", type=int, default=None, help="quick runs: only the first N test queries")
     parser.add_argument("--documents", type=int, default=None, help="quick runs: relevant documents + N others")
+    parser.add_argument(
+        "--rerank", default="scifact", help="collections given a cross-encoder re-ranking row ('' for none)"
+    )
     parser.add_argument("--data", default=None)
     parser.add_argument("--out", default="retrieval.md")
     args = parser.parse_args()
 
     from finetune_retrieval import fine_tune
 
+    quick = any(value is not None for value in (args.queries, args.documents, args.train_steps))
     began = time.perf_counter()
     lines, measured = ["# Document retrieval: measured", ""], args.collections.split(",")
     for name in dict.fromkeys([*COLLECTIONS, *measured]):
         if name in measured:
             rows = collection_rows(name, args, lambda n, c: fine_tune(n, c, args))
             (WORK / "retrieval").mkdir(parents=True, exist_ok=True)
-            (WORK / "retrieval" / f"{name}.json").write_text(json.dumps([row.__dict__ for row in rows], indent=1))
+            if not quick:  # a sample's rows must not stand for the collection's in later runs
+                (WORK / "retrieval" / f"{name}.json").write_text(json.dumps([r.__dict__ for r in rows], indent=1))
         elif (WORK / "retrieval" / f"{name}.json").is_file():
             rows = saved_rows(name)
         else:
@@ -267,7 +293,8 @@ def main() -> None:
         ),
     ]
     write_result(args.out, lines)
-    write_doc(lines[2:])
+    if not quick:
+        write_doc(lines[2:])
 
 
 if __name__ == "__main__":
