@@ -49,7 +49,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "scale.md"
 BEGIN, END = "<!-- benchmarks/scale.py: begin -->", "<!-- benchmarks/scale.py: end -->"
 SOURCES = ("stsb", "sick", "snli", "sts12", "senteval")
 HNSW = {"hnsw_m": 16, "ef_construction": 64}
-EF_SEARCH = (40, 100, 200)
+EF_SEARCH = (40, 100, 200, 400, 800)
 QUORA = 40_000_000
 DIM = 384
 
@@ -363,7 +363,7 @@ def vectors_part(data: Path, work: Path, texts: list[str], total: int, curve: li
         "",
         "Build (seconds; FAISS: vectors saved and graph built, `VectorIndex.build(ann=True)`; pgvector: one "
         "transaction of binary COPY and `CREATE INDEX ... USING hnsw`, maintenance_work_mem 4GB, "
-        f"pgvector {pg_version}):",
+        f"PostgreSQL's pgvector extension {pg_version}):",
         "",
         *markdown_table(["vectors", "FAISS folder index s", "pgvector s"], build_rows),
         "",
@@ -433,6 +433,11 @@ def plan(facts: dict) -> list[str]:
     return lines
 
 
+def _int_keys(facts: dict) -> dict:
+    """JSON's string keys of the build-time tables back to vector counts."""
+    return {k: {int(n): t for n, t in v.items()} if k.endswith("_builds") else v for k, v in facts.items()}
+
+
 def write_doc(lines: list[str]) -> None:
     from sbert.atomic import atomic_file
 
@@ -462,16 +467,27 @@ def main() -> None:
     texts = sentences(data, SOURCES)[: args.texts]
     began = time.perf_counter()
     lines, facts = ["# Scale: measured", ""], {}
-    if "encode" in parts:
-        part, facts["encode"] = encode_part(texts, work)
-        lines += ["## Encoding: one process, many, Ray", "", *part, ""]
-    if "ddp" in parts:
-        part, facts["ddp"] = ddp_part(data, work, args.ddp_batch, args.ddp_steps)
-        lines += ["## Data-parallel training (torchrun)", "", *part, ""]
-    if "vectors" in parts:
-        curve = [int(s) for s in args.curve.split(",") if int(s) < args.vectors]
-        part, facts["vectors"] = vectors_part(data, work, texts, args.vectors, curve)
-        lines += ["## pgvector and the FAISS folder index", "", *part, ""]
+    curve = [int(s) for s in args.curve.split(",") if int(s) < args.vectors]
+    runs = {
+        "encode": ("Encoding: one process, many, Ray", lambda: encode_part(texts, work)),
+        "ddp": ("Data-parallel training (torchrun)", lambda: ddp_part(data, work, args.ddp_batch, args.ddp_steps)),
+        "vectors": (
+            "pgvector and the FAISS folder index",
+            lambda: vectors_part(data, work, texts, args.vectors, curve),
+        ),
+    }
+    for name, (title, run) in runs.items():
+        saved = work / f"{name}.json"
+        if name in parts:
+            part, facts[name] = run()
+            saved.write_text(json.dumps({"lines": part, "facts": facts[name]}, indent=1))
+        elif saved.is_file():  # an earlier run's table: kept, and said so
+            earlier = json.loads(saved.read_text())
+            part, facts[name] = earlier["lines"], _int_keys(earlier["facts"])
+            part = [*part, "", f"(From an earlier run of this script, kept in benchmarks/.work/scale/{name}.json.)"]
+        else:
+            continue
+        lines += [f"## {title}", "", *part, ""]
     lines += ["## The 40 million questions", "", *plan(facts), ""]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
     lines += [
