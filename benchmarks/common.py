@@ -70,3 +70,15 @@ def write_result(name: str, lines: list[str]) -> Path:
         handle.write(text)
     print(f"wrote {target}")
     return target
+
+
+def write_between_markers(doc: Path, begin: str, end: str, lines: list[str]) -> None:
+    """Replace what stands between the markers ``begin`` and ``end`` in ``doc`` by ``lines`` (atomically)."""
+    from sbert.atomic import atomic_file
+
+    text = doc.read_text(encoding="utf-8")
+    if begin not in text or end not in text:
+        raise SystemExit(f"{doc}: the markers {begin} and {end} are missing")
+    head, rest = text.split(begin, 1)
+    with atomic_file(doc, "w", encoding="utf-8") as handle:
+        handle.write(head + begin + "\n" + "\n".join(lines) + "\n" + end + rest.split(end, 1)[1])

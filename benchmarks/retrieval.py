@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from common import WORK, environment_lines, markdown_table, write_result
+from common import WORK, environment_lines, markdown_table, write_between_markers, write_result
 
 import sbert
 from sbert.data.beir import RetrievalCollection, read_beir
@@ -233,16 +233,8 @@ def provenance(name: str, measured: list[str], args) -> list[str]:
 
 
 def write_doc(lines: list[str]) -> None:
-    """Put the tables into docs/retrieval.md between the benchmark's markers (atomically)."""
-    from sbert.atomic import atomic_file
-
-    text = DOC.read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{DOC}: the markers {BEGIN} and {END} are missing")
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    with atomic_file(DOC, "w", encoding="utf-8") as handle:
-        handle.write(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail)
+    """Put the tables into the doc between the benchmark's markers (atomically)."""
+    write_between_markers(DOC, BEGIN, END, lines)
 
 
 def main() -> None:

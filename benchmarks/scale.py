@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import WORK, cpu_name, environment_lines, markdown_table, write_result
+from common import WORK, cpu_name, environment_lines, markdown_table, write_between_markers, write_result
 from corpus import sentences
 
 from sbert.data.paths import data_dir
@@ -219,9 +219,10 @@ def recall(found: list[list[int]], truth: np.ndarray) -> float:
     return float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found, truth.tolist(), strict=True)]))
 
 
-def latency_rows(name: str, search, queries: np.ndarray, truth: np.ndarray) -> list[list[str]]:
+def latency_rows(name: str, search, queries: np.ndarray, truth: np.ndarray, settings=EF_SEARCH) -> list[list[str]]:
+    """Recall@10 and p50/p99 ms of ``search(query, ef_search)``, one query at a time, for each setting."""
     rows = []
-    for ef in EF_SEARCH:
+    for ef in settings:
         search(queries[0], ef)  # warm
         times, found = [], []
         for q in queries:
@@ -229,7 +230,7 @@ def latency_rows(name: str, search, queries: np.ndarray, truth: np.ndarray) -> l
             found.append(search(q, ef))
             times.append((time.perf_counter() - began) * 1000)
         p50, p99 = np.percentile(times, [50, 99])
-        rows.append([name, str(ef), f"{recall(found, truth):.3f}", f"{p50:.2f}", f"{p99:.2f}"])
+        rows.append([name, "-" if ef is None else str(ef), f"{recall(found, truth):.3f}", f"{p50:.2f}", f"{p99:.2f}"])
     return rows
 
 
@@ -283,18 +284,12 @@ def faiss_side(work: Path, base: np.ndarray, queries, truth, curve: list[int]) -
 
     rows = latency_rows("FAISS folder index (hnsw)", search, queries, truth)
     memory = resident_mib(out, queries[0])
-    exact_rows = latency_rows_exact(index, queries[:100], truth[:100])
-    return rows + exact_rows, builds, [folder_mib(out), memory]
 
+    def exact(q, _):
+        return [int(h.id) for h in index.search(q[None], 10, method="exact")[0]]
 
-def latency_rows_exact(index, queries, truth) -> list[list[str]]:
-    times, found = [], []
-    for q in queries:
-        began = time.perf_counter()
-        found.append([int(h.id) for h in index.search(q[None], 10, method="exact")[0]])
-        times.append((time.perf_counter() - began) * 1000)
-    p50, p99 = np.percentile(times, [50, 99])
-    return [["FAISS folder index (exact, 100 queries)", "-", f"{recall(found, truth):.3f}", f"{p50:.2f}", f"{p99:.2f}"]]
+    rows += latency_rows("FAISS folder index (exact, 100 queries)", exact, queries[:100], truth[:100], (None,))
+    return rows, builds, [folder_mib(out), memory]
 
 
 def pgvector_side(base: np.ndarray, queries, truth, sizes: list[int]) -> tuple[list, dict, list, str]:
@@ -439,14 +434,8 @@ def _int_keys(facts: dict) -> dict:
 
 
 def write_doc(lines: list[str]) -> None:
-    from sbert.atomic import atomic_file
-
-    text = DOC.read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{DOC}: the markers {BEGIN} and {END} are missing")
-    head, rest = text.split(BEGIN, 1)
-    with atomic_file(DOC, "w", encoding="utf-8") as handle:
-        handle.write(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + rest.split(END, 1)[1])
+    """Put the tables into the doc between the benchmark's markers (atomically)."""
+    write_between_markers(DOC, BEGIN, END, lines)
 
 
 def main() -> None:

@@ -410,7 +410,9 @@ class PgVectorIndex(RecordedModel):
             with self._pool.connection() as conn:
                 yield conn
         except PoolTimeout as err:
-            raise DatabaseError(f"{self.path}: no connection to PostgreSQL within 30 s ({err})") from err
+            raise DatabaseError(
+                f"{self.path}: no connection to PostgreSQL within {self._pool.timeout:g} s ({err})"
+            ) from err
 
     @contextmanager
     def _writing(self):
