@@ -170,3 +170,31 @@ def test_recover_leaves_a_running_writers_folder_alone(tmp_path):
     hidden = tmp_path / f".model.old-{os.getpid()}-0123abcd"
     hidden.mkdir()
     assert recover(tmp_path / "model") is False and hidden.exists()
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027])
+def test_a_saved_model_follows_the_umask(tmp_path, tiny_encoder, mask):
+    """Every file of a saved model (model.safetensors too, which transformers writes 0600) gets the umask mode."""
+    old = os.umask(mask)
+    try:
+        tiny_encoder.save(tmp_path / "m")
+    finally:
+        os.umask(old)
+    files = [p for p in (tmp_path / "m").rglob("*") if p.is_file()]
+    assert any(p.name == "model.safetensors" for p in files)
+    assert {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777) for p in files} == {
+        p.relative_to(tmp_path).as_posix(): oct(0o666 & ~mask) for p in files
+    }
+    folders = [tmp_path / "m", *(p for p in (tmp_path / "m").rglob("*") if p.is_dir())]
+    assert {oct(p.stat().st_mode & 0o777) for p in folders} == {oct(0o777 & ~mask)}
+
+
+def test_atomic_dir_gives_private_files_the_umask_mode(tmp_path):
+    old = os.umask(0o022)
+    try:
+        with atomic_dir(tmp_path / "m") as tmp:
+            fd = os.open(tmp / "model.safetensors", os.O_CREAT | os.O_WRONLY, 0o600)
+            os.close(fd)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "m" / "model.safetensors").stat().st_mode & 0o777 == 0o644

@@ -222,11 +222,39 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     tmp.mkdir()
     try:
         yield tmp
+        follow_umask(tmp)
         check_replaceable(target)  # again: the folder may have changed while the new version was written
         _commit(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def current_umask() -> int:
+    """This process's umask (read from /proc where it can be, else set and put back at once)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def follow_umask(folder: Path) -> None:
+    """Give every file and folder under ``folder`` the mode a plain ``open``/``mkdir`` would (the umask's).
+
+    Some writers (transformers' ``save_pretrained``, safetensors) create files with mode 0600; a model
+    folder must be readable by whoever the user's umask lets read the rest of their files.
+    """
+    mask = current_umask()
+    for root, dirs, files in os.walk(folder):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o777 & ~mask, follow_symlinks=False)
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o666 & ~mask)
 
 
 def check_replaceable(target: str | os.PathLike[str]) -> None:
