@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from sbert.cli.adapt import adapt
 from sbert.cli.embeddings import encode, info, similarity
 from sbert.cli.negatives import mine_negatives
 from sbert.cli.plot import plot
@@ -29,5 +30,7 @@ def main() -> None:
     """
 
 
-for _command in (encode, similarity, train, evaluate, info, index, search, mine, mine_negatives, cluster, serve, plot):
+_COMMANDS = (encode, similarity, train, adapt, evaluate, info, index, search, mine, mine_negatives, cluster, serve,
+             plot)  # fmt: skip
+for _command in _COMMANDS:
     main.add_command(_command)

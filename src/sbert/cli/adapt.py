@@ -1,0 +1,58 @@
+"""``sbert adapt``: fit a model to a collection from its documents alone (a thin shell over ``sbert.adapt``)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from sbert.adapt.methods import DEFAULT_METHOD, METHODS
+from sbert.adapt.recipe import AdaptSettings
+from sbert.cli.common import MODEL_HELP, friendly_errors
+
+_METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
+
+
+@click.command(
+    help="Fit MODEL to the documents of --corpus, reading no queries and no judgments; saves a "
+    "sentence-transformers folder to --out. MODEL: " + MODEL_HELP
+)
+@click.argument("model", metavar="MODEL")
+@click.option("--corpus", required=True, help="The documents: a BEIR folder or corpus.jsonl[.gz], JSON lines or text.")
+@click.option(
+    "--out",
+    "-o",
+    required=True,
+    help="Output folder (a sentence-transformers model); checkpoints in OUT.train/.",
+)
+@click.option(
+    "--method",
+    type=click.Choice(list(METHODS)),
+    default=DEFAULT_METHOD,
+    show_default=True,
+    help=f"How pseudo-queries are drawn ({_METHODS_HELP}).",
+)
+@click.option("--steps", type=click.IntRange(min=1), default=AdaptSettings.steps, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=2), default=AdaptSettings.batch_size, show_default=True)
+@click.option("--lr", type=float, default=AdaptSettings.lr, show_default=True)
+@click.option("--seed", type=int, default=AdaptSettings.seed, show_default=True)
+@click.option("--resume", is_flag=True, help="Go on from OUT.train/checkpoint.pt (after Ctrl-C).")
+@click.option("--device", default=None, help="cpu, cuda, ... (default: cuda if present).")
+@click.option("--progress/--no-progress", default=None)
+@friendly_errors
+def adapt(model, corpus, out, method, steps, batch_size, lr, seed, resume, device, progress) -> None:
+    from sbert.adapt import adapt as run_adapt
+    from sbert.training import TrainingInterrupted
+
+    settings = AdaptSettings(method=method, steps=steps, batch_size=batch_size, lr=lr, seed=seed)
+    try:
+        summary = run_adapt(model, corpus, out, settings, resume=resume, device=device, progress=progress)
+    except TrainingInterrupted as stop:
+        click.echo(stop.explain(sys.argv), err=True)
+        sys.exit(stop.exit_code)
+    click.echo(
+        f"adapted on {summary['pairs']:,} pseudo-queries from {summary['documents']:,} documents of "
+        f"{summary['corpus']} ({method}); {summary['steps']} steps ({summary['steps_per_second']:.2f} steps/s); "
+        f"model saved to {summary['model']}",
+        err=True,
+    )

@@ -1,0 +1,181 @@
+"""sbert adapt: pseudo-queries from documents alone, the corpus readers, and the run end to end."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import signal
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from conftest import make_tiny_encoder
+
+from sbert.adapt import AdaptSettings, adapt
+from sbert.adapt.documents import read_adapt_documents
+from sbert.adapt.pseudo_queries import (
+    MAX_QUERY_WORDS,
+    cloze_pairs,
+    crop_pairs,
+    pseudo_queries,
+    same_text_pairs,
+    sentences,
+    title_pairs,
+)
+from sbert.cli import main
+from sbert.data.beir import Document
+from sbert.errors import InputFileError
+from sbert.training import TrainingInterrupted
+
+DOCS = [
+    Document("a", "printer crashes", "the printer crashes when i print a page. it happens every time. please fix it."),
+    Document("b", "", "calc hangs on large sheets with many formulas and charts in them today"),
+    Document("c", "tiny", "too short"),
+]
+
+
+def test_title_pairs_take_the_title_as_the_query_of_the_body():
+    assert [(p.query, p.positive) for p in title_pairs(DOCS, random.Random(0))] == [
+        ("printer crashes", DOCS[0].text),
+        ("tiny", "too short"),
+    ]
+
+
+def test_the_title_method_refuses_a_corpus_without_titles():
+    with pytest.raises(InputFileError, match="title method needs titles"):
+        title_pairs([Document("x", "", "some text here")], random.Random(0))
+
+
+def test_crops_are_spans_of_their_document_and_short_documents_give_none():
+    pairs = crop_pairs(DOCS, random.Random(3))
+    assert len(pairs) == 2  # "too short" (with its title: 3 words) gives none
+    for pair, doc in zip(pairs, DOCS[:2], strict=True):
+        joined = f" {doc.joined()} "
+        assert f" {pair.query} " in joined and f" {pair.positive} " in joined
+        assert 2 <= len(pair.query.split()) <= MAX_QUERY_WORDS
+    assert crop_pairs(DOCS, random.Random(3)) == pairs  # the seed decides
+
+
+def test_cloze_takes_one_sentence_against_the_rest():
+    assert sentences("one two. three four! five") == ["one two.", "three four!", "five"]
+    assert sentences(" ".join(str(i) for i in range(20))) == [" ".join(str(i) for i in range(16)), "16 17 18 19"]
+    rng = random.Random(1)
+    pair = cloze_pairs([DOCS[0]], rng)[0]
+    parts = sentences(DOCS[0].joined())
+    assert pair.query in parts
+    rest = [p for p in parts if p != pair.query]
+    assert pair.positive in (" ".join(rest), " ".join(parts))
+
+
+def test_simcse_pairs_are_the_same_text_twice_and_the_mix_is_seeded():
+    assert all(p.query == p.positive for p in same_text_pairs(DOCS, random.Random(0)))
+    mixed = pseudo_queries(DOCS, ("title", "crop"), seed=5)
+    assert len(mixed) == 2 + 2 and mixed == pseudo_queries(DOCS, ("title", "crop"), seed=5)
+    assert mixed != pseudo_queries(DOCS, ("title", "crop"), seed=6)
+
+
+def _beir_corpus(folder, docs):
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(folder / "corpus.jsonl.gz", "wt", encoding="utf-8") as handle:
+        for doc in docs:
+            handle.write(json.dumps({"_id": doc.id, "title": doc.title, "text": doc.text}) + "\n")
+    return folder
+
+
+def test_corpus_readers_take_a_beir_folder_jsonl_and_text(tmp_path):
+    docs, path = read_adapt_documents(_beir_corpus(tmp_path / "beir", DOCS))
+    assert docs == DOCS and path.name == "corpus.jsonl.gz"
+    plain = tmp_path / "docs.jsonl"
+    plain.write_text('{"id": 7, "title": "t", "text": "x y"}\n\n{"text": "z"}\n')
+    assert read_adapt_documents(plain)[0] == [Document("7", "t", "x y"), Document("3", "", "z")]
+    text = tmp_path / "docs.txt"
+    text.write_text("first doc\n\nsecond doc\n")
+    assert [d.text for d in read_adapt_documents(text)[0]] == ["first doc", "second doc"]
+
+
+def test_bad_corpora_are_refused_naming_the_file(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    with pytest.raises(InputFileError, match=r"empty\.txt: the corpus holds no documents"):
+        read_adapt_documents(empty)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"text": "ok"}\n{not json\n')
+    with pytest.raises(InputFileError, match=r"broken\.jsonl: line 2 is not valid JSON"):
+        read_adapt_documents(broken)
+    with pytest.raises(InputFileError, match="no such file"):
+        read_adapt_documents(tmp_path / "missing.jsonl")
+
+
+def _tiny_corpus(tmp_path):
+    rng = random.Random(0)
+    words = [
+        "printer",
+        "calc",
+        "writer",
+        "crash",
+        "hang",
+        "slow",
+        "font",
+        "table",
+        "chart",
+        "save",
+        "load",
+        "print",
+        "page",
+        "cell",
+        "sheet",
+    ]
+    docs = [Document(str(i), " ".join(rng.sample(words, 3)), " ".join(rng.choices(words, k=20))) for i in range(24)]
+    return _beir_corpus(tmp_path / "corpus", docs)
+
+
+@pytest.mark.slow
+def test_adapt_saves_a_folder_sentence_transformers_loads_equally(tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    base = tmp_path / "base"
+    make_tiny_encoder().save(base)
+    settings = AdaptSettings(steps=3, batch_size=4)
+    summary = adapt(base, _tiny_corpus(tmp_path), tmp_path / "adapted", settings, device="cpu", progress=False)
+    assert summary["steps"] == 3 and summary["documents"] == 24 and summary["pairs"] == 48
+    texts = ["printer crash", "calc hangs on a sheet"]
+    ours = __import__("sbert").load(str(tmp_path / "adapted"), device="cpu").encode(texts)
+    theirs = SentenceTransformer(str(tmp_path / "adapted"), device="cpu").encode(texts)
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)
+    base_vectors = __import__("sbert").load(str(base), device="cpu").encode(texts)
+    assert not np.allclose(ours, base_vectors)  # it trained
+    assert json.loads((tmp_path / "adapted.train" / "adapt.json").read_text())["method"] == "title+crop"
+
+
+@pytest.mark.slow
+def test_an_interrupted_adapt_resumes_to_the_same_weights(tmp_path):
+    base = tmp_path / "base"
+    make_tiny_encoder().save(base)
+    corpus = _tiny_corpus(tmp_path)
+    settings = AdaptSettings(steps=4, batch_size=4, checkpoint_every=100)
+    adapt(base, corpus, tmp_path / "straight", settings, device="cpu", progress=False)
+
+    def stop_at_2(step: int, loss: float) -> None:
+        if step == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(TrainingInterrupted):
+        adapt(base, corpus, tmp_path / "stopped", settings, device="cpu", progress=False, on_step=stop_at_2)
+    summary = adapt(base, corpus, tmp_path / "stopped", settings, resume=True, device="cpu", progress=False)
+    assert summary["steps_run"] == 2
+    straight = __import__("sbert").load(str(tmp_path / "straight"), device="cpu")
+    resumed = __import__("sbert").load(str(tmp_path / "stopped"), device="cpu")
+    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6, msg=name)
+
+
+@pytest.mark.slow
+def test_the_cli_refuses_an_untitled_corpus_for_the_title_method(tmp_path):
+    text = tmp_path / "docs.txt"
+    text.write_text("a document without a title\nanother one\n")
+    args = ["adapt", "default", "--corpus", str(text), "--out", str(tmp_path / "o"), "--method", "title"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and "title method needs titles" in result.output
