@@ -55,6 +55,11 @@ class _TableChoice(click.Choice):
 @click.option("--max-steps", type=click.IntRange(min=1), help="Stop after this many steps.")
 @click.option("--seed", type=int, help="[default: 42]")
 @click.option("--eval-every", type=click.IntRange(min=1), help="Steps between dev evaluations.")
+@click.option(
+    "--no-duplicates/--allow-duplicates",
+    default=None,
+    help="In-batch objectives: keep a text out of a batch that already holds it [default: on].",
+)
 @click.option("--checkpoint-every", type=click.IntRange(min=1), help="Steps between checkpoints [default: 500].")
 @click.option("--pooling", type=_TableChoice("sbert.modules.pooling", "MODES"), help="Change the pooling.")
 @click.option(

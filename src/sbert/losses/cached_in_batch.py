@@ -93,6 +93,7 @@ class CachedMultipleNegativesRankingLoss(nn.Module):
     rounding), with the memory of ``mini_batch_size`` texts instead of the whole batch's."""
 
     global_batch = True  # the trainer gives every rank the whole batch (see sbert.losses.in_batch)
+    in_batch_negatives = True  # the trainer keeps a text out of batches already holding it (training.sampling)
 
     def __init__(self, scale: float = 20.0, mini_batch_size: int = 32) -> None:
         super().__init__()

@@ -75,6 +75,7 @@ def ranking_logits(anchors: torch.Tensor, candidates: torch.Tensor, scale: float
 
 class MultipleNegativesRankingLoss(nn.Module):
     global_batch = True  # the trainer gives every rank the whole batch (see the module's docstring)
+    in_batch_negatives = True  # the trainer keeps a text out of batches already holding it (training.sampling)
 
     def __init__(self, scale: float = 20.0) -> None:
         super().__init__()
