@@ -13,18 +13,22 @@ from typing import Any
 
 from torch import nn
 
-from sbert.data.examples import LabeledPair, RetrievalExample, ScoredPair, Triplet
+from sbert.data.examples import DistillationExample, LabeledPair, RetrievalExample, ScoredPair, Text, Triplet
 from sbert.losses.cached_in_batch import CachedMultipleNegativesRankingLoss
 from sbert.losses.cross_encoder import CrossEncoderClassificationLoss, CrossEncoderScoreLoss
+from sbert.losses.distillation import DistillKLDivLoss, EmbeddingMSELoss, MarginMSELoss
 from sbert.losses.in_batch import MultipleNegativesRankingLoss
 from sbert.losses.regression import CosineRegressionLoss
 from sbert.losses.softmax import SoftmaxLoss
+from sbert.losses.teachers import teacher_from
 from sbert.losses.triplet import TripletLoss
 
 ScoreRange = tuple[float, float]
 DEFAULT_SCORE_RANGE: ScoreRange = (0.0, 5.0)  # for scored pairs of a format that names no scale
 # What in-batch-negatives objectives read, most wanted first: rows with hard negatives, then triplets, then pairs.
 IN_BATCH_EXAMPLES = (RetrievalExample, Triplet, ScoredPair, LabeledPair)
+# What the teacher's-candidates objectives read: rows with teacher scores, or rows a --teacher scores.
+DISTILL_EXAMPLES = (DistillationExample, RetrievalExample, Triplet)
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,26 @@ OBJECTIVES: dict[str, ObjectiveKind] = {
         settings={"scale": 20.0, "mini_batch_size": 32},
         bi_encoder=lambda x: CachedMultipleNegativesRankingLoss(x.settings["scale"], x.settings["mini_batch_size"]),
         help="mnrl with gradient caching (GradCache): large batches in the memory of mini_batch_size texts",
+    ),
+    "margin-mse": ObjectiveKind(
+        needs=DISTILL_EXAMPLES,
+        settings={"teacher": "", "similarity": "dot"},
+        bi_encoder=lambda x: MarginMSELoss(teacher_from(x.settings["teacher"]), x.settings["similarity"]),
+        help="distillation: MSE of the student's margins s(q,p) - s(q,n) against the teacher's",
+    ),
+    "distill-kl": ObjectiveKind(
+        needs=DISTILL_EXAMPLES,
+        settings={"teacher": "", "similarity": "dot", "temperature": 1.0},
+        bi_encoder=lambda x: DistillKLDivLoss(
+            teacher_from(x.settings["teacher"]), x.settings["similarity"], x.settings["temperature"]
+        ),
+        help="distillation: KL of the student's softmax over each row's candidates from the teacher's",
+    ),
+    "embedding-mse": ObjectiveKind(
+        needs=(Text,),
+        settings={"teacher": ""},
+        bi_encoder=lambda x: EmbeddingMSELoss(teacher_from(x.settings["teacher"])),
+        help="distillation: MSE of the student's vectors against a bi-encoder teacher's (texts alone)",
     ),
 }
 
