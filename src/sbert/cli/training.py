@@ -71,6 +71,11 @@ class _TableChoice(click.Choice):
 @click.option("--margin", type=float, help="Triplet margin [default: 1, the paper's].")
 @click.option("--distance", type=_TableChoice("sbert.losses.triplet", "DISTANCES"), help="Triplet distance.")
 @click.option("--mini-batch-size", type=click.IntRange(min=1), help="cached-mnrl: texts per pass [default: 32].")
+@click.option(
+    "--guide", help="mnrl, cached-mnrl, simcse: a local bi-encoder; drops negatives it scores above the positive."
+)
+@click.option("--guide-margin", type=float, help="--guide: slack below the positive's guide score [default: 0].")
+@click.option("--margin-strategy", type=click.Choice(["absolute", "relative"]), help="--guide-margin: how.")
 @click.option("--teacher", help="margin-mse, distill-kl, embedding-mse: a local bi- or cross-encoder scoring rows.")
 @click.option("--temperature", type=float, help="distill-kl: softmax temperature [default: 1].")
 @click.option(

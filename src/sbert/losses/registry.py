@@ -17,7 +17,7 @@ from sbert.data.examples import DistillationExample, LabeledPair, RetrievalExamp
 from sbert.losses.cached_in_batch import CachedMultipleNegativesRankingLoss
 from sbert.losses.cross_encoder import CrossEncoderClassificationLoss, CrossEncoderScoreLoss
 from sbert.losses.distillation import DistillKLDivLoss, EmbeddingMSELoss, MarginMSELoss
-from sbert.losses.in_batch import MultipleNegativesRankingLoss
+from sbert.losses.in_batch import MultipleNegativesRankingLoss, guide_from
 from sbert.losses.regression import CosineRegressionLoss
 from sbert.losses.softmax import SoftmaxLoss
 from sbert.losses.teachers import teacher_from
@@ -29,6 +29,8 @@ DEFAULT_SCORE_RANGE: ScoreRange = (0.0, 5.0)  # for scored pairs of a format tha
 IN_BATCH_EXAMPLES = (RetrievalExample, Triplet, ScoredPair, LabeledPair)
 # What the teacher's-candidates objectives read: rows with teacher scores, or rows a --teacher scores.
 DISTILL_EXAMPLES = (DistillationExample, RetrievalExample, Triplet)
+# GISTEmbed's guided masking, an option of the in-batch objectives (empty guide: none).
+GUIDE_SETTINGS = {"guide": "", "guide_margin": 0.0, "margin_strategy": "absolute"}
 
 
 @dataclass(frozen=True)
@@ -78,15 +80,23 @@ OBJECTIVES: dict[str, ObjectiveKind] = {
     ),
     "mnrl": ObjectiveKind(
         needs=IN_BATCH_EXAMPLES,
-        settings={"scale": 20.0},
-        bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"]),
+        settings={"scale": 20.0, **GUIDE_SETTINGS},
+        bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"], guide_from(x.settings)),
         help="in-batch negatives: cross-entropy over scaled cosine (0..n hard negatives per row)",
     ),
     "cached-mnrl": ObjectiveKind(
         needs=IN_BATCH_EXAMPLES,
-        settings={"scale": 20.0, "mini_batch_size": 32},
-        bi_encoder=lambda x: CachedMultipleNegativesRankingLoss(x.settings["scale"], x.settings["mini_batch_size"]),
+        settings={"scale": 20.0, "mini_batch_size": 32, **GUIDE_SETTINGS},
+        bi_encoder=lambda x: CachedMultipleNegativesRankingLoss(
+            x.settings["scale"], x.settings["mini_batch_size"], guide_from(x.settings)
+        ),
         help="mnrl with gradient caching (GradCache): large batches in the memory of mini_batch_size texts",
+    ),
+    "simcse": ObjectiveKind(
+        needs=(Text,),
+        settings={"scale": 20.0, **GUIDE_SETTINGS},
+        bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"], guide_from(x.settings)),
+        help="SimCSE: each text against itself under other dropout, in-batch negatives (texts alone)",
     ),
     "margin-mse": ObjectiveKind(
         needs=DISTILL_EXAMPLES,
