@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from sbert.data.examples import LabeledPair, RetrievalExample, ScoredPair, Triplet
+from sbert.data.examples import DistillationExample, LabeledPair, RetrievalExample, ScoredPair, Text, Triplet
 from sbert.losses import (
     CONCAT_MODES,
     CosineRegressionLoss,
@@ -134,7 +134,13 @@ def test_every_objective_builds_its_loss_from_its_settings():
     batches = {LabeledPair: [LabeledPair("a", "b", 1)], ScoredPair: [ScoredPair("a", "b", 2.5)]}
     batches[Triplet] = [Triplet("a", "c", "b")]
     batches[RetrievalExample] = [RetrievalExample("a", "c", ("b",))]
+    batches[Text] = [Text("a"), Text("b")]
+    batches[DistillationExample] = [DistillationExample("a", "c", ("b",), (1.0, 0.0))]
     for name, kind in OBJECTIVES.items():
+        if name == "embedding-mse":  # a teacher model is its data: refused without one (test_distillation)
+            with pytest.raises(ValueError, match="needs a teacher"):
+                kind.bi_encoder(LossInputs(kind.settings, dim=2))
+            continue
         loss = kind.bi_encoder(LossInputs(kind.settings, dim=2))
         assert torch.isfinite(loss(enc, batches[kind.needs[0]])), name
     sick = OBJECTIVES["regression"]

@@ -55,6 +55,11 @@ class _TableChoice(click.Choice):
 @click.option("--max-steps", type=click.IntRange(min=1), help="Stop after this many steps.")
 @click.option("--seed", type=int, help="[default: 42]")
 @click.option("--eval-every", type=click.IntRange(min=1), help="Steps between dev evaluations.")
+@click.option(
+    "--no-duplicates/--allow-duplicates",
+    default=None,
+    help="In-batch objectives: keep a text out of a batch that already holds it [default: on].",
+)
 @click.option("--checkpoint-every", type=click.IntRange(min=1), help="Steps between checkpoints [default: 500].")
 @click.option("--pooling", type=_TableChoice("sbert.modules.pooling", "MODES"), help="Change the pooling.")
 @click.option(
@@ -66,6 +71,13 @@ class _TableChoice(click.Choice):
 @click.option("--margin", type=float, help="Triplet margin [default: 1, the paper's].")
 @click.option("--distance", type=_TableChoice("sbert.losses.triplet", "DISTANCES"), help="Triplet distance.")
 @click.option("--mini-batch-size", type=click.IntRange(min=1), help="cached-mnrl: texts per pass [default: 32].")
+@click.option(
+    "--guide", help="mnrl, cached-mnrl, simcse: a local bi-encoder; drops negatives it scores above the positive."
+)
+@click.option("--guide-margin", type=float, help="--guide: slack below the positive's guide score [default: 0].")
+@click.option("--margin-strategy", type=click.Choice(["absolute", "relative"]), help="--guide-margin: how.")
+@click.option("--teacher", help="margin-mse, distill-kl, embedding-mse: a local bi- or cross-encoder scoring rows.")
+@click.option("--temperature", type=float, help="distill-kl: softmax temperature [default: 1].")
 @click.option(
     "--init",
     type=_TableChoice("sbert.training.spec", "INITS"),

@@ -43,3 +43,32 @@ class RetrievalExample:
     query: str
     positive: str
     negatives: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Text:
+    """One unlabelled text: what label-free objectives (SimCSE, TSDAE, embedding distillation) read."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class DistillationExample:
+    """A query, its positive and 0..n negatives, and a teacher's scores of (positive, *negatives).
+
+    Only differences of ``scores`` matter (the margins and the teacher's softmax do not change when a
+    constant is added), so a row that gives just the margin ``m`` = teacher(q, p) - teacher(q, n) holds
+    ``scores=(m, 0.0)``.
+    """
+
+    query: str
+    positive: str
+    negatives: tuple[str, ...]
+    scores: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.scores) != 1 + len(self.negatives):
+            raise ValueError(
+                f"{len(self.scores)} teacher scores for {1 + len(self.negatives)} candidates "
+                "(the positive and each negative)"
+            )

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sbert.data.beir_pairs import read_beir_pairs
-from sbert.data.examples import LabeledPair, RetrievalExample, ScoredPair, Triplet
+from sbert.data.distill import read_distillation, read_texts
+from sbert.data.examples import DistillationExample, LabeledPair, RetrievalExample, ScoredPair, Text, Triplet
 from sbert.data.nli import nli_to_triplets, read_nli
 from sbert.data.ntuples import read_ntuples
 from sbert.data.sts import read_semeval_sts, read_sick, read_stsb
@@ -83,6 +84,14 @@ def _beir(path: Path, seed: int) -> list[RetrievalExample]:
     return read_beir_pairs(path)
 
 
+def _texts(path: Path, seed: int) -> list[Text]:
+    return read_texts(path)
+
+
+def _distillation(path: Path, seed: int) -> list[DistillationExample]:
+    return read_distillation(path)
+
+
 FORMATS: dict[str, DataFormat] = {
     f.name: f
     for f in (
@@ -116,6 +125,20 @@ FORMATS: dict[str, DataFormat] = {
             {RetrievalExample: _beir},
             None,
             "BEIR folder: (query, relevant document) pairs of its train qrels; or FOLDER/qrels/SPLIT.tsv",
+        ),
+        DataFormat(
+            "texts",
+            "file or folder",
+            {Text: _texts},
+            None,
+            "texts alone (label-free objectives): one per line, .jsonl of {text}, or a BEIR folder's documents",
+        ),
+        DataFormat(
+            "distill",
+            "file",
+            {DistillationExample: _distillation},
+            None,
+            ".tsv of query, positive, negative, teacher margin; or .jsonl with negatives and teacher scores",
         ),
     )
 }

@@ -29,7 +29,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sbert.losses.in_batch import InBatchExample, gather_columns, ranking_logits, share_of_columns, text_columns
+from sbert.losses.in_batch import (
+    Guide,
+    InBatchExample,
+    gather_columns,
+    masked,
+    ranking_logits,
+    share_of_columns,
+    text_columns,
+)
 from sbert.protocols import TrainableEncoder
 from sbert.training import distributed
 
@@ -93,12 +101,14 @@ class CachedMultipleNegativesRankingLoss(nn.Module):
     rounding), with the memory of ``mini_batch_size`` texts instead of the whole batch's."""
 
     global_batch = True  # the trainer gives every rank the whole batch (see sbert.losses.in_batch)
+    in_batch_negatives = True  # the trainer keeps a text out of batches already holding it (training.sampling)
 
-    def __init__(self, scale: float = 20.0, mini_batch_size: int = 32) -> None:
+    def __init__(self, scale: float = 20.0, mini_batch_size: int = 32, guide: Guide | None = None) -> None:
         super().__init__()
         if mini_batch_size < 1:
             raise ValueError(f"mini_batch_size must be at least 1, got {mini_batch_size}")
         self.scale, self.mini_batch_size = float(scale), int(mini_batch_size)
+        self._guide = (guide,)  # not a submodule: neither trained nor checkpointed (see sbert.losses.in_batch)
 
     def forward(self, encoder: TrainableEncoder, batch: Sequence[InBatchExample]) -> torch.Tensor:
         training = torch.is_grad_enabled()
@@ -107,7 +117,8 @@ class CachedMultipleNegativesRankingLoss(nn.Module):
         pieces = [piece for texts in share_of_columns(columns) for piece in self._embed_without_graph(encoder, texts)]
         local = torch.cat([p.embeddings for p in pieces]) if pieces else torch.zeros(0, 0, device=encoder.device)
         vectors = torch.cat(gather_columns(local, columns)).requires_grad_(training)
-        loss = self._loss_and_cache(vectors, len(batch), backward=training)
+        dropped = self._guide[0].mask(columns, vectors.device) if self._guide[0] else None
+        loss = self._loss_and_cache(vectors, len(batch), backward=training, dropped=dropped)
         if not training:
             return loss
         mine = vectors.grad[distributed.share(len(vectors))]  # the cache: gradients of this rank's vectors
@@ -128,15 +139,19 @@ class CachedMultipleNegativesRankingLoss(nn.Module):
             pieces.append(_MiniBatch(chunk, rng, vectors.detach()))
         return pieces
 
-    def _loss_and_cache(self, vectors: torch.Tensor, rows: int, backward: bool) -> torch.Tensor:
+    def _loss_and_cache(
+        self, vectors: torch.Tensor, rows: int, backward: bool, dropped: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Step 2: the mean cross-entropy over ``rows`` anchors (the first ``rows`` of ``vectors``, every
         column's vectors in order; the rest are candidates), ``mini_batch_size`` anchors at a time; with
-        ``backward``, each piece is back-propagated to ``vectors`` at once (its graph freed)."""
+        ``backward``, each piece is back-propagated to ``vectors`` at once (its graph freed). ``dropped``:
+        the guide's mask (anchors, candidates)."""
         anchors, candidates = vectors[:rows], vectors[rows:]
         total = torch.zeros((), device=vectors.device)
         for start in range(0, rows, self.mini_batch_size):
             stop = min(start + self.mini_batch_size, rows)
             scores = ranking_logits(anchors[start:stop], candidates, self.scale)
+            scores = masked(scores, None if dropped is None else dropped[start:stop])
             targets = torch.arange(start, stop, device=scores.device)
             piece = F.cross_entropy(scores, targets, reduction="sum") / rows
             if backward:

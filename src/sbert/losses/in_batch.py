@@ -9,6 +9,13 @@ negative_n) columns: all positives, then every row's first negative, then every 
 rows with fewer negatives simply add fewer candidates (a hard negative of one row is a wrong
 candidate for every row anyway).
 
+With a ``guide`` (GISTEmbed, Solatorio 2024; sentence-transformers' ``GISTEmbedLoss`` semantics), a
+frozen model scores the same anchors and candidates, and every candidate it scores above the row's own
+positive (``margin_strategy`` "absolute": above guide(a, p) - margin; "relative": above guide(a, p) -
+|guide(a, p)| * margin) is dropped from that row's softmax: a duplicate the labels do not know of is
+not pushed away. Over ``Text`` rows (texts alone) the positive is the text itself, embedded a second
+time under other dropout masks: SimCSE (Gao et al. 2021).
+
 Under ``torchrun`` these losses take the whole global batch on every rank (``global_batch``): each rank
 embeds its share of the texts and gathers the others' vectors, so the negatives are the global batch's.
 """
@@ -21,11 +28,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sbert.data.examples import LabeledPair, RetrievalExample, ScoredPair, Triplet
+from sbert.data.examples import LabeledPair, RetrievalExample, ScoredPair, Text, Triplet
+from sbert.losses.teachers import Teacher
 from sbert.protocols import TrainableEncoder
 from sbert.training import distributed
 
-InBatchExample = RetrievalExample | Triplet | LabeledPair | ScoredPair
+InBatchExample = RetrievalExample | Triplet | LabeledPair | ScoredPair | Text
+MARGIN_STRATEGIES = ("absolute", "relative")
 
 
 def _fields(example) -> tuple[str, str, tuple[str, ...]]:
@@ -35,6 +44,8 @@ def _fields(example) -> tuple[str, str, tuple[str, ...]]:
         return example.anchor, example.positive, (example.negative,)
     if isinstance(example, (LabeledPair, ScoredPair)):
         return example.sentence1, example.sentence2, ()
+    if isinstance(example, Text):
+        return example.text, example.text, ()
     raise TypeError(f"in-batch negatives need pairs, triplets or retrieval examples, got {type(example).__name__}")
 
 
@@ -73,12 +84,47 @@ def ranking_logits(anchors: torch.Tensor, candidates: torch.Tensor, scale: float
     return F.normalize(anchors, dim=1) @ F.normalize(candidates, dim=1).T * scale
 
 
+class Guide:
+    """GISTEmbed's guided masking: which in-batch candidates a frozen ``guide`` scores above the row's positive."""
+
+    def __init__(self, guide: Teacher | str, margin_strategy: str = "absolute", margin: float = 0.0) -> None:
+        if margin_strategy not in MARGIN_STRATEGIES:
+            raise ValueError(f"margin_strategy {margin_strategy!r}: expected one of {', '.join(MARGIN_STRATEGIES)}")
+        self.guide = guide if isinstance(guide, Teacher) else Teacher(guide)
+        if self.guide.cross:
+            raise ValueError("a guide must be a bi-encoder: its vectors score every anchor against every candidate")
+        self.margin_strategy, self.margin = margin_strategy, float(margin)
+
+    def mask(self, columns: Sequence[list[str]], device: torch.device) -> torch.Tensor:
+        """(anchors, candidates) bool: True where the candidate is dropped (never the row's own positive)."""
+        anchors, candidates = columns[0], [t for column in columns[1:] for t in column]
+        with torch.no_grad():
+            sims = self.guide.similarity_matrix(anchors, candidates, device)
+        rows = torch.arange(len(anchors), device=device)
+        positive = sims[rows, rows][:, None]
+        slack = self.margin if self.margin_strategy == "absolute" else positive.abs() * self.margin
+        dropped = sims > positive - slack
+        dropped[rows, rows] = False
+        return dropped
+
+
+def masked(scores: torch.Tensor, dropped: torch.Tensor | None) -> torch.Tensor:
+    """``scores`` with the ``dropped`` candidates at -inf (out of the softmax); None: unchanged."""
+    return scores if dropped is None else scores.masked_fill(dropped, float("-inf"))
+
+
 class MultipleNegativesRankingLoss(nn.Module):
     global_batch = True  # the trainer gives every rank the whole batch (see the module's docstring)
+    in_batch_negatives = True  # the trainer keeps a text out of batches already holding it (training.sampling)
 
-    def __init__(self, scale: float = 20.0) -> None:
+    def __init__(self, scale: float = 20.0, guide: Guide | None = None) -> None:
         super().__init__()
         self.scale = float(scale)
+        self._guide = (guide,)  # a tuple: the guide is not a submodule, so neither trained nor checkpointed
+
+    @property
+    def guide(self) -> Guide | None:
+        return self._guide[0]
 
     def forward(self, encoder: TrainableEncoder, batch: Sequence[InBatchExample]) -> torch.Tensor:
         columns = text_columns(batch)
@@ -86,4 +132,12 @@ class MultipleNegativesRankingLoss(nn.Module):
         local = torch.cat(encoder.embed_with_grad(*mine)) if any(mine) else torch.zeros(0, 0, device=encoder.device)
         a, *candidates = gather_columns(local, columns)
         scores = ranking_logits(a, torch.cat(candidates), self.scale)
-        return F.cross_entropy(scores, torch.arange(len(batch), device=scores.device))
+        dropped = self.guide.mask(columns, scores.device) if self.guide else None
+        return F.cross_entropy(masked(scores, dropped), torch.arange(len(batch), device=scores.device))
+
+
+def guide_from(settings) -> Guide | None:
+    """The ``Guide`` an in-batch objective's settings name (``guide``: a model path; empty: none)."""
+    if not settings.get("guide"):
+        return None
+    return Guide(settings["guide"], settings.get("margin_strategy", "absolute"), settings.get("guide_margin", 0.0))

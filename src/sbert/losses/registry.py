@@ -13,18 +13,24 @@ from typing import Any
 
 from torch import nn
 
-from sbert.data.examples import LabeledPair, RetrievalExample, ScoredPair, Triplet
+from sbert.data.examples import DistillationExample, LabeledPair, RetrievalExample, ScoredPair, Text, Triplet
 from sbert.losses.cached_in_batch import CachedMultipleNegativesRankingLoss
 from sbert.losses.cross_encoder import CrossEncoderClassificationLoss, CrossEncoderScoreLoss
-from sbert.losses.in_batch import MultipleNegativesRankingLoss
+from sbert.losses.distillation import DistillKLDivLoss, EmbeddingMSELoss, MarginMSELoss
+from sbert.losses.in_batch import MultipleNegativesRankingLoss, guide_from
 from sbert.losses.regression import CosineRegressionLoss
 from sbert.losses.softmax import SoftmaxLoss
+from sbert.losses.teachers import teacher_from
 from sbert.losses.triplet import TripletLoss
 
 ScoreRange = tuple[float, float]
 DEFAULT_SCORE_RANGE: ScoreRange = (0.0, 5.0)  # for scored pairs of a format that names no scale
 # What in-batch-negatives objectives read, most wanted first: rows with hard negatives, then triplets, then pairs.
 IN_BATCH_EXAMPLES = (RetrievalExample, Triplet, ScoredPair, LabeledPair)
+# What the teacher's-candidates objectives read: rows with teacher scores, or rows a --teacher scores.
+DISTILL_EXAMPLES = (DistillationExample, RetrievalExample, Triplet)
+# GISTEmbed's guided masking, an option of the in-batch objectives (empty guide: none).
+GUIDE_SETTINGS = {"guide": "", "guide_margin": 0.0, "margin_strategy": "absolute"}
 
 
 @dataclass(frozen=True)
@@ -74,15 +80,43 @@ OBJECTIVES: dict[str, ObjectiveKind] = {
     ),
     "mnrl": ObjectiveKind(
         needs=IN_BATCH_EXAMPLES,
-        settings={"scale": 20.0},
-        bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"]),
+        settings={"scale": 20.0, **GUIDE_SETTINGS},
+        bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"], guide_from(x.settings)),
         help="in-batch negatives: cross-entropy over scaled cosine (0..n hard negatives per row)",
     ),
     "cached-mnrl": ObjectiveKind(
         needs=IN_BATCH_EXAMPLES,
-        settings={"scale": 20.0, "mini_batch_size": 32},
-        bi_encoder=lambda x: CachedMultipleNegativesRankingLoss(x.settings["scale"], x.settings["mini_batch_size"]),
+        settings={"scale": 20.0, "mini_batch_size": 32, **GUIDE_SETTINGS},
+        bi_encoder=lambda x: CachedMultipleNegativesRankingLoss(
+            x.settings["scale"], x.settings["mini_batch_size"], guide_from(x.settings)
+        ),
         help="mnrl with gradient caching (GradCache): large batches in the memory of mini_batch_size texts",
+    ),
+    "simcse": ObjectiveKind(
+        needs=(Text,),
+        settings={"scale": 20.0, **GUIDE_SETTINGS},
+        bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"], guide_from(x.settings)),
+        help="SimCSE: each text against itself under other dropout, in-batch negatives (texts alone)",
+    ),
+    "margin-mse": ObjectiveKind(
+        needs=DISTILL_EXAMPLES,
+        settings={"teacher": "", "similarity": "dot"},
+        bi_encoder=lambda x: MarginMSELoss(teacher_from(x.settings["teacher"]), x.settings["similarity"]),
+        help="distillation: MSE of the student's margins s(q,p) - s(q,n) against the teacher's",
+    ),
+    "distill-kl": ObjectiveKind(
+        needs=DISTILL_EXAMPLES,
+        settings={"teacher": "", "similarity": "dot", "temperature": 1.0},
+        bi_encoder=lambda x: DistillKLDivLoss(
+            teacher_from(x.settings["teacher"]), x.settings["similarity"], x.settings["temperature"]
+        ),
+        help="distillation: KL of the student's softmax over each row's candidates from the teacher's",
+    ),
+    "embedding-mse": ObjectiveKind(
+        needs=(Text,),
+        settings={"teacher": ""},
+        bi_encoder=lambda x: EmbeddingMSELoss(teacher_from(x.settings["teacher"])),
+        help="distillation: MSE of the student's vectors against a bi-encoder teacher's (texts alone)",
     ),
 }
 

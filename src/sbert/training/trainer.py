@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import inspect
 import json
+import logging
 import math
 import signal
 import sys
@@ -42,7 +43,10 @@ from sbert.progress import progress_bar
 from sbert.training import checkpoint as ckpt
 from sbert.training import distributed
 from sbert.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from sbert.training.sampling import example_texts, no_duplicate_batches, plain_batches
 from sbert.training.schedule import warmup_steps, warmup_then_linear_decay
+
+_logger = logging.getLogger("sbert.training")
 
 if TYPE_CHECKING:
     from sbert.evaluation.base import Evaluator
@@ -78,6 +82,7 @@ class TrainConfig:
     eval_every: int | None = None  # steps between dev evaluations; always once at the end
     checkpoint_every: int | None = 500  # steps between checkpoints
     shuffle: bool = True
+    no_duplicates: bool = True  # in-batch-negatives losses: no batch holds a text twice (sbert.training.sampling)
     amp: str = "auto"  # "auto" (bf16/fp16 on CUDA, off on CPU), "bf16", "fp16" or "off"
     progress: bool | None = None  # None: a bar when standard error is a terminal
     keep_checkpoint: bool = False  # keep run_dir/checkpoint.pt (the final state) after a finished run
@@ -218,11 +223,10 @@ class Trainer:
         self.run_dir = Path(run_dir) if run_dir else self.out.with_name(self.out.name + ".train")
         self.evaluator = evaluator
         self.device = distributed.init_from_env(torch.device(device or default_device()))
-        self.batches_per_epoch = [math.ceil(len(o.examples) / config.batch_size) for o in self.objectives]
-        self.steps_per_epoch = sum(self.batches_per_epoch)
-        self.total_steps = config.epochs * self.steps_per_epoch
-        if config.max_steps is not None:
-            self.total_steps = min(self.total_steps, config.max_steps)
+        self._plan: tuple[int, list[tuple[int, np.ndarray]]] | None = None  # the last epoch planned
+        self._epoch_lengths: dict[int, int] = {}
+        self.moved: dict[tuple[int, int], int] = {}  # (epoch, objective) -> rows the sampler moved
+        self.total_steps = self._count_steps()
         self.best: float | None = None
 
     # -- the loop: set up, step, evaluate and checkpoint when due, finish --------------------------------
@@ -304,14 +308,18 @@ class Trainer:
 
     def _batches(self, start: int) -> Iterator[tuple[int, int, Objective, list]]:
         """(step, epoch, objective, its batch of examples) for each step from ``start`` to the end."""
-        plan, plan_epoch = [], -1
-        for step in range(start, self.total_steps):
-            epoch, index = divmod(step, self.steps_per_epoch)
-            if epoch != plan_epoch:
-                plan, plan_epoch = self.epoch_plan(epoch), epoch
-            task, rows = plan[index]
-            objective = self.objectives[task]
-            yield step, epoch, objective, [objective.examples[r] for r in rows]
+        first = 0  # the first step of ``epoch``
+        for epoch in range(self.config.epochs):
+            length = self.epoch_steps(epoch)
+            if first + length > start and first < self.total_steps:
+                plan = self.epoch_plan(epoch)
+                if first >= start:
+                    self._log_moved(first, epoch)
+                for index in range(max(start - first, 0), min(length, self.total_steps - first)):
+                    task, rows = plan[index]
+                    objective = self.objectives[task]
+                    yield first + index, epoch, objective, [objective.examples[r] for r in rows]
+            first += length
 
     def _step(self, parts: _Parts, objective: Objective, batch: list) -> float:
         """One optimizer step on ``batch``: forward, backward, clip, step, schedule. Returns the loss.
@@ -388,18 +396,63 @@ class Trainer:
         return summary
 
     def epoch_plan(self, epoch: int) -> list[tuple[int, np.ndarray]]:
-        """(objective index, example rows) for each step of ``epoch``, objectives taken round-robin."""
-        size = self.config.batch_size
+        """(objective index, example rows) for each step of ``epoch``, objectives taken round-robin.
+        In-batch-negatives objectives get batches without a text twice (``config.no_duplicates``)."""
+        if self._plan is not None and self._plan[0] == epoch:
+            return self._plan[1]
         queues = []
         for task, objective in enumerate(self.objectives):
             n = len(objective.examples)
             rng = np.random.default_rng([self.config.seed, epoch, task])
             order = rng.permutation(n) if self.config.shuffle else np.arange(n)
-            queues.append([order[i : i + size] for i in range(0, n, size)])
+            if self._deduplicates(objective):
+                cut = no_duplicate_batches(
+                    order, lambda r, e=objective.examples: example_texts(e[r]), self.config.batch_size
+                )
+            else:
+                cut = plain_batches(order, self.config.batch_size)
+            self.moved[epoch, task] = cut.moved
+            queues.append(cut.batches)
         plan = []
-        for i in range(max(self.batches_per_epoch)):
+        for i in range(max(len(queue) for queue in queues)):
             plan += [(task, queue[i]) for task, queue in enumerate(queues) if i < len(queue)]
+        self._plan, self._epoch_lengths[epoch] = (epoch, plan), len(plan)
         return plan
+
+    def _deduplicates(self, objective: Objective) -> bool:
+        return self.config.no_duplicates and getattr(objective.loss, "in_batch_negatives", False)
+
+    def epoch_steps(self, epoch: int) -> int:
+        """Steps of ``epoch``: a batch per ``batch_size`` examples of each objective, plus the batches the
+        no-duplicates sampler adds where rows share texts (then the epoch is planned to count them)."""
+        if not any(self._deduplicates(o) for o in self.objectives):
+            return sum(math.ceil(len(o.examples) / self.config.batch_size) for o in self.objectives)
+        if epoch not in self._epoch_lengths:
+            self.epoch_plan(epoch)
+        return self._epoch_lengths[epoch]
+
+    def _count_steps(self) -> int:
+        """All steps of the run: its epochs' steps, or ``max_steps`` when that comes first."""
+        total, limit = 0, self.config.max_steps
+        for epoch in range(self.config.epochs):
+            if limit is not None and total >= limit:
+                break
+            total += self.epoch_steps(epoch)
+        return total if limit is None else min(total, limit)
+
+    def _log_moved(self, step: int, epoch: int) -> None:
+        """Say (log.jsonl, with the epoch's first step, and the ``sbert.training`` logger) how many rows the
+        sampler moved in ``epoch``, which begins after ``step`` steps."""
+        for task, objective in enumerate(self.objectives):
+            if self._deduplicates(objective):
+                moved = self.moved[epoch, task]
+                _logger.info(
+                    "epoch %d, %s: %d rows moved to keep texts out of batches holding them",
+                    epoch,
+                    objective.name,
+                    moved,
+                )
+                self._log({"step": step + 1, "epoch": epoch, "objective": objective.name, "sampler_moved": moved})
 
     # -- pieces ----------------------------------------------------------------------------------------
     def _progress_bar(self, start: int):
@@ -462,6 +515,7 @@ class Trainer:
             "seed",
             "max_steps",
             "shuffle",
+            "no_duplicates",
         )
         return {
             **{k: cfg[k] for k in keys},

@@ -1,0 +1,100 @@
+"""A model that scores for a loss without being trained by it: a distillation teacher or a GISTEmbed guide.
+
+``Teacher`` wraps any local bi-encoder (scores: its vectors' similarity) or cross-encoder (scores: its
+raw output for each (query, candidate) pair). It is held outside the loss's modules, so the trainer
+neither trains nor checkpoints it; it runs without gradients on the device of the model being trained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+
+def is_cross_encoder_folder(folder: Path) -> bool:
+    """A Hugging Face sequence-classification folder without sentence-transformers modules."""
+    import json
+
+    config = folder / "config.json"
+    if (folder / "modules.json").is_file() or not config.is_file():
+        return False
+    try:
+        architectures = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
+    except (ValueError, AttributeError):
+        return False
+    return any(str(a).endswith("ForSequenceClassification") for a in architectures)
+
+
+class Teacher:
+    """Scores (query, candidate) pairs and embeds texts with a frozen model (``model``: a loaded bi-encoder,
+    cross-encoder or the path of either)."""
+
+    def __init__(self, model: Any, batch_size: int = 32) -> None:
+        if isinstance(model, (str, Path)):
+            model = load_teacher(model)
+        self.model, self.batch_size = model, int(batch_size)
+        self.cross = hasattr(model, "predict") and not hasattr(model, "embed_with_grad")
+        if self.cross and model.num_labels != 1:
+            raise ValueError(f"a cross-encoder teacher must give one score per pair; this one gives {model.num_labels}")
+        self.similarity = getattr(model, "similarity_fn_name", None) or "cosine"
+        if self.similarity not in ("cosine", "dot"):
+            raise ValueError(f"teacher similarity {self.similarity!r}: only cosine and dot products are supported")
+
+    def _follow(self, device: torch.device) -> None:
+        if isinstance(self.model, torch.nn.Module) and next(self.model.parameters()).device != device:
+            self.model.to(device)
+
+    def vectors(self, texts: Sequence[str], device: torch.device) -> torch.Tensor:
+        """(len(texts), teacher's dim): the teacher's vectors, without gradients (bi-encoders only)."""
+        if self.cross:
+            raise ValueError("a cross-encoder has no vectors: embedding distillation needs a bi-encoder teacher")
+        self._follow(device)
+        out = self.model.encode(list(texts), batch_size=self.batch_size, show_progress=False)
+        return torch.as_tensor(out, dtype=torch.float32, device=device)
+
+    def scores(self, queries: Sequence[str], candidates: Sequence[str], device: torch.device) -> torch.Tensor:
+        """(n,): the teacher's score of each (queries[i], candidates[i])."""
+        self._follow(device)
+        if self.cross:
+            pairs = list(zip(queries, candidates, strict=True))
+            out = self.model.predict(pairs, batch_size=self.batch_size, show_progress=False, activation="identity")
+            return torch.as_tensor(out, dtype=torch.float32, device=device).reshape(-1)
+        q, c = self.vectors(queries, device), self.vectors(candidates, device)
+        if self.similarity == "cosine":
+            q, c = F.normalize(q, dim=-1), F.normalize(c, dim=-1)
+        return (q * c).sum(-1)
+
+    def similarity_matrix(self, a: Sequence[str], b: Sequence[str], device: torch.device) -> torch.Tensor:
+        """(len(a), len(b)) cosine similarities of the teacher's vectors (bi-encoders: the GISTEmbed guide)."""
+        return F.normalize(self.vectors(a, device), dim=-1) @ F.normalize(self.vectors(b, device), dim=-1).T
+
+
+def load_teacher(path: str | Path, device: str | None = None) -> Any:
+    """A bi-encoder or cross-encoder from a local folder (or a shipped name), read without training state."""
+    from sbert.errors import ModelNotFoundError
+    from sbert.registry import resolve
+
+    folder = resolve(path)
+    if not folder.is_dir():
+        raise ModelNotFoundError(f"{path}: no such model folder (a teacher or guide must be a local model)")
+    if is_cross_encoder_folder(folder):
+        from sbert.cross_encoder import CrossEncoder
+
+        model = CrossEncoder.load(folder, device=device or "cpu")
+    else:
+        import sbert
+
+        model = sbert.load(folder, device=device or "cpu")
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def teacher_from(setting: str) -> Teacher | None:
+    """The ``Teacher`` a loss setting names (a model path), or None for an empty setting."""
+    return Teacher(setting) if setting else None
