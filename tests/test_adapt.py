@@ -179,3 +179,46 @@ def test_the_cli_refuses_an_untitled_corpus_for_the_title_method(tmp_path):
     args = ["adapt", "default", "--corpus", str(text), "--out", str(tmp_path / "o"), "--method", "title"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1 and "title method needs titles" in result.output
+
+
+@pytest.mark.slow
+def test_candidates_are_other_documents_from_the_student_then_bm25(tmp_path):
+    from sbert.adapt.distill import candidates
+    from sbert.adapt.pseudo_queries import PseudoQuery
+
+    docs = [
+        Document("p", "", "printer crashes on print"),
+        Document("q", "", "printer crashes on print"),  # a copy of p's text: never p's negative
+        Document("c", "", "calc hangs with charts"),
+        Document("w", "", "writer font looks wrong"),
+        Document("x", "", "printer driver settings page"),
+    ]
+    queries = [PseudoQuery("printer crashes", "printer crashes on print", "p")]
+    for dense, lexical in ((1, 1), (2, 1), (0, 2)):
+        found = candidates(make_tiny_encoder(), docs, queries, dense=dense, lexical=lexical)[0]
+        assert len(set(found)) == len(found) <= dense + lexical
+        assert "p" not in found and "q" not in found  # never its own document, nor a copy of it
+        assert "x" in found  # BM25's best other document, if the student had not taken it
+    assert candidates(make_tiny_encoder(), docs, queries, dense=0, lexical=2)[0] == ["x"]  # no other shares a word
+
+
+@pytest.mark.slow
+def test_a_teacher_method_trains_on_the_teachers_scores(tmp_path):
+    from sbert.adapt.distill import teacher_scores
+    from sbert.losses.teachers import Teacher
+
+    teacher_folder = tmp_path / "teacher"
+    make_tiny_encoder(seed=7).save(teacher_folder)
+    teacher = Teacher(str(teacher_folder))
+    scores = teacher_scores(teacher, [("printer", ["printer crash", "calc"])])
+    vectors = teacher.model.encode(["printer", "printer crash", "calc"])
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    np.testing.assert_allclose(scores[0], [unit[0] @ unit[1], unit[0] @ unit[2]], atol=1e-6)
+
+    base = tmp_path / "base"
+    make_tiny_encoder().save(base)
+    settings = AdaptSettings(method="distill-margin", steps=2, batch_size=4, teacher=str(teacher_folder))
+    summary = adapt(base, _tiny_corpus(tmp_path), tmp_path / "out", settings, device="cpu", progress=False)
+    assert summary["steps"] == 2 and summary["pairs"] == 48
+    with pytest.raises(ValueError, match="needs a teacher"):
+        adapt(base, _tiny_corpus(tmp_path), tmp_path / "o2", AdaptSettings(method="distill-kl"), device="cpu")

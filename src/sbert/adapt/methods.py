@@ -1,7 +1,10 @@
-"""The methods ``sbert adapt --method`` offers: which pseudo-query generators feed the in-batch loss.
+"""The methods ``sbert adapt --method`` offers: which pseudo-query generators, and which objective.
 
-Adding a method is one entry here. ``DEFAULT_METHOD`` is the one that measured best across collections in
-``benchmarks/adapt.py`` (docs/retrieval.md says on which collection it was chosen and where it was reported).
+In-batch methods train ``mnrl`` on (pseudo-query, its document's text); teacher methods (``--teacher``)
+find candidates for each pseudo-query with BM25 and the student, have the teacher score them
+(``sbert.adapt.distill``) and train the student on the teacher's margins or ranking. Adding a method is
+one entry here. ``DEFAULT_METHOD`` is the one that measured best across collections in
+``benchmarks/adapt.py`` (docs/retrieval.md says on which collection it was chosen and where reported).
 """
 
 from __future__ import annotations
@@ -11,10 +14,16 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Method:
-    """A label-free method: its pseudo-query generators (``pseudo_queries.GENERATORS``) and a one-line help."""
+    """A label-free method: its pseudo-query generators (``pseudo_queries.GENERATORS``), its objective
+    (``mnrl``, or with a teacher ``margin-mse`` / ``distill-kl``) and a one-line help."""
 
     generators: tuple[str, ...]
     help: str
+    objective: str = "mnrl"
+
+    @property
+    def needs_teacher(self) -> bool:
+        return self.objective != "mnrl"
 
 
 METHODS: dict[str, Method] = {
@@ -23,6 +32,16 @@ METHODS: dict[str, Method] = {
     "ict": Method(("ict",), "one sentence against the rest of its document (inverse cloze)"),
     "simcse": Method(("simcse",), "the same text twice under dropout (unsupervised SimCSE)"),
     "title+crop": Method(("title", "crop"), "title pairs and crop pairs together"),
+    "distill-margin": Method(
+        ("title", "crop"),
+        "a --teacher scores BM25's and the student's candidates; learn its margins (GPL)",
+        "margin-mse",
+    ),
+    "distill-kl": Method(
+        ("title", "crop"),
+        "a --teacher scores BM25's and the student's candidates; learn its ranking (KL)",
+        "distill-kl",
+    ),
 }
 
 DEFAULT_METHOD = "title+crop"

@@ -14,12 +14,27 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from sbert.data.beir import Document
 from sbert.data.examples import RetrievalExample
 from sbert.errors import InputFileError
 
-Generator = Callable[[Sequence[Document], random.Random], list[RetrievalExample]]
+
+@dataclass(frozen=True)
+class PseudoQuery:
+    """A query drawn from document ``document`` (its id) and the text of that document it should find."""
+
+    query: str
+    positive: str
+    document: str
+
+    def example(self) -> RetrievalExample:
+        """The (query, positive) row in-batch negatives train on."""
+        return RetrievalExample(self.query, self.positive)
+
+
+Generator = Callable[[Sequence[Document], random.Random], list[PseudoQuery]]
 
 MIN_WORDS = 8  # a document shorter than this gives no crop or cloze pair
 CROP_RATIO = (0.1, 0.5)  # a crop is this fraction of the document's words (Contriever)
@@ -28,9 +43,11 @@ PIECE_WORDS = 16  # "sentences" of text without sentence marks
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
-def title_pairs(documents: Sequence[Document], rng: random.Random) -> list[RetrievalExample]:
+def title_pairs(documents: Sequence[Document], rng: random.Random) -> list[PseudoQuery]:
     """(title, body) for every document with both; a corpus without titles is refused."""
-    pairs = [RetrievalExample(d.title.strip(), d.text.strip()) for d in documents if d.title.strip() and d.text.strip()]
+    pairs = [
+        PseudoQuery(d.title.strip(), d.text.strip(), d.id) for d in documents if d.title.strip() and d.text.strip()
+    ]
     if not pairs:
         raise InputFileError(
             'no document has both a "title" and a "text": the title method needs titles '
@@ -39,7 +56,7 @@ def title_pairs(documents: Sequence[Document], rng: random.Random) -> list[Retri
     return pairs
 
 
-def crop_pairs(documents: Sequence[Document], rng: random.Random) -> list[RetrievalExample]:
+def crop_pairs(documents: Sequence[Document], rng: random.Random) -> list[PseudoQuery]:
     """Two independent random spans of each document of at least ``MIN_WORDS`` words."""
     pairs = []
     for document in documents:
@@ -47,7 +64,7 @@ def crop_pairs(documents: Sequence[Document], rng: random.Random) -> list[Retrie
         if len(words) < MIN_WORDS:
             continue
         query, positive = _span(words, rng)[:MAX_QUERY_WORDS], _span(words, rng)
-        pairs.append(RetrievalExample(" ".join(query), " ".join(positive)))
+        pairs.append(PseudoQuery(" ".join(query), " ".join(positive), document.id))
     return pairs
 
 
@@ -66,7 +83,7 @@ def sentences(text: str) -> list[str]:
     return [" ".join(words[i : i + PIECE_WORDS]) for i in range(0, len(words), PIECE_WORDS)]
 
 
-def cloze_pairs(documents: Sequence[Document], rng: random.Random) -> list[RetrievalExample]:
+def cloze_pairs(documents: Sequence[Document], rng: random.Random) -> list[PseudoQuery]:
     """(one sentence, the rest of its document) for each document of two or more sentences."""
     pairs = []
     for document in documents:
@@ -76,13 +93,13 @@ def cloze_pairs(documents: Sequence[Document], rng: random.Random) -> list[Retri
         pick = rng.randrange(len(parts))
         keep = rng.random() < 0.1
         rest = parts if keep else parts[:pick] + parts[pick + 1 :]
-        pairs.append(RetrievalExample(parts[pick], " ".join(rest)))
+        pairs.append(PseudoQuery(parts[pick], " ".join(rest), document.id))
     return pairs
 
 
-def same_text_pairs(documents: Sequence[Document], rng: random.Random) -> list[RetrievalExample]:
+def same_text_pairs(documents: Sequence[Document], rng: random.Random) -> list[PseudoQuery]:
     """(text, text) for every document: SimCSE's positive is the same text under other dropout."""
-    return [RetrievalExample(d.joined(), d.joined()) for d in documents]
+    return [PseudoQuery(d.joined(), d.joined(), d.id) for d in documents]
 
 
 GENERATORS: dict[str, Generator] = {
@@ -93,8 +110,8 @@ GENERATORS: dict[str, Generator] = {
 }
 
 
-def pseudo_queries(documents: Sequence[Document], generators: Sequence[str], seed: int = 0) -> list[RetrievalExample]:
-    """The pairs of each named generator over ``documents``, in a seeded shuffled order."""
+def pseudo_queries(documents: Sequence[Document], generators: Sequence[str], seed: int = 0) -> list[PseudoQuery]:
+    """The pseudo-queries of each named generator over ``documents``, in a seeded shuffled order."""
     rng = random.Random(seed)
     pairs = [p for name in generators for p in GENERATORS[name](documents, rng)]
     rng.shuffle(pairs)

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from torch import nn
+
 from sbert.adapt.documents import read_adapt_documents
-from sbert.adapt.methods import DEFAULT_METHOD, method
-from sbert.adapt.pseudo_queries import pseudo_queries
+from sbert.adapt.methods import DEFAULT_METHOD, Method, method
+from sbert.adapt.pseudo_queries import PseudoQuery, pseudo_queries
+from sbert.data.beir import Document
 
 
 @dataclass(frozen=True)
 class AdaptSettings:
-    """How ``adapt`` trains: the method, at most ``steps`` steps of ``batch_size`` pairs, AdamW at ``lr``
-    with 10% warm-up, in-batch negatives at ``scale``. ``steps`` bounds the time: on 2 CPU cores the
-    default model takes a few seconds a step at batch 32 on ~100-word documents."""
+    """How ``adapt`` trains: the method, at most ``steps`` steps of ``batch_size`` rows, AdamW at ``lr``
+    with 10% warm-up; in-batch negatives at ``scale``; teacher methods: ``teacher`` (a local bi- or
+    cross-encoder) scores ``negatives`` candidates a query (half the student's, half BM25's), and the KL
+    objective divides scores by ``temperature``. ``steps`` bounds the time (see docs/retrieval.md)."""
 
     method: str = DEFAULT_METHOD
     steps: int = 150
@@ -25,6 +29,9 @@ class AdaptSettings:
     scale: float = 20.0
     seed: int = 42
     checkpoint_every: int = 25
+    teacher: str | None = None
+    negatives: int = 4
+    temperature: float = 0.05
 
 
 def adapt(
@@ -42,32 +49,54 @@ def adapt(
     sentence-transformers folder); returns the trainer's summary plus what was read and made.
 
     Ctrl-C or SIGTERM saves a checkpoint in ``<out>.train`` and raises ``TrainingInterrupted``; the same
-    call with ``resume=True`` goes on from it (the pairs are drawn again, identically, from the seed).
+    call with ``resume=True`` goes on from it (the rows are made again, identically, from the seed).
     ``on_step(step, loss)`` is called after each step.
     """
-    from sbert.losses.in_batch import MultipleNegativesRankingLoss
     from sbert.training.recipe import build_encoder
     from sbert.training.trainer import Objective, TrainConfig, Trainer
 
     chosen = method(settings.method)
+    if chosen.needs_teacher and not settings.teacher:
+        raise ValueError(f"adapt method {settings.method!r} needs a teacher model (--teacher)")
     documents, source = read_adapt_documents(corpus)
-    pairs = pseudo_queries(documents, chosen.generators, settings.seed)
-    if not pairs:
+    queries = pseudo_queries(documents, chosen.generators, settings.seed)
+    if not queries:
         raise ValueError(f"{source}: no document gave a pseudo-query for method {settings.method!r}")
     encoder = build_encoder(str(model), seed=settings.seed, device=device)
+    rows, loss = training_rows(chosen, settings, encoder, documents, queries)
     config = TrainConfig(
         batch_size=settings.batch_size,
         lr=settings.lr,
         seed=settings.seed,
         max_steps=settings.steps,
-        epochs=max(1, -(-settings.steps * settings.batch_size // len(pairs))),
+        epochs=max(1, -(-settings.steps * settings.batch_size // len(rows))),
         checkpoint_every=settings.checkpoint_every,
         progress=progress,
     )
-    objective = Objective(pairs, MultipleNegativesRankingLoss(settings.scale), f"adapt:{settings.method}")
-    trainer = Trainer(encoder, [objective], config, out, device=device)
+    trainer = Trainer(encoder, [Objective(rows, loss, f"adapt:{settings.method}")], config, out, device=device)
     trainer.run_dir.mkdir(parents=True, exist_ok=True)
-    record = {"base_model": str(model), "corpus": str(source), "documents": len(documents), "pairs": len(pairs)}
+    record = {"base_model": str(model), "corpus": str(source), "documents": len(documents), "pairs": len(rows)}
     (trainer.run_dir / "adapt.json").write_text(json.dumps({**record, **asdict(settings)}, indent=2) + "\n")
     summary = trainer.train(resume=resume, on_step=on_step)
     return {**summary, **record}
+
+
+def training_rows(
+    chosen: Method, settings: AdaptSettings, student, documents: Sequence[Document], queries: Sequence[PseudoQuery]
+) -> tuple[list, nn.Module]:
+    """The rows the method trains on and its loss: (query, positive) pairs for in-batch negatives, or
+    teacher-scored candidates for the distillation objectives."""
+    if not chosen.needs_teacher:
+        from sbert.losses.in_batch import MultipleNegativesRankingLoss
+
+        return [q.example() for q in queries], MultipleNegativesRankingLoss(settings.scale)
+    from sbert.adapt.distill import candidates, teacher_rows
+    from sbert.losses.distillation import DistillKLDivLoss, MarginMSELoss
+    from sbert.losses.teachers import Teacher
+
+    dense = settings.negatives - settings.negatives // 2
+    found = candidates(student, documents, queries, dense=dense, lexical=settings.negatives // 2)
+    rows = teacher_rows(Teacher(settings.teacher), documents, queries, found)
+    if chosen.objective == "margin-mse":
+        return rows, MarginMSELoss(None, "dot")
+    return rows, DistillKLDivLoss(None, "dot", settings.temperature)

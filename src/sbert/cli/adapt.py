@@ -36,15 +36,25 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
 @click.option("--batch-size", type=click.IntRange(min=2), default=AdaptSettings.batch_size, show_default=True)
 @click.option("--lr", type=float, default=AdaptSettings.lr, show_default=True)
 @click.option("--seed", type=int, default=AdaptSettings.seed, show_default=True)
+@click.option("--teacher", default=None, help="Teacher methods: a local bi-encoder or cross-encoder folder or name.")
+@click.option(
+    "--negatives",
+    type=click.IntRange(min=1),
+    default=AdaptSettings.negatives,
+    show_default=True,
+    help="Teacher methods: candidates scored per pseudo-query (half the student's, half BM25's).",
+)
 @click.option("--resume", is_flag=True, help="Go on from OUT.train/checkpoint.pt (after Ctrl-C).")
 @click.option("--device", default=None, help="cpu, cuda, ... (default: cuda if present).")
 @click.option("--progress/--no-progress", default=None)
 @friendly_errors
-def adapt(model, corpus, out, method, steps, batch_size, lr, seed, resume, device, progress) -> None:
+def adapt(
+    model, corpus, out, method, steps, batch_size, lr, seed, teacher, negatives, resume, device, progress
+) -> None:
     from sbert.adapt import adapt as run_adapt
     from sbert.training import TrainingInterrupted
 
-    settings = AdaptSettings(method=method, steps=steps, batch_size=batch_size, lr=lr, seed=seed)
+    settings = AdaptSettings(method, steps, batch_size, lr, seed=seed, teacher=teacher, negatives=negatives)
     try:
         summary = run_adapt(model, corpus, out, settings, resume=resume, device=device, progress=progress)
     except TrainingInterrupted as stop:
