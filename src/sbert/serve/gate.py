@@ -57,7 +57,8 @@ class Gate:
         began, route, status = time.perf_counter(), self.route_of(scope), 500
         headers = dict(scope.get("headers") or [])
         origin = self.policy.cross_origin(headers.get(b"origin"), headers.get(b"host"))
-        extra = access.SECURITY_HEADERS + (access.cors_headers(origin) if origin is not None else [])
+        allowed = origin is not None and self.policy.origin_allowed(origin)
+        extra = access.SECURITY_HEADERS + (access.cors_headers(origin) if allowed else [])
 
         async def headed(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
