@@ -32,6 +32,7 @@ from sbert.serve.schemas import Context
 from sbert.serve.settings import Access, EngineSettings, Limits
 
 __all__ = ["Access", "EngineSettings", "Limits", "create_app"]
+IN_PROCESS = Access(allowed_hosts=("testserver",))  # create_app's default: loopback, or Starlette's TestClient
 
 
 def create_app(
@@ -51,7 +52,8 @@ def create_app(
     With a ``cross_encoder``, /search re-ranks its candidates on request (``"rerank": true``).
     ``api_key`` requires ``Authorization: Bearer KEY`` on every endpoint but /health, /metrics and the page
     (a key clients cannot send is refused here: ``auth.check_api_key``). ``access`` says which ``Host``
-    headers and cross-origin pages are accepted (see ``Access``; default: bound to 127.0.0.1, no CORS).
+    headers and cross-origin pages are accepted (see ``Access``; ``serve`` passes the bound address). By
+    default: served on 127.0.0.1, no CORS, and also the Host ``testserver`` that Starlette's TestClient sends.
     """
     check_api_key(api_key)
     limits = limits or Limits()
@@ -84,7 +86,7 @@ def create_app(
         api_key=api_key,
         observe=metrics.observe,
         route_of=lambda scope: route_label(app.router.routes, scope),
-        policy=Policy.of(access or Access()),
+        policy=Policy.of(access or IN_PROCESS),
     )
     return app
 
