@@ -101,8 +101,10 @@ Post = Callable[..., Awaitable[tuple[int, bytes]]]  # post(body, url=the client'
 
 def client_failures() -> tuple[type[BaseException], ...]:
     """What a request that got no HTTP answer raises (a dropped connection, a timeout)."""
-    import aiohttp
-
+    try:
+        import aiohttp
+    except ImportError:  # --client httpx needs no aiohttp
+        return TimeoutError, OSError, httpx.HTTPError
     return TimeoutError, OSError, httpx.HTTPError, aiohttp.ClientError
 
 
