@@ -11,9 +11,13 @@ shares the machine's cores with the server.
 With ``--malformed FRACTION`` it runs the robustness mix instead: for ``--time-limit`` seconds the
 clients send good requests (8 sentences each, whose vectors are checked against the library's) and,
 that share of the time, malformed ones (a lone surrogate or an empty string among good texts, bad
-JSON, a 5,000-digit ``dimensions``, 200,000 nested ``[``, an unknown model). Reported per kind:
-requests sent, 2xx, 4xx, 5xx, dropped connections, and whether each got the status it should.
-``--url`` load-tests a server that is already running instead of starting one.
+JSON, a 5,000-digit ``dimensions``, 200,000 nested ``[``, an unknown model) and oversized ones (a
+/search of 2,048 queries × k 1,000 and a 2,048 × 2,048 /similarity: small requests asking for huge
+answers, against an index of the sentences the run builds). Meanwhile ``--half-open`` connections at a
+time send half a request line and stop (each should get 408 and be closed by the server's header
+time-out). Reported per kind: requests sent, 2xx, 4xx, 5xx, dropped connections, and whether each got
+the status it should; and the server process's peak memory (VmHWM). ``--url`` load-tests a server that
+is already running instead of starting one.
 
     python benchmarks/serve_load.py [--clients 32] [--passes 3] [--per-request 8,1] [--time-limit 180]
                                     [--server-packing auto|on|off] [--server-workers N]
@@ -32,6 +36,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -91,13 +96,15 @@ def batch_totals(port: int) -> tuple[float, float]:
     return totals.get("sbert_batch_texts_sum", 0.0), totals.get("sbert_batch_texts_count", 0.0)
 
 
-Post = Callable[[bytes], Awaitable[tuple[int, bytes]]]
+Post = Callable[..., Awaitable[tuple[int, bytes]]]  # post(body, url=the client's) -> (status, raw body)
 
 
 def client_failures() -> tuple[type[BaseException], ...]:
     """What a request that got no HTTP answer raises (a dropped connection, a timeout)."""
-    import aiohttp
-
+    try:
+        import aiohttp
+    except ImportError:  # --client httpx needs no aiohttp
+        return TimeoutError, OSError, httpx.HTTPError
     return TimeoutError, OSError, httpx.HTTPError, aiohttp.ClientError
 
 
@@ -111,8 +118,8 @@ async def open_client(url: str, clients: int, client: str) -> AsyncIterator[Post
         connector = aiohttp.TCPConnector(limit=clients)
         async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as http:
 
-            async def post(body: bytes) -> tuple[int, bytes]:
-                async with http.post(url, data=body, headers=headers) as response:
+            async def post(body: bytes, target: str = url) -> tuple[int, bytes]:
+                async with http.post(target, data=body, headers=headers) as response:
                     return response.status, await response.read()
 
             yield post
@@ -120,8 +127,8 @@ async def open_client(url: str, clients: int, client: str) -> AsyncIterator[Post
         limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
         async with httpx.AsyncClient(limits=limits, timeout=60) as http:
 
-            async def post(body: bytes) -> tuple[int, bytes]:
-                response = await http.post(url, content=body, headers=headers)
+            async def post(body: bytes, target: str = url) -> tuple[int, bytes]:
+                response = await http.post(target, content=body, headers=headers)
                 return response.status_code, response.content
 
             yield post
@@ -178,6 +185,10 @@ GOOD = "good (8 sentences)"
 PER_REQUEST = 8
 
 
+HALF_OPEN = "half-open connection (half a request line)"
+EMBEDDINGS, SEARCH, SIMILARITY = "/v1/embeddings", "/search", "/similarity"
+
+
 def malformed_kinds(texts: list[str]) -> dict[str, Callable[[int], tuple[bytes, int]]]:
     """Kind -> (request number -> (body, the status it should get)): client mistakes, each a 4xx."""
 
@@ -198,7 +209,54 @@ def malformed_kinds(texts: list[str]) -> dict[str, Callable[[int], tuple[bytes, 
         ),
         "200,000 nested [": lambda i: (b'{"input": ' + b"[" * 200_000 + b"}", 400),
         "unknown model": lambda i: (json.dumps({"input": texts[i], "model": "text-embedding-3-small"}).encode(), 404),
+        "/search 2,048 queries × k 1,000": lambda i: (
+            json.dumps({"query": [texts[(i + j) % len(texts)] for j in range(2048)], "k": 1000}).encode(),
+            422,
+        ),
+        "/similarity 2,048 × 2,048": lambda i: (
+            json.dumps({"a": [texts[(i + j) % len(texts)] for j in range(2048)]}).encode(),
+            422,
+        ),
     }
+
+
+def kind_path(kind: str) -> str:
+    """The endpoint a kind of request goes to."""
+    return next((path for path in (SEARCH, SIMILARITY) if kind.startswith(path)), EMBEDDINGS)
+
+
+async def half_open_connections(host: str, port: int, at_once: int, deadline: float, tally: dict[str, int]) -> None:
+    """Until ``deadline``, keep ``at_once`` connections open that send half a request line and stop; each
+    counts as expected when the server answers 408 and closes it (within 60 s), else as dropped."""
+
+    async def one() -> None:
+        while time.perf_counter() < deadline:
+            tally["sent"] += 1
+            try:
+                reader, writer = await asyncio.open_connection(host, port)
+                writer.write(b"POST /v1/embed")
+                await writer.drain()
+                said = await asyncio.wait_for(reader.read(), timeout=60)
+                writer.close()
+            except (OSError, TimeoutError):
+                tally["dropped"] += 1
+                continue
+            status = int(said[9:12]) if said.startswith(b"HTTP/1.1 ") and said[9:12].isdigit() else 0
+            tally[f"{status // 100}xx"] = tally.get(f"{status // 100}xx", 0) + 1
+            tally["as expected"] += status == 408
+
+    await asyncio.gather(*(one() for _ in range(at_once)))
+
+
+def peak_rss_mb(pid: int | None) -> str:
+    """The process's peak resident memory (VmHWM) in MB, or 'n/a'."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return f"{int(line.split()[1]) / 1024:,.0f} MB"
+    except (OSError, ValueError):
+        pass
+    return "n/a"
 
 
 async def mixed_load(
@@ -209,7 +267,9 @@ async def mixed_load(
     Returns per kind the counts (sent, 2xx, 4xx, 5xx, dropped, as expected), the good requests'
     latencies, the largest difference between a served vector and the library's, and the wall time."""
     kinds = malformed_kinds(texts)
-    counts = {k: dict.fromkeys(("sent", "2xx", "4xx", "5xx", "dropped", "as expected"), 0) for k in (GOOD, *kinds)}
+    fields = ("sent", "2xx", "4xx", "5xx", "dropped", "as expected")
+    counts = {k: dict.fromkeys(fields, 0) for k in (GOOD, *kinds, HALF_OPEN)}
+    base = url.rsplit(EMBEDDINGS, 1)[0]
     latencies: list[float] = []
     worst = 0.0
     rng = random.Random(0)
@@ -241,7 +301,7 @@ async def mixed_load(
             tally["sent"] += 1
             began = time.perf_counter()
             try:
-                status, raw = await post(body)
+                status, raw = await post(body, base + kind_path(kind))
             except failures:
                 tally["dropped"] += 1
                 continue
@@ -252,8 +312,10 @@ async def mixed_load(
                 latencies.append(time.perf_counter() - began)
 
     began = time.perf_counter()
+    host_port = base.split("://", 1)[1].rsplit(":", 1)
+    slow = half_open_connections(host_port[0], int(host_port[1]), args.half_open, deadline, counts[HALF_OPEN])
     async with open_client(url, args.clients, args.client) as post:
-        await asyncio.gather(*(one(post) for _ in range(args.clients)))
+        await asyncio.gather(slow, *(one(post) for _ in range(args.clients)))
     return counts, latencies, worst, time.perf_counter() - began
 
 
@@ -261,20 +323,26 @@ def run_malformed(args: argparse.Namespace, texts: list[str]) -> None:
     """The robustness mix against a fresh ``sbert serve`` (or ``--url``); writes its results file."""
     model = sbert.load("default", device="cpu", backend=args.backend)
     expected = model.encode(texts, show_progress=False)  # what every good request must get back
-    server, url = None, args.url
-    if url is None:
-        port = free_port()
-        server = start_server(port, args.backend, args.max_wait_ms, [])
-        url = f"http://127.0.0.1:{port}/v1/embeddings"
-    try:
-        asyncio.run(load(url, [texts[:8]] * args.clients, args.clients, 30, args.client))  # warm-up
-        counts, latencies, worst, wall = asyncio.run(mixed_load(url, texts, expected, args))
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=60)
+    server, url, peak = None, args.url, "n/a"
+    with tempfile.TemporaryDirectory() as folder:
+        if url is None:
+            from sbert.search.index import VectorIndex
+
+            VectorIndex.build(Path(folder) / "ix", expected, model="default", texts=texts)  # for /search
+            port = free_port()
+            server = start_server(port, args.backend, args.max_wait_ms, ["--index", str(Path(folder) / "ix")])
+            url = f"http://127.0.0.1:{port}/v1/embeddings"
+        try:
+            asyncio.run(load(url, [texts[:8]] * args.clients, args.clients, 30, args.client))  # warm-up
+            counts, latencies, worst, wall = asyncio.run(mixed_load(url, texts, expected, args))
+            peak = peak_rss_mb(server.pid if server is not None else None)
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait(timeout=60)
     total = {key: sum(c[key] for c in counts.values()) for key in counts[GOOD]}
-    should = {GOOD: "200, right vectors", **{k: str(v(0)[1]) for k, v in malformed_kinds(texts).items()}, "**all**": ""}
+    should = {GOOD: "200, right vectors", **{k: str(v(0)[1]) for k, v in malformed_kinds(texts).items()}}
+    should |= {HALF_OPEN: "408, closed", "**all**": ""}
     rows = [
         [kind, f"{c['sent']:,}", f"{c['2xx']:,}", f"{c['4xx']:,}", f"{c['5xx']:,}", f"{c['dropped']:,}",
          should[kind], f"{c['as expected']:,}"]
@@ -291,8 +359,11 @@ def run_malformed(args: argparse.Namespace, texts: list[str]) -> None:
         f"to {server_line} for {args.time_limit:.0f} s. A request is malformed with probability "
         f"{args.malformed:g}, its kind drawn uniformly from the rows below; the others carry "
         f"{PER_REQUEST} STSb test sentences (encoding_format {FORMAT}) and count as expected only if all "
-        f"{PER_REQUEST} vectors equal the library's `encode` within 1e-4. 'dropped': the request got no HTTP "
-        "answer (connection closed or reset, timeout).",
+        f"{PER_REQUEST} vectors equal the library's `encode` within 1e-4. The /search and /similarity rows "
+        "are small requests asking for huge answers (refused by `--max-search-hits` and "
+        f"`--max-similarity-cells`); meanwhile {args.half_open} connections at a time send half a request line "
+        "and stop (the server's `--header-timeout` should answer 408 and close each). 'dropped': the request "
+        "got no HTTP answer (connection closed or reset, timeout).",
         "",
         *markdown_table(["request", "sent", "2xx", "4xx", "5xx", "dropped", "should get", "got what it should"], rows),
         "",
@@ -300,7 +371,7 @@ def run_malformed(args: argparse.Namespace, texts: list[str]) -> None:
         f"**5xx {total['5xx']:,}, dropped {total['dropped']:,}**. Good requests: {good['as expected']:,} of "
         f"{good['sent']:,} answered 200 with the library's vectors (largest difference {worst:.1e}), "
         f"{good['2xx'] * PER_REQUEST / wall:,.0f} sentences/s, latency p50 / p99 {p50:.0f} / {p99:.0f} ms "
-        f"({wall:.0f} s wall).",
+        f"({wall:.0f} s wall). Peak memory of the server process (VmHWM): {peak}.",
         "",
         *environment_lines(torch.get_num_threads(), ("sbert", "torch", "fastapi", "uvicorn", args.client)),
     ]
@@ -321,6 +392,7 @@ def main() -> None:
     parser.add_argument("--server-workers", type=int, default=None, help="the server's batch workers (its default)")
     parser.add_argument("--client", choices=("aiohttp", "httpx"), default="aiohttp", help="the load generator")
     parser.add_argument("--malformed", type=float, default=0.0, help="share of malformed requests: the mix run")
+    parser.add_argument("--half-open", type=int, default=16, help="half-open connections at a time in the mix")
     parser.add_argument("--url", default=None, help="a running server's /v1/embeddings URL (else one is started)")
     parser.add_argument("--data", default=None)
     parser.add_argument("--out", default=None, help="file name under benchmarks/results")

@@ -83,6 +83,7 @@ def client(server):
 
 def post(server, path, body=None, content=None, key=KEY):
     headers = {"Authorization": f"Bearer {key}"} if key else {}
+    headers["Content-Type"] = "application/json"  # as json= sends it; the service takes bodies only as JSON
     return httpx.post(server.url + path, json=body, content=content, headers=headers, timeout=30)
 
 

@@ -19,6 +19,7 @@ from test_serve import TEXTS, Server, free_port  # noqa: E402
 
 from sbert.serve.app import EngineSettings, create_app  # noqa: E402
 
+JSON = {"Content-Type": "application/json"}
 POISON = "this text makes the model fail"  # stands for an input that fails only inside a merged batch
 SURROGATE = b'{"input": ["A fine sentence.", "bad \\ud800 text"], "encoding_format": "float"}'
 
@@ -77,7 +78,7 @@ async def fire(url: str, bodies: list[bytes], connections: int = 16) -> list[tup
 
 @pytest.mark.parametrize("name, body, status, fragment", BAD, ids=[b[0] for b in BAD])
 def test_client_mistakes_get_4xx_naming_what_is_wrong(server, name, body, status, fragment):
-    response = httpx.post(server.url + "/v1/embeddings", content=body, timeout=60)
+    response = httpx.post(server.url + "/v1/embeddings", content=body, headers=JSON, timeout=60)
     assert response.status_code == status, response.text
     error = response.json()["error"]
     assert fragment in error["message"]
@@ -86,7 +87,7 @@ def test_client_mistakes_get_4xx_naming_what_is_wrong(server, name, body, status
 
 def test_lone_surrogates_are_refused_on_similarity_too(server):
     for body, item in [(b'{"a": ["a cat"], "b": ["a \\ud83d dog"]}', "b[0]"), (b'{"a": ["x", "\\ud800"]}', "a[1]")]:
-        response = httpx.post(server.url + "/similarity", content=body, timeout=60)
+        response = httpx.post(server.url + "/similarity", content=body, headers=JSON, timeout=60)
         assert response.status_code == 400 and item in response.json()["error"]["message"]
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import click
 
 from sbert.cli.common import MODEL_HELP, device_options, friendly_errors, load_model
-from sbert.serve.settings import TORCH_WORKERS, EngineSettings, Limits
+from sbert.serve.settings import TORCH_WORKERS, Access, Connections, EngineSettings, Limits
 
-ENGINE, LIMITS = EngineSettings(), Limits()  # the defaults, shown in --help
+ENGINE, LIMITS, CONNECTIONS = EngineSettings(), Limits(), Connections()  # the defaults, shown in --help
 POSITIVE = click.IntRange(min=1)
+SECONDS = click.FloatRange(min=0.1)
 
 
 @click.command()
@@ -23,11 +24,73 @@ POSITIVE = click.IntRange(min=1)
     help="Serve /search on it: an index folder, or postgresql://...[#table] (pgvector).",
 )
 @click.option("--rerank", "rerank_model", help="A cross-encoder folder: /search re-ranks on request.")
-@click.option("--api-key", help="Require 'Authorization: Bearer KEY' (default: $SBERT_API_KEY; none = open).")
+@click.option(
+    "--api-key",
+    help="Require 'Authorization: Bearer KEY'; KEY: printable ASCII, no spaces (default: $SBERT_API_KEY; none = open).",
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    help="Also accept requests whose Host header names this (repeatable; '*': any). By default the Host must "
+    "name the bound address (loopback: localhost or any loopback address; 0.0.0.0/::: localhost or any IP).",
+)
+@click.option(
+    "--cors-origin",
+    "cors_origins",
+    multiple=True,
+    help="Let web pages from this origin (e.g. http://localhost:3000; repeatable; '*': any) call the API; "
+    "other origins' requests are refused (403).",
+)
 @click.option("--max-inputs", default=LIMITS.max_inputs, show_default=True, type=POSITIVE, help="Texts per request.")
 @click.option("--max-chars", default=LIMITS.max_chars, show_default=True, type=POSITIVE, help="Per text.")
 @click.option(
     "--max-body-mb", default=LIMITS.max_body_bytes / 2**20, show_default=True, type=click.FloatRange(min=0.001)
+)
+@click.option(
+    "--max-search-hits",
+    default=LIMITS.max_search_hits,
+    show_default=True,
+    type=POSITIVE,
+    help="/search: queries x k (x candidates when re-ranking or hybrid) per request.",
+)
+@click.option(
+    "--max-similarity-cells",
+    default=LIMITS.max_similarity_cells,
+    show_default=True,
+    type=POSITIVE,
+    help="/similarity: scores per request (len(a) x len(b)).",
+)
+@click.option(
+    "--max-response-mb",
+    default=LIMITS.max_response_bytes / 2**20,
+    show_default=True,
+    type=click.FloatRange(min=0.001),
+    help="Largest /search answer (with its texts).",
+)
+@click.option(
+    "--header-timeout",
+    default=CONNECTIONS.header_timeout,
+    show_default=True,
+    type=SECONDS,
+    help="Seconds a request's headers may take to arrive (else 408, connection closed).",
+)
+@click.option(
+    "--read-timeout",
+    default=CONNECTIONS.read_timeout,
+    show_default=True,
+    type=SECONDS,
+    help="Longest pause, in seconds, while a request body arrives.",
+)
+@click.option(
+    "--keep-alive", default=CONNECTIONS.keep_alive, show_default=True, type=SECONDS, help="Idle connection seconds."
+)
+@click.option(
+    "--max-connections",
+    default=CONNECTIONS.max_connections,
+    show_default=True,
+    type=POSITIVE,
+    help="Open connections (or requests in flight) beyond which requests get 503.",
 )
 @click.option(
     "--max-batch",
@@ -71,15 +134,29 @@ def serve(
     index_dir,
     rerank_model,
     api_key,
+    allowed_hosts,
+    cors_origins,
     max_inputs,
     max_chars,
     max_body_mb,
+    max_search_hits,
+    max_similarity_cells,
+    max_response_mb,
+    header_timeout,
+    read_timeout,
+    keep_alive,
+    max_connections,
     access_log,
     **engine,  # EngineSettings' fields, by name
-):
+):  # long: one parameter per option
     """Serve embeddings over HTTP: OpenAI-compatible /v1/embeddings, /similarity, /search, /health, /metrics."""
-    from sbert.serve import bind
+    import os
 
+    from sbert.serve import API_KEY_ENV, bind
+    from sbert.serve.auth import check_api_key
+
+    api_key = api_key or os.environ.get(API_KEY_ENV) or None
+    check_api_key(api_key)  # a key no client can send fails here, before the port and the model
     sock = bind(host, port)  # first: a busy port fails at once, not after loading torch and the model
 
     from sbert.serve import serve as run
@@ -98,7 +175,14 @@ def serve(
         from sbert.cross_encoder import CrossEncoder
 
         cross = CrossEncoder.load(rerank_model, device=runtime.device, allow_pickle=allow_pickle)
-    limits = Limits(max_inputs=max_inputs, max_chars=max_chars, max_body_bytes=int(max_body_mb * 2**20))
+    limits = Limits(
+        max_inputs=max_inputs,
+        max_chars=max_chars,
+        max_body_bytes=int(max_body_mb * 2**20),
+        max_search_hits=max_search_hits,
+        max_similarity_cells=max_similarity_cells,
+        max_response_bytes=int(max_response_mb * 2**20),
+    )
     run(
         encoder,
         model_name=model,
@@ -111,4 +195,6 @@ def serve(
         engine=EngineSettings(**engine),
         cross_encoder=cross,
         access_log=access_log,
+        access=Access(host=host, allowed_hosts=allowed_hosts, cors_origins=cors_origins),
+        connections=Connections(header_timeout, read_timeout, keep_alive, max_connections),
     )

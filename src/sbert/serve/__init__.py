@@ -2,7 +2,8 @@
 
 ``bind``, ``make_server`` and ``serve`` (here) start it; ``app.create_app`` wires the FastAPI app from
 ``engine`` (how texts are batched and run), ``schemas``/``responses`` (the bodies), ``routes``,
-``errors`` and ``gate`` (auth, limits, metrics). This module stays light: the command line binds the
+``errors``, ``access`` and ``gate`` (Host/Origin checks, auth, limits, metrics); ``connections`` times out
+slow clients. This module stays light: the command line binds the
 port before it loads torch or the model.
 """
 
@@ -44,13 +45,28 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def make_server(app, *, sock: socket.socket, graceful_seconds: float = 30.0, access_log: bool = False):
-    """A uvicorn server for ``app``; run it with ``server.run(sockets=[sock])``."""
+def make_server(
+    app, *, sock: socket.socket, graceful_seconds: float = 30.0, access_log: bool = False, connections=None
+):
+    """A uvicorn server for ``app``; run it with ``server.run(sockets=[sock])``. ``connections`` (a
+    ``settings.Connections``): the header and body time-outs, keep-alive and the connection cap."""
     import uvicorn
 
+    from sbert.serve.connections import guarded_protocol
+    from sbert.serve.settings import Connections
+
+    connections = connections or Connections()
     host, port = sock.getsockname()[:2]
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="info", access_log=access_log, timeout_graceful_shutdown=graceful_seconds
+        app,
+        host=host,
+        port=port,
+        log_level="info",
+        access_log=access_log,
+        timeout_graceful_shutdown=graceful_seconds,
+        http=guarded_protocol(connections),
+        timeout_keep_alive=connections.keep_alive,
+        limit_concurrency=connections.max_connections,
     )
     url = f"http://[{host}]:{port}" if sock.family == socket.AF_INET6 else f"http://{host}:{port}"
     logging.getLogger("uvicorn.error").info("sbert serve listening on %s (Press CTRL+C to quit)", url)
@@ -67,16 +83,22 @@ def serve(
     api_key: str | None = None,
     graceful_seconds: float = 30.0,
     access_log: bool = False,
+    connections=None,
     **options: Any,
 ) -> None:
     """Run the service with uvicorn until SIGINT/SIGTERM; in-flight requests finish first.
 
     ``sock``: a socket from ``bind`` (else ``host:port`` is bound here). ``options`` go to ``create_app``
-    (index, limits, engine settings, cross_encoder). ``access_log`` logs a line per request
-    (off: /metrics counts requests for less CPU).
+    (index, limits, engine settings, cross_encoder, access: by default the ``Host`` must name ``host``).
+    ``access_log`` logs a line per request (off: /metrics counts requests for less CPU). ``connections``:
+    time-outs and the connection cap (``settings.Connections``).
     """
     from sbert.serve.app import create_app
+    from sbert.serve.settings import Access
 
-    sock = sock or bind(host, port)
+    options.setdefault("access", Access(host=host))
     app = create_app(encoder, model_name=model_name, api_key=api_key or os.environ.get(API_KEY_ENV) or None, **options)
-    make_server(app, sock=sock, graceful_seconds=graceful_seconds, access_log=access_log).run(sockets=[sock])
+    sock = sock or bind(host, port)
+    make_server(app, sock=sock, graceful_seconds=graceful_seconds, access_log=access_log, connections=connections).run(
+        sockets=[sock]
+    )

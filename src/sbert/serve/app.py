@@ -21,15 +21,18 @@ from sbert.errors import ModelNotFoundError
 from sbert.protocols import PairScorer
 from sbert.registry import canonical_name, known_names, resolve
 from sbert.serve import errors
+from sbert.serve.access import Policy
+from sbert.serve.auth import check_api_key
 from sbert.serve.engine import EmbeddingEngine, ServedEncoder
 from sbert.serve.gate import Gate
 from sbert.serve.metrics import Metrics, route_label
 from sbert.serve.page import add_page
 from sbert.serve.routes import Service, add_routes
 from sbert.serve.schemas import Context
-from sbert.serve.settings import EngineSettings, Limits
+from sbert.serve.settings import Access, EngineSettings, Limits
 
-__all__ = ["EngineSettings", "Limits", "create_app"]
+__all__ = ["Access", "EngineSettings", "Limits", "create_app"]
+IN_PROCESS = Access(allowed_hosts=("testserver",))  # create_app's default: loopback, or Starlette's TestClient
 
 
 def create_app(
@@ -41,13 +44,18 @@ def create_app(
     limits: Limits | None = None,
     engine: EngineSettings | None = None,
     cross_encoder: PairScorer | None = None,
+    access: Access | None = None,
 ) -> FastAPI:
     """The FastAPI app serving ``encoder`` (and ``index``, a VectorIndex, for /search).
 
     ``engine`` says how requests' texts are merged into batches and run (see ``EngineSettings``).
     With a ``cross_encoder``, /search re-ranks its candidates on request (``"rerank": true``).
-    ``api_key`` requires ``Authorization: Bearer KEY`` on every endpoint but /health, /metrics and the page.
+    ``api_key`` requires ``Authorization: Bearer KEY`` on every endpoint but /health, /metrics and the page
+    (a key clients cannot send is refused here: ``auth.check_api_key``). ``access`` says which ``Host``
+    headers and cross-origin pages are accepted (see ``Access``; ``serve`` passes the bound address). By
+    default: served on 127.0.0.1, no CORS, and also the Host ``testserver`` that Starlette's TestClient sends.
     """
+    check_api_key(api_key)
     limits = limits or Limits()
     embedding = EmbeddingEngine(encoder, engine)
     metrics = Metrics()
@@ -78,6 +86,7 @@ def create_app(
         api_key=api_key,
         observe=metrics.observe,
         route_of=lambda scope: route_label(app.router.routes, scope),
+        policy=Policy.of(access or IN_PROCESS),
     )
     return app
 

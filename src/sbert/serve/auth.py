@@ -4,10 +4,27 @@ from __future__ import annotations
 
 import hmac
 
+from sbert.errors import SbertError
 from sbert.serve.errors import ApiError
 
 OPEN_PATHS = frozenset({"/health", "/metrics", "/"})  # probes, scrapers and the web page need no key
 OPEN_PREFIXES = ("/static/",)  # the page's files: no data, the page asks for the key to call the API
+
+
+class BadApiKeyError(SbertError, ValueError):
+    """An API key that clients could not send (non-ASCII, spaces, control characters)."""
+
+
+def check_api_key(api_key: str | None) -> None:
+    """Refuse, at start-up, a key that HTTP clients cannot send in ``Authorization: Bearer KEY``: it must
+    be printable ASCII without spaces (characters ``!`` to ``~``). Anything else would lock every client out:
+    the header is read as Latin-1 and clients such as OpenAI's refuse to send other characters."""
+    bad = next((c for c in api_key or "" if not "!" <= c <= "~"), None)
+    if bad is not None:
+        raise BadApiKeyError(
+            f"the API key holds {bad!r} (U+{ord(bad):04X}): it must be printable ASCII without spaces "
+            "(characters '!' to '~'), which every HTTP client can send in 'Authorization: Bearer KEY'"
+        )
 
 
 def authorized(api_key: str | None, path: str, headers: dict[bytes, bytes]) -> bool:

@@ -131,10 +131,26 @@ async def search(request: Request) -> Response:
     _check_search(service, body)
     queries = await service.engine.embed(body.query, _prompt(service, task="query"))  # as Encoder.encode_query
     hits = await _hits(service, body, queries.vectors)
+    limit = service.context.limits.max_response_bytes
+    _check_size(sum(len(h.id) + len(h.text or "") + 48 for found in hits for h in found), limit)  # before building it
     results = [
         {"query": query, "hits": [_hit(h) for h in found]} for query, found in zip(body.query, hits, strict=True)
     ]
-    return json_response({"results": results})
+    response = json_response({"results": results})
+    _check_size(len(response.body), limit)
+    return response
+
+
+def _check_size(size: int, limit: int) -> None:
+    """Refuse an answer of ``size`` bytes over ``limit`` (long texts make a few hits a large answer)."""
+    if size > limit:
+        raise ApiError(
+            413,
+            f"the answer would be about {size} bytes; the limit is {limit} bytes a response (--max-response-mb): "
+            "ask for fewer queries or a smaller k",
+            "k",
+            "response_too_large",
+        )
 
 
 def _prompt(service: Service, prompt_name: str | None = None, prompt: str | None = None, task=None) -> str | None:

@@ -164,9 +164,20 @@ class SimilarityRequest(BaseModel):
     mode: Literal["matrix", "pairwise"] = "matrix"
 
     @model_validator(mode="after")
-    def _pairs(self) -> SimilarityRequest:
+    def _pairs(self, info: ValidationInfo) -> SimilarityRequest:
         if self.mode == "pairwise" and (self.b is None or len(self.a) != len(self.b)):
             refuse("'pairwise' needs 'a' and 'b' of the same length", param="b")
+        limit = _context(info).limits.max_similarity_cells
+        rows, columns = len(self.a), len(self.a if self.b is None else self.b)
+        cells = rows if self.mode == "pairwise" else rows * columns
+        if cells > limit:
+            refuse(
+                f"{rows} × {columns} texts ask for {cells} similarity scores; the limit is {limit} a request "
+                "(--max-similarity-cells): send fewer texts",
+                "too_many_cells",
+                "b" if self.b is not None else "a",
+                status=422,
+            )
         return self
 
 
@@ -184,6 +195,24 @@ class SearchRequest(BaseModel):
     fusion: Annotated[Literal["rrf", "weighted"], phrased("must be 'rrf' or 'weighted'")] = "weighted"
     alpha: Annotated[float, Field(ge=0, le=1, strict=True), phrased("must be a number from 0 to 1")] = 0.5
     mode: Annotated[Literal["maxp", "mean"] | None, phrased("must be 'maxp' or 'mean'")] = None
+
+    @model_validator(mode="after")
+    def _hits(self, info: ValidationInfo) -> SearchRequest:
+        """Refuse more hits than the limit: queries × k, × candidates when each query gets that many scored."""
+        limit = _context(info).limits.max_search_hits
+        per_query, what = (self.candidates, "candidates") if self.rerank or self.hybrid else (self.k, "k")
+        if self.k > per_query:
+            per_query, what = self.k, "k"
+        hits = len(self.query) * per_query
+        if hits > limit:
+            refuse(
+                f"{len(self.query)} queries × {what} {per_query} ask for {hits} hits; the limit is {limit} a request "
+                f"(--max-search-hits): send fewer queries or a smaller {what}",
+                "too_many_hits",
+                what,
+                status=422,
+            )
+        return self
 
 
 def parse(raw: bytes, model: type[RequestModel], context: Context) -> RequestModel:

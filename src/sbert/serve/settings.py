@@ -13,11 +13,49 @@ TORCH_WORKERS = 2  # merged batches run side by side on the torch backend (ONNX 
 
 @dataclass(frozen=True)
 class Limits:
-    """Request limits: inputs per request, characters per input, request body bytes."""
+    """Request limits: inputs per request, characters per input, request body bytes, and what one request
+    may ask back: ``max_search_hits`` (/search's queries × ``k``, × ``candidates`` when it re-ranks or fuses),
+    ``max_similarity_cells`` (/similarity's scores: ``len(a) × len(b)``, ``len(a)`` pairwise) and
+    ``max_response_bytes`` (a /search answer, its hits' texts included)."""
 
     max_inputs: int = 2048
     max_chars: int = 100_000
     max_body_bytes: int = 16 * 2**20
+    max_search_hits: int = 100_000
+    max_similarity_cells: int = 1_000_000
+    max_response_bytes: int = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class Connections:
+    """How long a client may take and how many may connect (``sbert serve`` hands them to uvicorn).
+
+    A request's headers must arrive within ``header_timeout`` seconds of its first byte (of the
+    connection, for its first request); its body may pause at most ``read_timeout`` seconds between
+    chunks; an idle keep-alive connection closes after ``keep_alive`` seconds. Past ``max_connections``
+    open connections (or requests in flight), requests are answered 503.
+    """
+
+    header_timeout: float = 10.0
+    read_timeout: float = 30.0
+    keep_alive: float = 5.0
+    max_connections: int = 512
+
+
+@dataclass(frozen=True)
+class Access:
+    """Which requests may reach the service at all (against DNS rebinding and other web pages).
+
+    ``host``: the address the service is bound to. The ``Host`` header must name it (bound to a loopback
+    address: ``localhost`` or any loopback address; bound to every address, ``0.0.0.0`` or ``::``:
+    ``localhost`` or any IP address) or one of ``allowed_hosts`` (``*``: any). A request with an ``Origin``
+    other than the service's own is refused unless ``cors_origins`` lists it (``*``: any), and then
+    answered with CORS headers.
+    """
+
+    host: str = "127.0.0.1"
+    allowed_hosts: tuple[str, ...] = ()
+    cors_origins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
