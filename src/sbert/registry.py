@@ -15,12 +15,15 @@ _SHIPPED = {
 }
 _ALIASES = {
     DEFAULT: "all-MiniLM-L6-v2",
+    "sentence-transformers/all-mpnet-base-v2": "all-mpnet-base-v2",
     "sentence-transformers/all-MiniLM-L6-v2": "all-MiniLM-L6-v2",
 }
 
 
 def known_names() -> list[str]:
-    return sorted({DEFAULT, *_SHIPPED, *_ALIASES})
+    from sbert.split_models import SPLIT_MODELS
+
+    return sorted({DEFAULT, *_SHIPPED, *_ALIASES, *SPLIT_MODELS})
 
 
 def resolve(name_or_path: str | Path) -> Path:
@@ -40,6 +43,10 @@ def resolve(name_or_path: str | Path) -> Path:
                 f"model {name_or_path!r} ships in a package that is not installed: {install}"
             ) from err
         return Path(getattr(module, getter)())
+    from sbert.split_models import SPLIT_MODELS, model_folder
+
+    if name in SPLIT_MODELS:
+        return model_folder(name)
     if path.exists():
         raise ModelNotFoundError(f"{path}: is a file, expected a model folder")
     raise ModelNotFoundError(
