@@ -7,17 +7,23 @@ resumable folder (manifest, ``.npy`` and Parquet shards) as ``encode_to_shards``
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import os
 import signal
+import subprocess
+import sys
+import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from sbert.errors import SbertError
+from sbert.parallel import ray_watch
 from sbert.parallel.inputs import Chunk, chunks, iter_texts
 from sbert.parallel.processes import ShardRun, _bar, _non_empty, _settings, _todo
 from sbert.parallel.shards import ShardFolder, write_shard_files
@@ -28,6 +34,7 @@ class RayMissingError(SbertError, ImportError):
     """Ray Data is not installed here (the optional extra ``sbert[ray]``)."""
 
 
+LOOPBACK = "127.0.0.1"
 # Tests only: an actor that finds a file at this path removes it and kills itself (SIGKILL), one death a file.
 KILL_TOKEN_ENV = "SBERT_RAY_KILL_TOKEN"
 
@@ -113,7 +120,7 @@ def encode_with_ray(
     stream = _non_empty(iter_texts(texts, skip_empty=skip_empty), texts)
     folder = ShardFolder.open(out_dir, _settings(spec, canonical_name(spec.model), shard_size), resume)
     run = ShardRun(folder.path)
-    started, handlers = _connect(address)
+    started, session = _connect(address)
     try:
         with _bar(show_progress) as bar:
             todo = _todo(folder, chunks(stream, shard_size), run, bar)
@@ -127,7 +134,7 @@ def encode_with_ray(
                     bar.update(len(chunk.texts))
     finally:
         if started:
-            stop_ray(handlers)
+            stop_ray(session)
     folder.finish(run.rows, run.shards)
     run.written.sort()
     return run
@@ -140,34 +147,103 @@ def _require_ray() -> None:
         raise RayMissingError("encoding on Ray needs Ray Data: pip install 'sbert[ray]' (or 'ray[data]')") from err
 
 
-def _connect(address: str | None) -> tuple[bool, dict]:
-    """Join ``address`` (or the Ray this process already runs, or a new local one): (started here, the
-    signal handlers to give back when it stops)."""
+def _connect(address: str | None) -> tuple[bool, RaySession | None]:
+    """Join ``address`` (or the Ray this process already runs, or a new local one): (started here, what
+    ``stop_ray`` needs)."""
     import ray
 
     if ray.is_initialized():
-        return False, {}
+        return False, None
     return True, start_ray(address=address, include_dashboard=False, log_to_driver=False)
 
 
-def start_ray(**init_kwargs: Any) -> dict:
-    """``ray.init(**init_kwargs)``, returning the SIGINT/SIGTERM handlers it replaces (Ray installs its own
-    in the driver and leaves them after ``shutdown``): pass them to ``stop_ray``."""
+@dataclass
+class RaySession:
+    """What ``start_ray`` changed: the signal handlers it replaced and, for a local cluster, its watcher."""
+
+    handlers: dict[int, Any]
+    watcher: subprocess.Popen | None = None
+
+
+def start_ray(address: str | None = None, **init_kwargs: Any) -> RaySession:
+    """Join the Ray cluster at ``address`` ("auto", "HOST:PORT", "ray://HEAD:10001"; None: ``$RAY_ADDRESS``
+    if set) or, with none, start a local one (``ray.init(**init_kwargs)``) that listens on 127.0.0.1 only and
+    whose processes die with this one. Pass the result to ``stop_ray``.
+
+    The local cluster's node address is 127.0.0.1, so its GCS, raylet, workers, agents and this driver bind
+    their ports on loopback only (Ray binds all interfaces for any other node address); a node address that
+    comes out otherwise stops the cluster and raises. A watcher process (``sbert.parallel.ray_watch``) kills
+    what is left of the cluster once this process ends, even by SIGKILL."""
     import ray
 
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    ray.init(**init_kwargs)
-    return handlers
+    if address is not None or os.environ.get("RAY_ADDRESS"):
+        ray.init(address=address, **init_kwargs)
+        return RaySession(handlers)
+    token = uuid.uuid4().hex
+    watcher = subprocess.Popen(
+        [sys.executable, "-I", str(Path(ray_watch.__file__)), str(os.getpid()), token],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a signal to the driver's process group leaves it to clean up after
+    )
+    session = RaySession(handlers, watcher)
+    try:
+        with _loopback_cluster(token):
+            ray.init(address="local", **init_kwargs)
+        node = ray.util.get_node_ip_address()
+        if node != LOOPBACK:
+            raise SbertError(
+                f"the local Ray cluster came up on {node}, not {LOOPBACK}, so it would listen on every network "
+                f"interface (Ray {ray.__version__}); start a cluster yourself and pass its address (docs/scale.md)"
+            )
+    except BaseException:
+        stop_ray(session)
+        raise
+    return session
 
 
-def stop_ray(handlers: dict) -> None:
-    """``ray.shutdown()``, then the signal handlers that were there before ``start_ray``."""
+@contextlib.contextmanager
+def _loopback_cluster(token: str) -> Iterator[None]:
+    """While ``ray.init`` starts a local cluster: its node address is loopback (Ray's own local-only mode, the
+    default on macOS and Windows: ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, read by this process through
+    ``ray_constants`` and by the processes it starts through the environment) and its processes carry the
+    watcher's token."""
+    from ray._private import ray_constants
+
+    saved = {name: os.environ.get(name) for name in (ray_watch.JOB_ENV, ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR)}
+    enabled = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[ray_watch.JOB_ENV], os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = token, "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = enabled
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def stop_ray(session: RaySession | None) -> None:
+    """``ray.shutdown()``, the signal handlers that were there before ``start_ray``, and, for a local
+    cluster, the watcher told to kill whatever of it is left (waiting for it, ``ray_watch.SWEEP_S`` at most)."""
     import ray
 
-    ray.shutdown()
-    for signum, handler in handlers.items():
-        if handler is not None:
-            signal.signal(signum, handler)
+    if session is None:
+        return
+    try:
+        ray.shutdown()
+    finally:
+        for signum, handler in session.handlers.items():
+            if handler is not None:
+                signal.signal(signum, handler)
+        if session.watcher is not None:
+            session.watcher.stdin.close()  # end of file: it sweeps, then exits
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                session.watcher.wait(timeout=ray_watch.SWEEP_S + 5)
 
 
 def _windows(todo: Iterator[tuple[Chunk, str]], size: int) -> Iterator[list[tuple[Chunk, str]]]:
