@@ -1,8 +1,8 @@
 """The ``sbert`` command: argument parsing and printing only; the work is the library's.
 
 One module per family of commands: ``embeddings`` (encode, similarity, info), ``training`` (train,
-eval), ``retrieval`` (index, search, mine, cluster), ``service`` (serve); ``common`` holds the options
-and error handling they share.
+eval), ``retrieval`` (index, search, mine, cluster), ``service`` (serve), ``static`` (distill);
+``common`` holds the options and error handling they share.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from sbert.cli.negatives import mine_negatives
 from sbert.cli.plot import plot
 from sbert.cli.retrieval import cluster, index, mine, search
 from sbert.cli.service import serve
+from sbert.cli.static import distill
 from sbert.cli.training import evaluate, train
 
 __all__ = ["main"]
@@ -29,5 +30,19 @@ def main() -> None:
     """
 
 
-for _command in (encode, similarity, train, evaluate, info, index, search, mine, mine_negatives, cluster, serve, plot):
+for _command in (
+    encode,
+    similarity,
+    train,
+    evaluate,
+    info,
+    index,
+    search,
+    mine,
+    mine_negatives,
+    cluster,
+    serve,
+    plot,
+    distill,
+):
     main.add_command(_command)
