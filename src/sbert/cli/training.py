@@ -67,6 +67,11 @@ class _TableChoice(click.Choice):
 @click.option("--distance", type=_TableChoice("sbert.losses.triplet", "DISTANCES"), help="Triplet distance.")
 @click.option("--mini-batch-size", type=click.IntRange(min=1), help="cached-mnrl: texts per pass [default: 32].")
 @click.option(
+    "--matryoshka",
+    metavar="DIMS",
+    help="Train the loss at these widths too, e.g. 384,256,128,64 (Matryoshka; use them with --truncate-dim).",
+)
+@click.option(
     "--init",
     type=_TableChoice("sbert.training.spec", "INITS"),
     help="'random': same architecture, random weights (the no-pre-training control).",
