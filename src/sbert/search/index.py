@@ -279,6 +279,7 @@ class VectorIndex(RecordedModel):
         lock_timeout: float = LOCK_TIMEOUT,
         documents: Documents | None = None,
         bm25: bool = False,
+        truncate_dim: int | None = None,
     ) -> VectorIndex:
         """Write a new index at ``path`` from (n, dim) embeddings made by ``model`` (a name or folder).
 
@@ -292,7 +293,8 @@ class VectorIndex(RecordedModel):
 
         ``documents``: the rows are windows of documents (``Documents.of(encode_documents(...), ...)``;
         ``texts`` their passages); row ids are then ``<document id>#<window>`` and searches return
-        documents. ``bm25``: also keep a BM25 index of ``texts`` for hybrid search.
+        documents. ``bm25``: also keep a BM25 index of ``texts`` for hybrid search. ``truncate_dim``: the
+        model's ``truncate_dim`` the vectors were cut to, recorded (``fit_truncate_dim`` checks later models).
         """
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
@@ -304,6 +306,9 @@ class VectorIndex(RecordedModel):
         if quantization == "binary" and x.shape[1] % 8:
             raise ValueError(f"binary quantisation needs a dimension divisible by 8, got {x.shape[1]}")
         manifest = _model_manifest(model, backend, int(x.shape[1]), metric)
+        manifest["truncate_dim"] = truncate_dim
+        if truncate_dim is not None and truncate_dim != x.shape[1]:
+            raise ValueError(f"truncate_dim {truncate_dim} does not match the embeddings' {x.shape[1]} dimensions")
         if ann:
             manifest["structures"]["hnsw"] = {"M": hnsw_m, "ef_construction": ef_construction, "ef_search": ef_search}
         if quantization:
