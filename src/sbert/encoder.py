@@ -22,9 +22,10 @@ from sbert.atomic import atomic_dir, recover
 from sbert.backends.onnx import ExportSource, OnnxBackend
 from sbert.device import default_device
 from sbert.errors import ModelFormatError, ModelNotFoundError
-from sbert.modules import MODULE_TYPES, Module, Pooling, Transformer, module_class
+from sbert.modules import MODULE_TYPES, Module, Pooling, StaticEmbedding, Transformer, module_class
 from sbert.modules.base import Features, write_json
 from sbert.modules.folder import check_links, module_folder, read_json, refuse_remote_code
+from sbert.modules.static import is_model2vec_folder, model2vec_modules
 from sbert.pipeline import PACKED_TOKENS, Batching, Runner, Tokenized, TorchRunner, finish, token_vectors
 from sbert.progress import ENCODE_FROM, progress_bar
 from sbert.prompts import Prompts, Task, prompt_length, prompted
@@ -68,8 +69,8 @@ class Encoder(nn.Sequential):
         prompts: Prompts | None = None,
     ) -> None:
         super().__init__(*modules)
-        if not modules or not isinstance(modules[0], Transformer):
-            raise ValueError("an Encoder starts with a Transformer module")
+        if not modules or not isinstance(modules[0], (Transformer, StaticEmbedding)):
+            raise ValueError("an Encoder starts with a Transformer or a StaticEmbedding module")
         self.similarity_fn_name = similarity_fn_name
         self._truncate_dim: int | None = None
         self.truncate_dim = truncate_dim
@@ -82,8 +83,14 @@ class Encoder(nn.Sequential):
 
     # -- shape -----------------------------------------------------------------------------------------
     @property
-    def transformer(self) -> Transformer:
+    def transformer(self) -> Transformer | StaticEmbedding:
+        """The first module, which turns texts into token ids and those into vectors (a static model's table)."""
         return self[0]
+
+    @property
+    def is_static(self) -> bool:
+        """Whether this is a static model (a table of token vectors, no transformer)."""
+        return isinstance(self[0], StaticEmbedding)
 
     @property
     def model_dim(self) -> int:
@@ -474,7 +481,7 @@ class Encoder(nn.Sequential):
         device: str | None = None,
         truncate_dim: int | None = None,
     ) -> Encoder:
-        """Load a sentence-transformers folder, or a plain Hugging Face folder (mean pooling).
+        """Load a sentence-transformers folder, a model2vec folder, or a plain Hugging Face folder (mean pooling).
 
         Never runs code from the folder (``auto_map`` is refused) and never reads a file outside it.
         ``truncate_dim`` overrides the one saved in config_sentence_transformers.json.
@@ -487,6 +494,8 @@ class Encoder(nn.Sequential):
         refuse_remote_code(path)
         if (path / "modules.json").is_file():
             modules = _load_modules(path, allow_pickle)
+        elif is_model2vec_folder(path):
+            modules = model2vec_modules(path, allow_pickle)
         elif (path / "config.json").is_file():
             transformer = Transformer.load(path, allow_pickle=allow_pickle)
             modules = [transformer, Pooling(transformer.dim, "mean")]

@@ -1,8 +1,8 @@
 """The ``sbert`` command: argument parsing and printing only; the work is the library's.
 
 One module per family of commands: ``embeddings`` (encode, similarity, info), ``training`` (train,
-eval), ``retrieval`` (index, search, mine, cluster), ``service`` (serve); ``common`` holds the options
-and error handling they share.
+eval), ``retrieval`` (index, search, mine, cluster), ``service`` (serve), ``static`` (distill);
+``common`` holds the options and error handling they share.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from sbert.cli.negatives import mine_negatives
 from sbert.cli.plot import plot
 from sbert.cli.retrieval import cluster, index, mine, search
 from sbert.cli.service import serve
+from sbert.cli.static import distill
 from sbert.cli.training import evaluate, train
 
 __all__ = ["main"]
@@ -30,7 +31,20 @@ def main() -> None:
     """
 
 
-_COMMANDS = (encode, similarity, train, adapt, evaluate, info, index, search, mine, mine_negatives, cluster, serve,
-             plot)  # fmt: skip
-for _command in _COMMANDS:
+for _command in (
+    encode,
+    similarity,
+    train,
+    adapt,
+    evaluate,
+    info,
+    index,
+    search,
+    mine,
+    mine_negatives,
+    cluster,
+    serve,
+    plot,
+    distill,
+):
     main.add_command(_command)

@@ -131,13 +131,19 @@ def index() -> None:
 @click.option("--ef-construction", default=128, show_default=True, type=click.IntRange(min=8))
 @click.option("--ef-search", default=64, show_default=True, type=click.IntRange(min=1), help="HNSW search breadth.")
 @click.option("--overwrite", is_flag=True, help="Replace an index already at --out (never a folder of other files).")
+@click.option(
+    "--truncate-dim",
+    type=click.IntRange(min=1),
+    help="Keep the first N dimensions of each vector (Matryoshka models); recorded: add and search use it too.",
+)
 @_chunk_options
 @_lock_option
 @_corpus_options
 @prompt_options("document")
 @friendly_errors
 def index_build(
-    corpus, out, model, runtime, allow_pickle, metric, overwrite, batch_size, skip_empty, progress, prompts, **opts
+    corpus, out, model, runtime, allow_pickle, metric, overwrite, batch_size, skip_empty, progress, prompts,
+    truncate_dim, **opts
 ):
     """Embed CORPUS (text, one per line; or .jsonl with 'text' and optional 'id') into an index at --out."""
     from sbert.data.corpus import read_corpus
@@ -156,6 +162,10 @@ def index_build(
         VectorIndex.check_target(out, overwrite)
     ids, texts = read_corpus(corpus, skip_empty=skip_empty)
     encoder = load_model(model, runtime, allow_pickle)
+    if truncate_dim is not None:
+        encoder.truncate_dim = truncate_dim
+    if not database:
+        opts["truncate_dim"] = encoder.truncate_dim  # given, or the model's own (recorded on folder indexes)
     documents = None
     if settings["chunk"]:
         ids = ids or [str(i) for i in range(len(texts))]
@@ -226,6 +236,7 @@ def index_add(
     existing.check_model(model or existing.model)
     ids, texts = read_corpus(corpus, skip_empty=read["skip_empty"])
     encoder = load_model(model or existing.model, runtime, allow_pickle)
+    existing.fit_truncate_dim(encoder)
     existing.check_model(model or existing.model, encoder.dim)
     backend = backend_name(encoder)
     existing.check_backend(backend, allow_mixed_backend)  # before the costly encoding; again under the lock
@@ -360,6 +371,7 @@ def search(folder, queries, k, model, method, ef_search, rescore, rerank, candid
     existing = open_index(folder, table=flags["table"])
     existing.check_model(model or existing.model)
     encoder = load_model(model or existing.model, runtime, allow_pickle)
+    existing.fit_truncate_dim(encoder)
     existing.check_model(model or existing.model, encoder.dim)
     backend = backend_name(encoder)
     existing.check_backend(backend, allow_mixed)

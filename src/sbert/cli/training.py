@@ -79,6 +79,11 @@ class _TableChoice(click.Choice):
 @click.option("--teacher", help="margin-mse, distill-kl, embedding-mse: a local bi- or cross-encoder scoring rows.")
 @click.option("--temperature", type=float, help="distill-kl: softmax temperature [default: 1].")
 @click.option(
+    "--matryoshka",
+    metavar="DIMS",
+    help="Train the loss at these widths too, e.g. 384,256,128,64 (Matryoshka; use them with --truncate-dim).",
+)
+@click.option(
     "--init",
     type=_TableChoice("sbert.training.spec", "INITS"),
     help="'random': same architecture, random weights (the no-pre-training control).",

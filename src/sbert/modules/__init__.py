@@ -6,9 +6,12 @@ from sbert.modules.base import Module
 from sbert.modules.dense import Dense
 from sbert.modules.normalize import Normalize
 from sbert.modules.pooling import Pooling
+from sbert.modules.static import StaticEmbedding
 from sbert.modules.transformer import Transformer
 
-MODULE_TYPES: dict[str, type[Module]] = {cls.__name__: cls for cls in (Transformer, Pooling, Dense, Normalize)}
+MODULE_TYPES: dict[str, type[Module]] = {
+    cls.__name__: cls for cls in (Transformer, StaticEmbedding, Pooling, Dense, Normalize)
+}
 
 
 def module_class(type_name: str) -> type[Module] | None:
@@ -19,4 +22,4 @@ def module_class(type_name: str) -> type[Module] | None:
     return MODULE_TYPES.get(type_name.rsplit(".", 1)[-1])
 
 
-__all__ = ["MODULE_TYPES", "Dense", "Module", "Normalize", "Pooling", "Transformer", "module_class"]
+__all__ = ["MODULE_TYPES", "Dense", "Module", "Normalize", "Pooling", "StaticEmbedding", "Transformer", "module_class"]

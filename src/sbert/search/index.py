@@ -279,6 +279,7 @@ class VectorIndex(RecordedModel):
         lock_timeout: float = LOCK_TIMEOUT,
         documents: Documents | None = None,
         bm25: bool = False,
+        truncate_dim: int | None = None,
     ) -> VectorIndex:
         """Write a new index at ``path`` from (n, dim) embeddings made by ``model`` (a name or folder).
 
@@ -292,7 +293,8 @@ class VectorIndex(RecordedModel):
 
         ``documents``: the rows are windows of documents (``Documents.of(encode_documents(...), ...)``;
         ``texts`` their passages); row ids are then ``<document id>#<window>`` and searches return
-        documents. ``bm25``: also keep a BM25 index of ``texts`` for hybrid search.
+        documents. ``bm25``: also keep a BM25 index of ``texts`` for hybrid search. ``truncate_dim``: the
+        model's ``truncate_dim`` the vectors were cut to, recorded (``fit_truncate_dim`` checks later models).
         """
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
@@ -303,7 +305,7 @@ class VectorIndex(RecordedModel):
         x = as_float32(embeddings)
         if quantization == "binary" and x.shape[1] % 8:
             raise ValueError(f"binary quantisation needs a dimension divisible by 8, got {x.shape[1]}")
-        manifest = _model_manifest(model, backend, int(x.shape[1]), metric)
+        manifest = _model_manifest(model, backend, int(x.shape[1]), metric, truncate_dim)
         if ann:
             manifest["structures"]["hnsw"] = {"M": hnsw_m, "ef_construction": ef_construction, "ef_search": ef_search}
         if quantization:
@@ -464,14 +466,21 @@ class VectorIndex(RecordedModel):
                 raise
 
 
-def _model_manifest(model: str | Path, backend: str | None, dim: int, metric: str) -> dict:
-    """A new index's manifest for vectors of width ``dim`` made by ``model`` (a name or folder)."""
+def _model_manifest(
+    model: str | Path, backend: str | None, dim: int, metric: str, truncate_dim: int | None = None
+) -> dict:
+    """A new index's manifest for vectors of width ``dim`` made by ``model`` (a name or folder), cut to
+    ``truncate_dim`` (None: not cut)."""
     from sbert.registry import canonical_name, resolve
+
+    if truncate_dim is not None and truncate_dim != dim:
+        raise ValueError(f"truncate_dim {truncate_dim} does not match the embeddings' {dim} dimensions")
 
     model_path = None
     with contextlib.suppress(Exception):
         model_path = str(resolve(model).resolve())
-    return new_manifest(model=canonical_name(model), model_path=model_path, backend=backend, dim=dim, metric=metric)
+    manifest = new_manifest(model=canonical_name(model), model_path=model_path, backend=backend, dim=dim, metric=metric)
+    return {**manifest, "truncate_dim": truncate_dim}
 
 
 def _structure(snap: Snapshot, name: str) -> Structure:

@@ -72,6 +72,25 @@ class RecordedModel:
         if dim is not None and dim != self.dim:
             raise IndexMismatchError(f"index {self.path} holds {self.dim}-dim vectors; the model gives {dim}")
 
+    @property
+    def truncate_dim(self) -> int | None:
+        """The ``truncate_dim`` the vectors were cut to (None: not cut, or an index of an older sbert)."""
+        return self.manifest.get("truncate_dim")
+
+    def fit_truncate_dim(self, encoder) -> None:
+        """Give ``encoder`` the index's ``truncate_dim`` where it has none; raise IndexMismatchError where it has
+        another. Indexes of older sbert versions record none: nothing is checked (their ``dim`` still is)."""
+        if "truncate_dim" not in self.manifest:
+            return
+        recorded = self.manifest["truncate_dim"]
+        if encoder.truncate_dim is None and recorded is not None:
+            encoder.truncate_dim = recorded
+        elif encoder.truncate_dim != recorded:
+            raise IndexMismatchError(
+                f"index {self.path} holds vectors cut to truncate_dim {recorded}; the model cuts them to "
+                f"{encoder.truncate_dim}: vectors cut to another width are not comparable"
+            )
+
     def check_backend(self, backend: str | None, allow_mixed: bool = False) -> None:
         """Raise IndexMismatchError if vectors made by ``backend`` (``torch/fp32``, ``onnx/int8``, ...; see
         ``backend_name``) are not comparable with the index's own. Only the precision counts (fp32 vectors

@@ -24,7 +24,11 @@ def run(spec: RunSpec, resume: bool = False) -> dict:
     torch.manual_seed(seed)  # seeds the new weights: a cross-encoder's head, a classification loss's classifier
     model = build_model(spec)
     objectives = [
-        Objective(objective_examples(o, seed), make_loss(o, model, spec.cross_encoder), objective_name(i, o, spec))
+        Objective(
+            objective_examples(o, seed),
+            matryoshka(make_loss(o, model, spec.cross_encoder), spec),
+            objective_name(i, o, spec),
+        )
         for i, o in enumerate(spec.objectives)
     ]
     evaluator = dev_evaluator(spec.dev_format, spec.dev, seed, spec.cross_encoder) if spec.dev else None
@@ -64,6 +68,13 @@ def make_loss(objective: ObjectiveSpec, model, cross_encoder: bool = False) -> n
     if cross_encoder:
         return kind.cross_encoder(LossInputs(objective.settings, 0, objective.score_range))
     return kind.bi_encoder(LossInputs(objective.settings, model.model_dim, objective.score_range))
+
+
+def matryoshka(loss: nn.Module, spec: RunSpec) -> nn.Module:
+    """``loss`` wrapped in a ``MatryoshkaLoss`` over ``spec``'s widths, or as it is where it names none."""
+    from sbert.losses.matryoshka import MatryoshkaLoss
+
+    return MatryoshkaLoss(loss, spec.matryoshka_dims) if spec.matryoshka_dims else loss
 
 
 def objective_name(index: int, objective: ObjectiveSpec, spec: RunSpec) -> str:

@@ -86,6 +86,7 @@ class RunSpec:
     device: str | None = None
     allow_pickle: bool = False
     cross_encoder: bool = False  # train a CrossEncoder (regression: 1 label; classification: num_labels)
+    matryoshka: str | None = None  # "384,256,128,64": the loss also at these widths (sbert.losses.matryoshka)
     config: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self) -> None:
@@ -100,6 +101,26 @@ class RunSpec:
                 raise ValueError(f"{what}dev format {self.dev_format!r}: expected one of {', '.join(usable)}")
         if self.cross_encoder:
             self._check_cross_encoder()
+        if self.matryoshka is not None:
+            self._check_matryoshka()
+
+    def _check_matryoshka(self) -> None:
+        from sbert.losses.matryoshka import parse_dims
+
+        parse_dims(self.matryoshka)
+        refused = sorted({o.objective for o in self.objectives} & {"classification", "cached-mnrl"})
+        if self.cross_encoder or refused:
+            what = "a cross-encoder" if self.cross_encoder else f"objective {refused[0]!r}"
+            raise ValueError(
+                f"matryoshka wraps bi-encoder embedding objectives (mnrl, regression, triplet), not {what}"
+            )
+
+    @property
+    def matryoshka_dims(self) -> tuple[int, ...]:
+        """The widths ``matryoshka`` names, largest first (none: no Matryoshka loss)."""
+        from sbert.losses.matryoshka import parse_dims
+
+        return parse_dims(self.matryoshka) if self.matryoshka else ()
 
     def _check_cross_encoder(self) -> None:
         if self.init != "pretrained" or self.pooling is not None or self.normalize is not None:
@@ -116,6 +137,8 @@ def run_spec(values: Mapping[str, Any]) -> RunSpec:
 
     Raises ValueError naming the key at fault (``train.lr``, ``objectives[0].margin``) and what was expected.
     """
+    if isinstance(values.get("matryoshka"), list):  # a run file's list of widths, as the CLI's "384,256"
+        values = {**values, "matryoshka": ",".join(map(str, values["matryoshka"]))}
     hints = typing.get_type_hints(RunSpec)
     _refuse_unknown(values, set(hints) - {"config"} | {"train"}, "", "run keys")  # the config is the train table
     top = {key: _checked(value, hints[key], key) for key, value in values.items() if key not in ("train", "objectives")}
