@@ -9,7 +9,10 @@ import click
 from sbert.cli.common import MODEL_HELP, friendly_errors
 
 
-@click.command()
+@click.command(
+    help="Distil a static model from MODEL (model2vec's method): much faster, less accurate. The folder "
+    "written loads in sbert, sentence-transformers and model2vec. MODEL: " + MODEL_HELP
+)
 @click.argument("model", default="default", metavar="[MODEL]")
 @click.option("--out", "-o", required=True, type=click.Path(path_type=Path), help="Folder for the static model.")
 @click.option(
@@ -26,15 +29,6 @@ from sbert.cli.common import MODEL_HELP, friendly_errors
 @click.option("--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code).")
 @friendly_errors
 def distill(model, out, corpus, dim, min_count, max_words, device, allow_pickle) -> None:
-    (
-        """Distil a static model from MODEL (model2vec's method): much faster, less accurate.
-
-    MODEL is a model name or folder ("""
-        + MODEL_HELP
-        + """). The folder written loads in sbert,
-    sentence-transformers and model2vec.
-    """
-    )
     from sbert.distill import distill_model
 
     summary = distill_model(
