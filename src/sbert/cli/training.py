@@ -274,11 +274,15 @@ def evaluate(
         with atomic_file(json_out, "w", encoding="utf-8") as handle:
             json.dump({"model": model, "tasks": results}, handle, indent=2)
     if run_out is not None:
-        from sbert.evaluation.retrieval import write_runs
+        _write_runs(run_out, evaluators)
 
-        runs = {name: e.run for name, e in evaluators.items() if hasattr(e, "run")}
-        for written in write_runs(run_out, runs):
-            click.echo(f"wrote {written}", err=True)
+
+def _write_runs(path: Path, evaluators: dict) -> None:
+    """The rankings of the retrieval evaluations as TREC run files (``--run``)."""
+    from sbert.evaluation.retrieval import write_runs
+
+    for written in write_runs(path, {name: e.run for name, e in evaluators.items() if hasattr(e, "run")}):
+        click.echo(f"wrote {written}", err=True)
 
 
 def _task_folders(tasks: str | None, retrieval_dirs: tuple[Path, ...], data: Path | None) -> dict[str, Path]:

@@ -85,6 +85,7 @@ class IndexRetriever:
             texts,
             ids,
             model=getattr(model, "name_or_path", None) or "model",
+            metric=_metric(model),
             chunking=self.settings.chunking(),
             bm25=self.settings.hybrid,
             batch_size=self.settings.batch_size,
@@ -112,6 +113,12 @@ class IndexRetriever:
         if self._scorer is None and self.settings.rerank is not None:
             self._scorer = self.settings.cross_encoder()
         return self._scorer
+
+
+def _metric(model: Any) -> str:
+    """The index metric of the model's similarity function (cosine, or dot); cosine for any other."""
+    name = getattr(model, "similarity_fn_name", None)
+    return name if name in ("cosine", "dot") else "cosine"
 
 
 class _Pairs(IndexRetriever):
