@@ -51,7 +51,8 @@ def test_search_returns_documents_with_their_best_passage(folder):
     human = run("search", folder, "penalty save", "-k", "1")
     assert "[football] (chars " in human and "penalty" in human
     info = json.loads(run("index", "info", folder, "--json"))
-    assert info["documents"] == {"window": 16, "overlap": 4, "mode": "maxp", "count": 3} and info["bm25"] is True
+    assert info["documents"] == {"window": 16, "overlap": 4, "mode": "maxp", "prompt": "", "count": 3}
+    assert info["bm25"] is True
 
 
 def test_hybrid_and_mean_searches(folder):

@@ -11,10 +11,12 @@ from test_beir import write_beir
 
 from sbert.cli import main
 from sbert.data.beir import Document, RetrievalCollection, read_beir
+from sbert.documents import Chunking
 from sbert.evaluation.retrieval import DenseRetriever, RetrievalEvaluator
 from sbert.evaluation.retrievers import (
     ChunkedRetriever,
     HybridRetriever,
+    IndexRetriever,
     LexicalRetriever,
     RerankRetriever,
     RetrievalSettings,
@@ -151,13 +153,16 @@ def test_evaluator_with_a_chunked_hybrid_retriever_finds_the_long_documents_pass
 
 
 def test_retrieval_settings_make_the_retriever_they_name():
-    assert isinstance(RetrievalSettings().retriever(), DenseRetriever)
+    # every way but BM25 alone runs through the index code (IndexRetriever), with the settings given
+    assert isinstance(RetrievalSettings().retriever(), IndexRetriever)
     chunked = RetrievalSettings(chunk=True, mode="maxp", window=64, overlap=8).retriever()
-    assert isinstance(chunked, ChunkedRetriever) and (chunked.mode, chunked.window, chunked.overlap) == ("maxp", 64, 8)
+    assert isinstance(chunked, IndexRetriever) and chunked.settings.chunking() == Chunking(64, 8, "maxp")
     hybrid = RetrievalSettings(chunk=True, hybrid=True, fusion="rrf").retriever()
-    assert isinstance(hybrid, HybridRetriever) and isinstance(hybrid.dense, ChunkedRetriever)
-    assert hybrid.fusion == "rrf"
+    options = hybrid.settings.search_options(10)
+    assert options.hybrid and options.fusion == "rrf" and hybrid.settings.chunk
+    assert options.mode is None  # the index's own
     assert isinstance(RetrievalSettings(lexical=True).retriever(), LexicalRetriever)
+    assert isinstance(HybridRetriever(ChunkedRetriever("mean"), "rrf"), IndexRetriever)  # the old spelling
     assert RetrievalSettings().retriever() is not RetrievalSettings().retriever()  # fresh per evaluation
     with pytest.raises(ValueError, match="BM25 alone"):
         RetrievalSettings(lexical=True, hybrid=True)

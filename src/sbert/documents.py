@@ -22,11 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from sbert.search import ranking
+from sbert.search.grouping import DEFAULT_MODE, Groups, check_mode, unit
+from sbert.search.grouping import MODES as MODES
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -35,8 +37,6 @@ if TYPE_CHECKING:
 
 DEFAULT_OVERLAP = 32  # tokens shared by consecutive windows
 BOUNDARY_SHARE = 0.25  # the last share of a window in which its end may move back to a sentence or word boundary
-MODES = ("maxp", "mean")
-DEFAULT_MODE: Literal["maxp", "mean"] = "maxp"  # measured: benchmarks/results/retrieval.md (full collections)
 SENTENCE_ENDS = (".", "!", "?")
 _QUERY_CHUNK = 256  # queries scored at once by rank_documents
 
@@ -115,6 +115,66 @@ def _next_start(tokens: TokenLayout, start: int, end: int, overlap: int) -> int:
     while begin > start + 1 and not tokens.word_start[begin]:
         begin -= 1
     return begin
+
+
+# -- the settings ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Chunking:
+    """How documents are split and scored, decided once and recorded in an index's manifest so that
+    building, adding, searching, evaluating and serving split and prompt documents alike.
+
+    ``window``: tokens per window beside the special ones and the prompt's (None: the model's limit);
+    ``overlap``: tokens consecutive windows share; ``mode``: ``maxp`` or ``mean``; ``prompt``: the text put
+    before every window (None: the model's document prompt, as ``encode_document``; "": none).
+    """
+
+    window: int | None = None
+    overlap: int = DEFAULT_OVERLAP
+    mode: str = DEFAULT_MODE
+    prompt: str | None = None
+
+    def __post_init__(self) -> None:
+        check_mode(self.mode)
+        if self.window is not None and self.window < 1:
+            raise ValueError(f"window must be at least 1 token, got {self.window}")
+        if self.overlap < 0:
+            raise ValueError(f"overlap must be at least 0, got {self.overlap}")
+
+    @classmethod
+    def of(cls, settings: dict) -> Chunking:
+        """The chunking an index's manifest records (``documents``); older indexes record no prompt."""
+        return cls(
+            settings.get("window"), settings["overlap"], settings.get("mode", DEFAULT_MODE), settings.get("prompt")
+        )
+
+    def settings(self) -> dict:
+        """What an index's manifest records (``documents``)."""
+        return {"window": self.window, "overlap": self.overlap, "mode": self.mode, "prompt": self.prompt}
+
+    def resolved(self, encoder: Encoder, prompt_name: str | None = None, prompt: str | None = None) -> Chunking:
+        """These settings for ``encoder``: the prompt as text (``prompt_name``/``prompt`` choose another than
+        ``self.prompt``, else the model's document prompt) and the window in tokens (default: what the
+        model takes beside the prompt)."""
+        if prompt is None and prompt_name is None and self.prompt is not None:
+            prompt = self.prompt
+        text = encoder.resolve_prompt(prompt_name, prompt, task="document") or ""
+        chunker = Chunker.for_encoder(encoder)
+        window = self.window or chunker.max_window - len(chunker.prompt_ids(text))
+        return Chunking(window, self.overlap, self.mode, text)
+
+    def embed(
+        self, encoder: Encoder, documents: Sequence[str], batch_size: int = 32, show_progress: bool | None = None
+    ) -> EncodedDocuments:
+        """``encode_documents`` with these settings (the prompt as ``resolved`` gives it)."""
+        return encode_documents(
+            encoder,
+            documents,
+            window=self.window,
+            overlap=self.overlap,
+            batch_size=batch_size,
+            show_progress=show_progress,
+            prompt=self.prompt,
+        )
 
 
 # -- tokens -> windows ---------------------------------------------------------------------------------------
@@ -254,83 +314,42 @@ class DocumentHit(NamedTuple):
     passage: str
 
 
-@dataclass(frozen=True)
-class Groups:
-    """Windows grouped by document: ``order`` sorts the windows by document (stably), ``starts`` is where
-    each document's run begins in that order, ``docs`` the document of each run."""
-
-    order: np.ndarray
-    starts: np.ndarray
-    docs: np.ndarray
-
-    @classmethod
-    def of(cls, doc: np.ndarray) -> Groups:
-        order = np.argsort(doc, kind="stable")
-        ordered = doc[order]
-        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(doc) else np.zeros(0, np.int64)
-        return cls(order, starts, ordered[starts])
-
-    def rows(self, group: int) -> np.ndarray:
-        """The windows of the ``group``-th document, in their original order."""
-        end = self.starts[group + 1] if group + 1 < len(self.starts) else len(self.order)
-        return self.order[self.starts[group] : end]
-
-    def best(self, scores: np.ndarray) -> np.ndarray:
-        """Each document's best score: (n, n_windows) -> (n, n_documents)."""
-        return np.maximum.reduceat(scores[:, self.order], self.starts, axis=1)
-
-    def means(self, unit_vectors: np.ndarray) -> np.ndarray:
-        """Each document's mean window vector, scaled to unit length: (n_windows, dim) -> (n_documents, dim)."""
-        sums = np.add.reduceat(unit_vectors[self.order].astype(np.float64), self.starts, axis=0)
-        return unit(sums).astype(np.float32)
-
-
-def unit(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (zero rows stay zero)."""
-    norms = np.linalg.norm(x, axis=-1, keepdims=True)
-    return x / np.where(norms == 0, 1, norms)
-
-
-def check_mode(mode: str) -> str:
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    return mode
-
-
 def rank_documents(
     query_vectors: np.ndarray, documents: EncodedDocuments, k: int = 10, mode: str = DEFAULT_MODE
 ) -> list[list[DocumentHit]]:
     """Each query's best ``k`` documents by cosine similarity, best first (``sbert.search.ranking``: score
     descending, then document ascending). ``mode``: ``maxp`` scores a document by its best window,
-    ``mean`` by the mean of its windows' unit vectors; the passage is the window closest to the query."""
+    ``mean`` by the mean of its windows' unit vectors; the passage is the window closest to the query.
+    The grouping is the indexes' own (``sbert.search.grouping``)."""
     check_mode(mode)
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     queries = unit(np.atleast_2d(np.asarray(query_vectors, dtype=np.float32)))
     windows = unit(np.asarray(documents.vectors, dtype=np.float32))
-    groups = Groups.of(np.asarray(documents.doc))
+    groups = Groups.of(np.asarray(documents.doc).tolist())
     means = groups.means(windows) if mode == "mean" else None
     out = []
     for begin in range(0, len(queries), _QUERY_CHUNK):
         q = queries[begin : begin + _QUERY_CHUNK]
         window_scores = q @ windows.T
         doc_scores = groups.best(window_scores) if means is None else q @ means.T
-        ids = np.broadcast_to(np.arange(len(groups.docs)), doc_scores.shape)
+        ids = np.broadcast_to(np.asarray(groups.names, dtype=np.int64), doc_scores.shape)
         scores, picked = ranking.top(doc_scores, ids, k)
+        number = {name: g for g, name in enumerate(groups.names)}
         for row in range(len(q)):
             out.append(
                 [
-                    _hit(documents, groups, int(g), float(s), window_scores[row])
-                    for s, g in zip(scores[row], picked[row], strict=True)
+                    _hit(documents, _best(groups, number[int(d)], window_scores[row]), int(d), float(s))
+                    for s, d in zip(scores[row], picked[row], strict=True)
                 ]
             )
     return out
 
 
-def _hit(
-    documents: EncodedDocuments, groups: Groups, group: int, score: float, window_scores: np.ndarray
-) -> DocumentHit:
-    rows = groups.rows(group)
-    best = int(rows[ranking.order(window_scores[rows], rows)[0]])
+def _best(groups: Groups, group: int, window_scores: np.ndarray) -> int:
+    return groups.best_row(group, window_scores[groups.rows[group]])
+
+
+def _hit(documents: EncodedDocuments, best: int, document: int, score: float) -> DocumentHit:
     span = (int(documents.spans[best, 0]), int(documents.spans[best, 1]))
-    return DocumentHit(int(groups.docs[group]), score, best, span, documents.passages[best])
+    return DocumentHit(document, score, best, span, documents.passages[best])

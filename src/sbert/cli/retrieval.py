@@ -14,13 +14,6 @@ def _embed(encoder, texts: list[str], batch_size: int, progress: bool | None):
     return encoder.encode(texts, batch_size=batch_size, show_progress=progress, on_truncation="ignore")
 
 
-def _embed_documents(encoder, texts: list[str], batch_size: int, progress: bool | None, prompts: dict):
-    """Texts to index, with the model's document prompt (``encode_document``) unless ``prompts`` name another."""
-    return encoder.encode_document(
-        texts, batch_size=batch_size, show_progress=progress, on_truncation="ignore", **prompts
-    )
-
-
 def _echo_json(value) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=1))
 
@@ -46,28 +39,6 @@ def _mixed_option(func):
         is_flag=True,
         help="Use vectors of another precision than the index's (e.g. onnx-int8 with fp32); results degrade.",
     )(func)
-
-
-def _embed_windows(encoder, ids, texts, settings: dict, batch_size: int, progress: bool | None, prompts: dict):
-    """Embed each text window by window (``sbert.documents``), each window with the document prompt (or the one
-    ``prompts`` name): the windows' vectors, passages and ``Documents``."""
-    from sbert.documents import Chunker, encode_documents
-    from sbert.search.index import Documents
-
-    prompt = encoder.resolve_prompt(**prompts, task="document") or ""  # each window gets it, as encode_document
-    chunker = Chunker.for_encoder(encoder)
-    window = settings.get("window") or chunker.max_window - len(chunker.prompt_ids(prompt))
-    encoded = encode_documents(
-        encoder,
-        texts,
-        window=window,
-        overlap=settings["overlap"],
-        batch_size=batch_size,
-        show_progress=progress,
-        prompt=prompt,
-    )
-    documents = Documents.of(encoded, ids, window, settings["overlap"], settings["mode"])
-    return encoded.vectors, encoded.passages, documents
 
 
 def _chunk_options(func):
@@ -147,66 +118,42 @@ def index_build(
 ):
     """Embed CORPUS (text, one per line; or .jsonl with 'text' and optional 'id') into an index at --out."""
     from sbert.data.corpus import read_corpus
-    from sbert.search.index import VectorIndex, backend_name
-    from sbert.search.pgvector import PgVectorIndex, is_database_url, split_location
+    from sbert.documents import Chunking
+    from sbert.search.base import is_database_url
+    from sbert.search.retrieve import build_index
 
-    settings = {key: opts.pop(key) for key in ("chunk", "window", "overlap", "mode")}
+    chunk, window, overlap, mode = (opts.pop(key) for key in ("chunk", "window", "overlap", "mode"))
+    chunking = Chunking(window, overlap, mode) if chunk else None
     table = opts.pop("table")
     if table and not is_database_url(out):
         raise click.UsageError("--table applies to a postgresql:// URL, not to a folder")
-    database = split_location(out, table) if is_database_url(out) else None
-    if database:
-        _check_database_build(settings, opts)
-        PgVectorIndex.check_target(*database, overwrite)
+    if is_database_url(out):
+        _check_database_build(chunk, opts)
+        opts = {key: opts[key] for key in (*_HNSW, "lock_timeout") if key in opts}
     else:
-        VectorIndex.check_target(out, overwrite)
+        from sbert.search.index import VectorIndex
+
+        VectorIndex.check_target(out, overwrite)  # before reading and loading anything
     ids, texts = read_corpus(corpus, skip_empty=skip_empty)
     encoder = load_model(model, runtime, allow_pickle)
     if truncate_dim is not None:
         encoder.truncate_dim = truncate_dim
-    if not database:
+    if not is_database_url(out):
         opts["truncate_dim"] = encoder.truncate_dim  # given, or the model's own (recorded on folder indexes)
-    documents = None
-    if settings["chunk"]:
-        ids = ids or [str(i) for i in range(len(texts))]
-        embeddings, texts, documents = _embed_windows(encoder, ids, texts, settings, batch_size, progress, prompts)
-        ids = None
-    else:
-        embeddings = _embed_documents(encoder, texts, batch_size, progress, prompts)
-    if database:
-        built = PgVectorIndex.build(
-            database[0], embeddings, model=model, table=database[1], ids=ids, texts=texts, metric=metric,
-            overwrite=overwrite, backend=backend_name(encoder), **{k: opts[k] for k in _HNSW},
-        )  # fmt: skip
-        click.echo(f"indexed {len(built):,} texts ({built.dim}-dim, {built.model}, {built.backend}) in {out}", err=True)
-        return
-    built = VectorIndex.build(
-        out,
-        embeddings,
-        model=model,
-        ids=ids,
-        texts=texts,
-        metric=metric,
-        overwrite=overwrite,
-        show_progress=progress,
-        backend=backend_name(encoder),
-        documents=documents,
-        **opts,
-    )
-    what = f"{len(built.document_ids):,} documents ({len(built):,} windows)" if documents else f"{len(built):,} texts"
+    built = build_index(
+        out, encoder, texts, ids, model=model, chunking=chunking, table=table, metric=metric, overwrite=overwrite,
+        batch_size=batch_size, show_progress=progress, **prompts, **opts,
+    )  # fmt: skip
+    what = f"{len(built.document_ids):,} documents ({len(built):,} windows)" if chunk else f"{len(built):,} texts"
     click.echo(f"indexed {what} ({built.dim}-dim, {built.model}, {built.backend}) in {out}", err=True)
 
 
 _HNSW = ("hnsw_m", "ef_construction", "ef_search")
 
 
-def _check_database_build(settings: dict, opts: dict) -> None:
+def _check_database_build(chunk: bool, opts: dict) -> None:
     """Refuse what an index in PostgreSQL does not keep (it is always HNSW, over texts)."""
-    for flag, value in (
-        ("--chunk", settings["chunk"]),
-        ("--bm25", opts["bm25"]),
-        ("--quantization", opts["quantization"]),
-    ):
+    for flag, value in (("--chunk", chunk), ("--bm25", opts["bm25"]), ("--quantization", opts["quantization"])):
         if value:
             raise click.UsageError(
                 f"{flag} applies to a folder index; an index in PostgreSQL holds texts, searched by HNSW"
@@ -229,8 +176,7 @@ def index_add(
 ):
     """Embed CORPUS with the index's own model and add it to the index in FOLDER (waiting for other writers)."""
     from sbert.data.corpus import read_corpus
-    from sbert.search.index import backend_name
-    from sbert.search.pgvector import open_index
+    from sbert.search.retrieve import add_texts, open_index
 
     existing = open_index(folder, table=table, lock_timeout=lock_timeout)
     existing.check_model(model or existing.model)
@@ -238,30 +184,12 @@ def index_add(
     encoder = load_model(model or existing.model, runtime, allow_pickle)
     existing.fit_truncate_dim(encoder)
     existing.check_model(model or existing.model, encoder.dim)
-    backend = backend_name(encoder)
-    existing.check_backend(backend, allow_mixed_backend)  # before the costly encoding; again under the lock
-    count, documents, progress = len(texts), None, read["progress"]
-    if existing.documents:  # split as the index's documents were
-        from sbert.search.index import next_ids
-
-        ids = ids or next_ids(existing.document_ids, len(texts))
-        embeddings, texts, documents = _embed_windows(
-            encoder, ids, texts, existing.documents, batch_size, progress, prompts
-        )
-        ids = None
-    else:
-        embeddings = _embed_documents(encoder, texts, batch_size, progress, prompts)
-    existing.add(
-        embeddings,
-        ids=ids,
-        texts=texts,
-        show_progress=progress,
-        backend=backend,
-        allow_mixed_backend=allow_mixed_backend,
-        documents=documents,
-    )
-    what = f"{len(existing.document_ids):,} documents" if documents else f"{len(existing):,}"
-    click.echo(f"added {count:,} texts; the index holds {what}", err=True)
+    add_texts(
+        existing, encoder, texts, ids, batch_size=batch_size, show_progress=read["progress"],
+        allow_mixed_backend=allow_mixed_backend, **prompts,
+    )  # fmt: skip
+    what = f"{len(existing.document_ids):,} documents" if existing.documents else f"{len(existing):,}"
+    click.echo(f"added {len(texts):,} texts; the index holds {what}", err=True)
 
 
 @index.command("delete")
@@ -273,7 +201,7 @@ def index_add(
 def index_delete(folder, ids, table, lock_timeout):
     """Delete rows by id (documents, in an index built with --chunk) from the index in FOLDER (waiting for
     other writers)."""
-    from sbert.search.pgvector import open_index
+    from sbert.search.retrieve import open_index
 
     existing = open_index(folder, table=table, lock_timeout=lock_timeout)
     try:
@@ -290,7 +218,7 @@ def index_delete(folder, ids, table, lock_timeout):
 @friendly_errors
 def index_info(folder, table, as_json):
     """Show what the index in FOLDER (or at a postgresql:// URL) holds."""
-    from sbert.search.pgvector import open_index
+    from sbert.search.retrieve import open_index
 
     existing = open_index(folder, table=table)
     summary = {
@@ -364,35 +292,35 @@ def search(folder, queries, k, model, method, ef_search, rescore, rerank, candid
     """Find the texts in the index at FOLDER most similar to each of QUERIES (embedded with the query prompt).
 
     An index built with --chunk returns documents, each with its best passage."""
-    from sbert.search.index import Hybrid, backend_name
-    from sbert.search.pgvector import open_index
+    from sbert.search.retrieve import SearchOptions, open_index, search_texts
 
-    allow_pickle, allow_mixed = flags["allow_pickle"], flags["allow_mixed_backend"]
+    allow_pickle = flags["allow_pickle"]
     existing = open_index(folder, table=flags["table"])
     existing.check_model(model or existing.model)
     encoder = load_model(model or existing.model, runtime, allow_pickle)
     existing.fit_truncate_dim(encoder)
     existing.check_model(model or existing.model, encoder.dim)
-    backend = backend_name(encoder)
-    existing.check_backend(backend, allow_mixed)
-    fetch = max(k, candidates) if rerank else k
-    hits = existing.search(
-        encoder.encode_query(list(queries), **flags["prompts"]),
-        fetch,
-        method=method,
-        ef_search=ef_search,
-        rescore=rescore,
-        backend=backend,
-        allow_mixed_backend=allow_mixed,
-        mode=flags["mode"],
-        hybrid=Hybrid(queries, flags["fusion"], flags["alpha"], candidates=candidates) if flags["hybrid"] else None,
-    )
+    existing.check_backend(encoder.runtime, flags["allow_mixed_backend"])
+    cross = None
     if rerank:
         from sbert.cross_encoder import CrossEncoder
-        from sbert.search.rerank import rerank as rescore_hits
 
         cross = CrossEncoder.load(rerank, device=runtime.device, allow_pickle=allow_pickle)
-        hits = [rescore_hits(cross, q, found, k) for q, found in zip(queries, hits, strict=True)]
+    options = SearchOptions(
+        k,
+        flags["mode"],
+        flags["hybrid"],
+        flags["fusion"],
+        flags["alpha"],
+        candidates,
+        cross,
+        method,
+        ef_search,
+        rescore,
+    )
+    hits = search_texts(
+        existing, encoder, queries, options, allow_mixed_backend=flags["allow_mixed_backend"], **flags["prompts"]
+    )
     _print_hits(queries, hits, as_json)
 
 

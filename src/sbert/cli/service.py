@@ -163,7 +163,7 @@ def serve(
 
     index = None
     if index_dir is not None:
-        from sbert.search.pgvector import open_index
+        from sbert.search.retrieve import open_index
 
         index = open_index(index_dir)
     encoder = load_model(model, runtime, allow_pickle)

@@ -221,6 +221,13 @@ def _relaunch_under_torchrun(nproc: int) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write every metric to this JSON file.",
 )
+@click.option(
+    "--run",
+    "run_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Retrieval: also write each query's ranking as a TREC run file (qid Q0 docid rank score tag); "
+    "with several collections, one file each (FILE's stem + '.<collection>').",
+)
 @click.option("--cross-encoder", is_flag=True, help="MODEL is a cross-encoder: STS tasks score its pair outputs.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")
 @device_options
@@ -237,6 +244,7 @@ def evaluate(
     inner_folds,
     batch_size,
     json_out,
+    run_out,
     cross_encoder,
     progress,
     runtime,
@@ -260,6 +268,8 @@ def evaluate(
     evaluators.update(_retrieval_evaluators(retrieval_dirs, split, skip_empty_documents, how))
     if not evaluators:
         raise click.UsageError("nothing to evaluate: give --tasks or --retrieval")
+    if run_out is not None and not any(hasattr(e, "run") for e in evaluators.values()):
+        raise click.UsageError("--run writes retrieval rankings: give --retrieval or a retrieval task")
     if cross_encoder:
         from sbert.cross_encoder import CrossEncoder
 
@@ -280,6 +290,16 @@ def evaluate(
     if json_out is not None:
         with atomic_file(json_out, "w", encoding="utf-8") as handle:
             json.dump({"model": model, "tasks": results}, handle, indent=2)
+    if run_out is not None:
+        _write_runs(run_out, evaluators)
+
+
+def _write_runs(path: Path, evaluators: dict) -> None:
+    """The rankings of the retrieval evaluations as TREC run files (``--run``)."""
+    from sbert.evaluation.retrieval import write_runs
+
+    for written in write_runs(path, {name: e.run for name, e in evaluators.items() if hasattr(e, "run")}):
+        click.echo(f"wrote {written}", err=True)
 
 
 def _task_folders(tasks: str | None, retrieval_dirs: tuple[Path, ...], data: Path | None) -> dict[str, Path]:

@@ -7,10 +7,11 @@ relevant documents, MAP@k divides by ``min(k, #relevant)``, recall@k by ``#relev
 ranking (document ids, best first) and its relevant ids, and returns a fraction in [0, 1];
 ``RetrievalEvaluator`` reports the means over the queries x 100.
 
-How documents are embedded and searched is a ``Retriever``: ``index(model, documents)`` once, then
-``search(model, queries, k)``. The default, ``DenseRetriever``, embeds each document (title + text, cut
-at the model's ``max_seq_length``) with ``model.encode_document`` and each query with
-``model.encode_query``, and searches exactly (``sbert.search.semantic_search``).
+How documents are embedded and searched is a ``Retriever`` (``sbert.evaluation.retrievers``):
+``index(model, documents)`` once, then ``search(model, queries, k)``. The default, ``IndexRetriever()``,
+runs the code ``sbert index build`` + ``sbert search`` run: each document (title + text, cut at the
+model's ``max_seq_length``) embedded with ``model.encode_document`` into an index in memory, each query
+with ``model.encode_query``, searched exactly. ``write_run`` writes the rankings as a TREC run file.
 """
 
 from __future__ import annotations
@@ -18,13 +19,27 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from sbert.data.beir import Document, RetrievalCollection
+from sbert.data.beir import RetrievalCollection
+from sbert.evaluation.retrievers import DenseRetriever, Hit, IndexRetriever, Retriever
 
-Hit = tuple[str, float]  # (document id, score), a ranking's entries best first
+__all__ = [
+    "DEFAULT_AT",
+    "METRICS",
+    "DenseRetriever",
+    "Hit",
+    "IndexRetriever",
+    "RetrievalEvaluator",
+    "Retriever",
+    "query_latency",
+    "retrieval_metrics",
+    "write_run",
+    "write_runs",
+]
 # Cutoffs per metric: sentence-transformers' defaults, with recall@100 added.
 DEFAULT_AT: dict[str, tuple[int, ...]] = {
     "accuracy": (1, 3, 5, 10),
@@ -115,58 +130,6 @@ def retrieval_metrics(
     return out
 
 
-@runtime_checkable
-class Retriever(Protocol):
-    """How a retrieval evaluation embeds and searches documents.
-
-    ``index(model, documents)`` is called once per evaluation, before any search, with every document
-    of the corpus (``Document``: id, title, text). ``search(model, queries, k)`` returns, for each query
-    text, at most ``k`` hits ``(document id, score)`` best first; the evaluator takes that order as it
-    is. It is timed per query (embedding the query included), so it should do all of a query's work.
-    """
-
-    def index(self, model: Any, documents: Sequence[Document], show_progress: bool | None = None) -> None: ...
-
-    def search(self, model: Any, queries: Sequence[str], k: int) -> list[list[Hit]]: ...
-
-
-class DenseRetriever:
-    """Exact dense search: documents embedded with ``model.encode_document`` (``Document.joined``: title +
-    separator + text, cut at the model's ``max_seq_length``), queries with ``model.encode_query``, scored
-    with the model's similarity function (cosine by default), best first, equal scores by document id."""
-
-    def __init__(self, batch_size: int = 32, separator: str = " ") -> None:
-        self.batch_size, self.separator = batch_size, separator
-        self.ids: list[str] = []
-        self.embeddings: Any = None
-
-    def index(self, model: Any, documents: Sequence[Document], show_progress: bool | None = None) -> None:
-        """Embed ``documents``, kept in id order so that equal scores rank by id (as sentence-transformers)."""
-        ordered = sorted(documents, key=lambda d: d.id)
-        self.ids = [d.id for d in ordered]
-        self.embeddings = model.encode_document(
-            [d.joined(self.separator) for d in ordered],
-            batch_size=self.batch_size,
-            convert_to="torch",
-            on_truncation="ignore",
-            show_progress=show_progress,
-        )
-
-    def search(self, model: Any, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        from sbert.search import semantic_search
-
-        if self.embeddings is None:
-            raise RuntimeError("DenseRetriever.search before index: index the documents first")
-        embedded = model.encode_query(
-            list(queries), batch_size=self.batch_size, convert_to="torch", on_truncation="ignore"
-        )
-        top = semantic_search(embedded, self.embeddings, k, score=getattr(model, "similarity_fn_name", "cosine"))
-        return [
-            [(self.ids[i], float(s)) for s, i in zip(scores, rows, strict=True)]
-            for scores, rows in zip(top.scores, top.indices, strict=True)
-        ]
-
-
 def query_latency(retriever: Retriever, model: Any, queries: Sequence[str], k: int) -> dict[str, float]:
     """p50 and p99 milliseconds of ``retriever.search`` on one query at a time (after one untimed
     warm-up query), over ``queries``; nothing for no queries."""
@@ -188,7 +151,7 @@ class RetrievalEvaluator:
     ``corpus_seconds`` (indexing the corpus), ``query_ms_p50``/``query_ms_p99`` (one query at a time,
     embedding and search, over the first ``latency_queries`` queries; 0 skips it) and counts.
 
-    ``retriever``: how documents are embedded and searched (default ``DenseRetriever``).
+    ``retriever``: how documents are embedded and searched (default ``IndexRetriever()``: the index code, in memory).
     ``at``: cutoffs per metric (``DEFAULT_AT``); search returns the top max(cutoffs).
     """
 
@@ -209,7 +172,8 @@ class RetrievalEvaluator:
             raise ValueError(f"{self.name}: no query of split {collection.split!r} has a relevant document")
         if "ndcg" not in at or 10 not in at["ndcg"]:
             raise ValueError(f"{self.name}: the cutoffs must include ndcg@10, the headline metric")
-        self.retriever = retriever or DenseRetriever(batch_size)
+        self.retriever = retriever or IndexRetriever(_settings(batch_size))
+        self.run: dict[str, list[tuple[str, float]]] = {}  # the last call's rankings: query id -> (id, score)
         self.at, self.latency_queries = {m: tuple(ks) for m, ks in at.items()}, latency_queries
         self.k = max(k for ks in self.at.values() for k in ks)
 
@@ -223,7 +187,8 @@ class RetrievalEvaluator:
         self.retriever.index(model, list(self.collection.corpus.values()), show_progress=show_progress)
         corpus_seconds = time.perf_counter() - began
         hits = self.retriever.search(model, list(queries.values()), self.k)
-        rankings = {q: [doc for doc, _ in row] for q, row in zip(queries, hits, strict=True)}
+        self.run = {q: [(str(h[0]), float(h[1])) for h in row] for q, row in zip(queries, hits, strict=True)}
+        rankings = {q: [doc for doc, _ in row] for q, row in self.run.items()}
         metrics = {m: 100 * v for m, v in retrieval_metrics(rankings, self.relevant, self.at).items()}
         metrics["corpus_seconds"] = corpus_seconds
         if self.latency_queries > 0:
@@ -231,3 +196,39 @@ class RetrievalEvaluator:
             metrics.update(query_latency(self.retriever, model, sample, self.k))
         metrics["queries"], metrics["documents"] = float(len(queries)), float(len(self.collection.corpus))
         return metrics
+
+
+def _settings(batch_size: int):
+    from sbert.evaluation.retrievers import RetrievalSettings
+
+    return RetrievalSettings(batch_size=batch_size)
+
+
+def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], tag: str = "sbert") -> None:
+    """Write ``run`` (query id -> (document id, score) best first) as a TREC run file, atomically: one line
+    ``qid Q0 docid rank score tag`` per hit, ranks from 1 (what trec_eval, ranx and BEIR read)."""
+    from sbert.atomic import atomic_file
+
+    if not tag or any(c.isspace() for c in tag):
+        raise ValueError(f"a run's tag must be one word, got {tag!r}")
+    with atomic_file(path, "w", encoding="utf-8") as handle:
+        for query, hits in run.items():
+            for rank, (doc, score) in enumerate(hits, 1):
+                if any(c.isspace() for c in f"{query}{doc}"):
+                    raise ValueError(f"TREC run files cannot hold ids with white space: {query!r}, {doc!r}")
+                handle.write(f"{query} Q0 {doc} {rank} {score:.9g} {tag}\n")
+
+
+def write_runs(path: str | Path, runs: Mapping[str, Mapping[str, Sequence[tuple[str, float]]]]) -> list[Path]:
+    """Write each named run (``RetrievalEvaluator.run``) as a TREC run file tagged with its name: at ``path``
+    for one run, else at ``<stem>.<name><suffix>`` beside it for each; returns the files written."""
+    path = Path(path)
+    if not runs:
+        raise ValueError(f"{path}: no retrieval was evaluated, so there is no run to write")
+    out = []
+    for name, run in runs.items():
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+        target = path if len(runs) == 1 else path.with_name(f"{path.stem}.{safe}{path.suffix}")
+        write_run(target, run, tag=f"sbert-{safe}")
+        out.append(target)
+    return out

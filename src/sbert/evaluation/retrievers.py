@@ -1,30 +1,51 @@
-"""Retrievers for ``RetrievalEvaluator`` beside the default ``DenseRetriever``: long documents in windows,
-BM25 alone, and dense fused with BM25.
+"""How a retrieval evaluation retrieves: through the index code that ``sbert index build`` + ``sbert search``
+run (``IndexRetriever``), so that what ``sbert eval`` measures is what is served.
 
-Each follows ``sbert.evaluation.retrieval.Retriever``: ``index(model, documents)`` once, then
-``search(model, queries, k)`` -> per query ``(document id, score)`` best first. Documents are
-``Document.joined`` (title + " " + text); documents are kept in id order, so equal scores rank by id.
+A ``Retriever`` is ``index(model, documents)`` once, then ``search(model, queries, k)`` -> per query its
+hits best first (``sbert.search.base.Hit``, or ``(document id, score)``: the evaluator reads the first two
+fields). Documents are ``Document.joined`` (title + " " + text) and kept in id order, so equal scores rank
+by id.
 
-- ``ChunkedRetriever``: every document in token windows (``sbert.documents.encode_documents``), scored
-  by its best window (``maxp``) or by the mean of its windows (``mean``).
-- ``LexicalRetriever``: BM25 (``sbert.search.lexical``); the model is not used.
-- ``HybridRetriever``: a dense retriever's and BM25's top ``candidates`` fused (``sbert.search.fusion``:
-  reciprocal rank fusion, or a weighted sum of min-max normalised scores).
-- ``RerankRetriever``: any of these retrieves ``candidates``, a cross-encoder re-scores them.
+- ``IndexRetriever``: ``RetrievalSettings`` (whole or in windows, hybrid with BM25, re-ranked) applied by
+  ``sbert.search.retrieve``: the documents built into a ``MemoryIndex`` (or an index at ``location``: a
+  folder or a ``postgresql://`` URL), queries searched as ``sbert search`` searches them.
+- ``LexicalRetriever``: BM25 alone (``sbert.search.lexical``), a baseline; the model is not used.
+- ``HybridRetriever``, ``RerankRetriever``: fusion with BM25 and cross-encoder re-ranking around any
+  retriever of your own (``sbert.search.fusion``, ``sbert.search.rerank``: the same code the index runs).
+- ``DenseRetriever``, ``ChunkedRetriever``: deprecated names of ``IndexRetriever`` settings.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from copy import copy
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from sbert.data.beir import Document
-from sbert.evaluation.retrieval import DenseRetriever, Hit, Retriever
 from sbert.search.exact import TopK
+
+Hit = tuple[str, float]  # what a retriever of your own may return: (document id, score), best first
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """How a retrieval evaluation embeds and searches documents.
+
+    ``index(model, documents)`` is called once per evaluation, before any search, with every document
+    of the corpus (``Document``: id, title, text). ``search(model, queries, k)`` returns, for each query
+    text, at most ``k`` hits best first (``sbert.search.base.Hit`` or ``(document id, score)``); the
+    evaluator takes that order as it is. It is timed per query (embedding the query included), so it
+    should do all of a query's work.
+    """
+
+    def index(self, model: Any, documents: Sequence[Document], show_progress: bool | None = None) -> None: ...
+
+    def search(self, model: Any, queries: Sequence[str], k: int) -> list[list[Any]]: ...
 
 
 def _ordered(documents: Sequence[Document], separator: str) -> tuple[list[str], list[str]]:
@@ -32,9 +53,91 @@ def _ordered(documents: Sequence[Document], separator: str) -> tuple[list[str], 
     return [d.id for d in ordered], [d.joined(separator) for d in ordered]
 
 
-class ChunkedRetriever:
-    """Documents embedded window by window (``window`` tokens, ``overlap`` shared; default: the model's
-    limit and ``sbert.documents.DEFAULT_OVERLAP``), scored by ``mode``: ``maxp`` or ``mean``."""
+class IndexRetriever:
+    """Retrieval as ``sbert index build`` + ``sbert search`` do it, with ``settings`` (``RetrievalSettings``):
+    ``index`` builds the documents (in id order) into a ``MemoryIndex``, or into an index at ``location``
+    (a folder or a ``postgresql://`` URL, replaced if there), or uses ``index`` as it is (already built
+    from these documents with this model); ``search`` embeds the queries with ``encode_query`` and
+    searches as ``sbert.search.retrieve.search_texts``."""
+
+    def __init__(
+        self,
+        settings: RetrievalSettings | None = None,
+        location: str | Path | None = None,
+        separator: str = " ",
+        index: Any = None,
+    ) -> None:
+        self.settings = settings or RetrievalSettings()
+        if self.settings.lexical:
+            raise ValueError("BM25 alone is LexicalRetriever's: an index holds embeddings")
+        self.location, self.separator, self.built = location, separator, index
+        self._scorer: Any = None
+
+    def index(self, model: Any, documents: Sequence[Document], show_progress: bool | None = None) -> None:
+        from sbert.search.retrieve import build_index
+
+        if self.location is None and self.built is not None and not documents:
+            return
+        ids, texts = _ordered(documents, self.separator)
+        self.built = build_index(
+            self.location,
+            model,
+            texts,
+            ids,
+            model=getattr(model, "name_or_path", None) or "model",
+            metric=_metric(model),
+            chunking=self.settings.chunking(),
+            bm25=self.settings.hybrid,
+            batch_size=self.settings.batch_size,
+            show_progress=show_progress,
+            overwrite=True,
+        )
+
+    def search(self, model: Any, queries: Sequence[str], k: int) -> list[list[Any]]:
+        from sbert.search.retrieve import search_texts
+
+        if self.built is None:
+            raise RuntimeError(f"{type(self).__name__}.search before index: index the documents first")
+        options = self.settings.search_options(k, self._cross_encoder())
+        return search_texts(
+            self.built, model, queries, options, batch_size=self.settings.batch_size, on_truncation="ignore"
+        )
+
+    def scored_by(self, mode: str) -> IndexRetriever:
+        """The same index (no second embedding), documents scored by ``mode`` instead."""
+        other = copy(self)
+        other.settings = replace(self.settings, mode=mode)
+        return other
+
+    def _cross_encoder(self) -> Any:
+        if self._scorer is None and self.settings.rerank is not None:
+            self._scorer = self.settings.cross_encoder()
+        return self._scorer
+
+
+def _metric(model: Any) -> str:
+    """The index metric of the model's similarity function (cosine, or dot); cosine for any other."""
+    name = getattr(model, "similarity_fn_name", None)
+    return name if name in ("cosine", "dot") else "cosine"
+
+
+class _Pairs(IndexRetriever):
+    """An ``IndexRetriever`` answering ``(document id, score)`` pairs, as the deprecated names did."""
+
+    def search(self, model: Any, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        return [[(h.id, h.score) for h in row] for row in super().search(model, queries, k)]
+
+
+class DenseRetriever(_Pairs):
+    """Deprecated: ``IndexRetriever(RetrievalSettings(batch_size=...))``, documents whole."""
+
+    def __init__(self, batch_size: int = 32, separator: str = " ") -> None:
+        warnings.warn("DenseRetriever is deprecated: use IndexRetriever()", DeprecationWarning, stacklevel=2)
+        super().__init__(RetrievalSettings(batch_size=batch_size), separator=separator)
+
+
+class ChunkedRetriever(_Pairs):
+    """Deprecated: ``IndexRetriever(RetrievalSettings(chunk=True, mode=, window=, overlap=))``."""
 
     def __init__(
         self,
@@ -44,45 +147,25 @@ class ChunkedRetriever:
         batch_size: int = 32,
         separator: str = " ",
     ) -> None:
-        from sbert import documents
-
-        self.mode = documents.check_mode(mode or documents.DEFAULT_MODE)
-        self.window, self.overlap = window, documents.DEFAULT_OVERLAP if overlap is None else overlap
-        self.batch_size, self.separator = batch_size, separator
-        self.ids: list[str] = []
-        self.encoded: Any = None
-
-    def index(self, model: Any, documents: Sequence[Document], show_progress: bool | None = None) -> None:
-        from sbert.documents import encode_documents
-
-        self.ids, texts = _ordered(documents, self.separator)
-        self.encoded = encode_documents(
-            model,
-            texts,
-            window=self.window,
-            overlap=self.overlap,
-            batch_size=self.batch_size,
-            show_progress=show_progress,
+        warnings.warn(
+            "ChunkedRetriever is deprecated: use IndexRetriever(RetrievalSettings(chunk=True, ...))",
+            DeprecationWarning,
+            stacklevel=2,
         )
+        settings = RetrievalSettings(chunk=True, mode=mode, window=window, overlap=overlap, batch_size=batch_size)
+        super().__init__(settings, separator=separator)
 
-    def scored_by(self, mode: str) -> ChunkedRetriever:
-        """The same windows (no second embedding), documents scored by ``mode`` instead."""
-        from copy import copy
+    @property
+    def mode(self) -> str:
+        return self.settings.chunking().mode
 
-        from sbert.documents import check_mode
+    @property
+    def window(self) -> int | None:
+        return self.settings.window
 
-        other = copy(self)
-        other.mode = check_mode(mode)
-        return other
-
-    def search(self, model: Any, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        from sbert.documents import rank_documents
-
-        if self.encoded is None:
-            raise RuntimeError("ChunkedRetriever.search before index: index the documents first")
-        vectors = model.encode_query(list(queries), batch_size=self.batch_size, on_truncation="ignore")
-        found = rank_documents(vectors, self.encoded, min(k, len(self.ids)), self.mode)
-        return [[(self.ids[hit.document], hit.score) for hit in row] for row in found]
+    @property
+    def overlap(self) -> int:
+        return self.settings.chunking().overlap
 
 
 class LexicalRetriever:
@@ -106,9 +189,16 @@ class LexicalRetriever:
 
 
 class HybridRetriever:
-    """A dense retriever (default ``DenseRetriever``; or ``ChunkedRetriever``) fused with BM25: each side's
-    best ``candidates`` per query, then ``fusion`` (``rrf``, or ``weighted`` with the dense side's weight
-    ``alpha``; default and meaning as in ``sbert.search.fusion``)."""
+    """A retriever of your own fused with BM25: each side's best ``candidates`` per query, then ``fusion``
+    (``rrf``, or ``weighted`` with the dense side's weight ``alpha``; ``sbert.search.fusion``, as the index
+    fuses). For the index's own dense search use ``IndexRetriever(RetrievalSettings(hybrid=True))``: a
+    ``DenseRetriever``/``ChunkedRetriever`` given here becomes exactly that."""
+
+    def __new__(cls, dense: Retriever | None = None, fusion: str | None = None, alpha: float | None = None, **rest):
+        if not rest and (dense is None or type(dense) in (IndexRetriever, DenseRetriever, ChunkedRetriever)):
+            settings = (dense.settings if dense is not None else RetrievalSettings()).with_hybrid(fusion, alpha)
+            return IndexRetriever(settings, separator=getattr(dense, "separator", " "))
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -123,7 +213,7 @@ class HybridRetriever:
         fusion = fusion or fusions.DEFAULT_FUSION
         if fusion not in fusions.FUSIONS:
             raise ValueError(f"fusion must be one of {', '.join(fusions.FUSIONS)}, got {fusion!r}")
-        self.dense, self.lexical = dense or DenseRetriever(), lexical or LexicalRetriever()
+        self.dense, self.lexical = dense if dense is not None else IndexRetriever(), lexical or LexicalRetriever()
         self.fusion = fusion
         self.alpha = fusions.ALPHA if alpha is None else alpha
         self.candidates = fusions.CANDIDATES if candidates is None else candidates
@@ -143,19 +233,20 @@ class HybridRetriever:
         sides = [self._top(retriever.search(model, queries, wide), wide) for retriever in (self.dense, self.lexical)]
         return _hits(fuse(*sides, k, fusion=self.fusion, alpha=self.alpha), self.ids)
 
-    def _top(self, hits: list[list[Hit]], width: int) -> TopK:
+    def _top(self, hits: list[list[Any]], width: int) -> TopK:
         """Hits as a ``TopK`` over this retriever's rows (padded with row -1, score -inf)."""
         scores = np.full((len(hits), width), -np.inf, dtype=np.float32)
         rows = np.full((len(hits), width), -1, dtype=np.int64)
         for n, row in enumerate(hits):
-            rows[n, : len(row)] = [self.row_of[doc] for doc, _ in row]
-            scores[n, : len(row)] = [score for _, score in row]
+            rows[n, : len(row)] = [self.row_of[hit[0]] for hit in row]
+            scores[n, : len(row)] = [hit[1] for hit in row]
         return TopK(scores, rows)
 
 
 class RerankRetriever:
     """``first`` (any retriever) finds each query's best ``candidates`` documents; ``cross_encoder`` (a
-    one-label ``PairScorer``) scores (query, document) and the best ``k`` by its score are returned."""
+    one-label ``PairScorer``) scores (query, document text) and the best ``k`` by its score are returned
+    (``sbert.search.rerank``: the index's re-ranking)."""
 
     def __init__(
         self, first: Retriever, cross_encoder: Any, candidates: int = 100, batch_size: int = 32, separator: str = " "
@@ -171,17 +262,14 @@ class RerankRetriever:
         self.texts = {d.id: d.joined(self.separator) for d in documents}
 
     def search(self, model: Any, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        from sbert.search.ranking import order
+        from sbert.search.base import Hit as IndexHit
+        from sbert.search.rerank import rerank
 
         found = self.first.search(model, queries, max(k, self.candidates))
         out = []
         for query, hits in zip(queries, found, strict=True):
-            pairs = [(query, self.texts[doc]) for doc, _ in hits]
-            scores = self.cross_encoder.predict(pairs, batch_size=self.batch_size) if pairs else np.zeros(0)
-            if scores.ndim != 1:
-                raise ValueError("re-ranking needs a one-label cross-encoder")
-            ids = np.array([doc for doc, _ in hits])
-            out.append([(str(ids[i]), float(scores[i])) for i in order(scores, ids)[:k]])
+            candidates = [IndexHit(h[0], h[1], self.texts[h[0]], n) for n, h in enumerate(hits)]
+            out.append([(h.id, h.score) for h in rerank(self.cross_encoder, query, candidates, k, self.batch_size)])
         return out
 
 
@@ -190,7 +278,8 @@ class RetrievalSettings:
     """How to retrieve, as ``sbert eval`` options say it: documents whole (cut at the model's limit) or in
     windows (``chunk``: ``mode``, ``window``, ``overlap``), and BM25 beside them (``hybrid``: ``fusion``,
     ``alpha``) or alone (``lexical``); then, with ``rerank``, a cross-encoder re-scores the best
-    ``candidates``. ``retriever()`` makes a fresh retriever for one evaluation."""
+    ``candidates`` (also the results each side gives a hybrid fusion, as in ``sbert search``).
+    ``retriever()`` makes a fresh retriever for one evaluation."""
 
     chunk: bool = False
     mode: str | None = None
@@ -213,27 +302,53 @@ class RetrievalSettings:
             raise ValueError("mode, window and overlap apply to documents in windows: ask for chunking too")
         if not self.hybrid and (self.fusion or self.alpha is not None):
             raise ValueError("fusion and alpha apply to hybrid search: ask for it too")
+        from sbert.search.fusion import FUSIONS
 
-    def retriever(self) -> Retriever:
-        if self.lexical:
-            return self._reranked(LexicalRetriever())
-        dense: Retriever = (
-            ChunkedRetriever(self.mode, self.window, self.overlap, self.batch_size)
-            if self.chunk
-            else DenseRetriever(self.batch_size)
-        )
-        first = HybridRetriever(dense, self.fusion, self.alpha) if self.hybrid else dense
-        return self._reranked(first)
+        if self.fusion is not None and self.fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
 
-    def _reranked(self, first: Retriever) -> Retriever:
+    def retriever(self, location: str | Path | None = None) -> Retriever:
+        """A fresh retriever: ``IndexRetriever`` (its index in memory, or at ``location``), or BM25 alone."""
+        if not self.lexical:
+            return IndexRetriever(self, location)
+        first = LexicalRetriever()
         if self.rerank is None:
             return first
-        scorer = self.rerank
-        if isinstance(scorer, (str, Path)):
+        return RerankRetriever(first, self.cross_encoder(), self.candidates or 100, self.batch_size)
+
+    def chunking(self) -> Any:
+        """The ``sbert.documents.Chunking`` of ``chunk`` (None: documents whole)."""
+        if not self.chunk:
+            return None
+        from sbert.documents import DEFAULT_OVERLAP, Chunking
+
+        overlap = DEFAULT_OVERLAP if self.overlap is None else self.overlap
+        return Chunking(self.window, overlap, self.mode or Chunking.mode)
+
+    def search_options(self, k: int, cross_encoder: Any = None) -> Any:
+        """The ``sbert.search.retrieve.SearchOptions`` of these settings for the best ``k``."""
+        from sbert.search.retrieve import SearchOptions
+
+        hybrid = {"fusion": self.fusion, "alpha": self.alpha}
+        return SearchOptions(
+            k=k,
+            mode=self.mode if self.chunk else None,
+            hybrid=self.hybrid,
+            rerank=cross_encoder,
+            candidates=self.candidates or 100,
+            **{key: value for key, value in hybrid.items() if value is not None},
+        )
+
+    def with_hybrid(self, fusion: str | None = None, alpha: float | None = None) -> RetrievalSettings:
+        return replace(self, hybrid=True, fusion=fusion, alpha=alpha)
+
+    def cross_encoder(self) -> Any:
+        """``rerank`` as a cross-encoder (loaded once per call from a folder)."""
+        if isinstance(self.rerank, (str, Path)):
             from sbert.cross_encoder import CrossEncoder
 
-            scorer = CrossEncoder.load(scorer)
-        return RerankRetriever(first, scorer, self.candidates or 100, self.batch_size)
+            return CrossEncoder.load(self.rerank)
+        return self.rerank
 
 
 def _hits(found: TopK, ids: Sequence[str]) -> list[list[Hit]]:

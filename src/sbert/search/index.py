@@ -27,8 +27,9 @@ import numpy as np
 from sbert.arrays import Array, as_float32
 from sbert.errors import IndexFormatError, IndexMismatchError, SbertError
 from sbert.search import index_search
+from sbert.search.base import Hit, Hybrid
 from sbert.search.exact import TopK
-from sbert.search.index_search import Documents, Hit, Hybrid
+from sbert.search.index_search import Documents
 from sbert.search.recorded import MIXED, RecordedModel
 from sbert.search.recorded import check_backend as _check_backend
 from sbert.search.recorded import precision as _precision
@@ -203,10 +204,7 @@ class VectorIndex(RecordedModel):
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
         snap = self._current()
-        if hybrid is not None and not snap.manifest.get("lexical"):
-            raise ValueError(f"index {self.path} has no BM25 index for hybrid search; build it with bm25=True (--bm25)")
-        if mode is not None and not snap.manifest.get("documents"):
-            raise ValueError(f"index {self.path} holds texts, not windows of documents: 'mode' does not apply")
+        check_search(self.path, snap.manifest, mode, hybrid)
         _check_backend(self.path, snap.manifest, backend, allow_mixed_backend)
         q = _prepare(queries, snap.manifest, self.path)
 
@@ -464,6 +462,14 @@ class VectorIndex(RecordedModel):
             except BaseException:
                 self._snap = self._store.recover(self._snap)
                 raise
+
+
+def check_search(path: str | Path, manifest: dict, mode: str | None, hybrid: Hybrid | None) -> None:
+    """Refuse search options the index cannot honour: hybrid without BM25, a mode in an index of texts."""
+    if hybrid is not None and not manifest.get("lexical"):
+        raise ValueError(f"index {path} has no BM25 index for hybrid search; build it with bm25=True (--bm25)")
+    if mode is not None and not manifest.get("documents"):
+        raise ValueError(f"index {path} holds texts, not windows of documents: 'mode' does not apply")
 
 
 def _model_manifest(

@@ -12,105 +12,75 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sbert.documents import DEFAULT_MODE, EncodedDocuments, check_mode, unit
 from sbert.search import ranking
+from sbert.search.base import Hit, Hybrid
 from sbert.search.exact import TopK, semantic_search
-from sbert.search.fusion import ALPHA, CANDIDATES, DEFAULT_FUSION, RRF_K, fuse
+from sbert.search.fusion import fuse
+from sbert.search.grouping import DEFAULT_MODE, Groups, check_mode
 
 if TYPE_CHECKING:
+    from sbert.documents import Chunking, EncodedDocuments
     from sbert.search.lexical import BM25
     from sbert.search.store import Snapshot
 
 Rows = Callable[[int], TopK]  # the structure's best ``n`` live rows for the queries
 
 
-class Hit(NamedTuple):
-    """One search result: the row's ``id``, its ``score``, its ``text`` (or None) and ``row``. In an index
-    of documents: the document's id, its score, its best passage, that window's row and character ``span``."""
-
-    id: str
-    score: float
-    text: str | None
-    row: int
-    span: tuple[int, int] | None = None
-
-
 @dataclass(frozen=True)
 class Documents:
     """Rows that are windows of documents: the document ``ids`` (one per row), each row's character
-    ``spans`` (rows, 2), and how the documents were split (``window``, ``overlap``) and are scored (``mode``)."""
+    ``spans`` (rows, 2), and how the documents were split (``window``, ``overlap``, ``prompt``) and are
+    scored (``mode``): an index records these (``settings``) and splits later documents the same way."""
 
     ids: Sequence[str]
     spans: np.ndarray
     window: int
     overlap: int
     mode: str = DEFAULT_MODE
+    prompt: str | None = None
 
     @classmethod
     def of(
-        cls, encoded: EncodedDocuments, doc_ids: Sequence[str], window: int, overlap: int, mode: str = DEFAULT_MODE
+        cls,
+        encoded: EncodedDocuments,
+        doc_ids: Sequence[str],
+        window: int | Chunking,
+        overlap: int | None = None,
+        mode: str = DEFAULT_MODE,
     ) -> Documents:
-        """The rows of ``encode_documents``' result, whose documents have ids ``doc_ids`` (one per document)."""
+        """The rows of ``encode_documents``' result, whose documents have ids ``doc_ids`` (one per document),
+        split as ``window`` says: a resolved ``Chunking`` (``Chunking.resolved``), or window and overlap."""
         if len(set(doc_ids)) != len(doc_ids):
             raise ValueError("document ids must be unique")
-        return cls([str(doc_ids[d]) for d in encoded.doc.tolist()], encoded.spans, window, overlap, check_mode(mode))
+        prompt = None
+        if not isinstance(window, int):
+            window, overlap, mode, prompt = window.window, window.overlap, window.mode, window.prompt
+        if window is None or overlap is None:
+            raise ValueError("Documents.of needs the window and overlap the documents were split with")
+        ids = [str(doc_ids[d]) for d in encoded.doc.tolist()]
+        return cls(ids, encoded.spans, window, overlap, check_mode(mode), prompt)
 
     def settings(self) -> dict:
-        return {"window": self.window, "overlap": self.overlap, "mode": check_mode(self.mode)}
+        out = {"window": self.window, "overlap": self.overlap, "mode": check_mode(self.mode)}
+        return out if self.prompt is None else {**out, "prompt": self.prompt}
 
 
-@dataclass(frozen=True)
-class Hybrid:
-    """Fuse the dense results with BM25's for the queries' ``texts``: ``fusion`` rrf or weighted (``alpha``:
-    the dense side's weight), ``candidates`` results from each side (see ``sbert.search.fusion``)."""
-
-    texts: Sequence[str]
-    fusion: str = DEFAULT_FUSION
-    alpha: float = ALPHA
-    rrf_k: int = RRF_K
-    candidates: int = CANDIDATES
+DocumentGroups = Groups  # the live documents of a version (``sbert.search.grouping``)
 
 
-# -- documents of a version --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class DocumentGroups:
-    """The live documents of a version: ``names`` (ids), ``of_row`` (each row's document number, -1 where
-    deleted) and ``rows`` (each document's live rows)."""
+def groups(snap: Snapshot) -> Groups:
+    """The live documents of ``snap`` (computed once per version)."""
 
-    names: list[str]
-    of_row: np.ndarray
-    rows: list[np.ndarray]
+    def make() -> Groups:
+        alive = np.ones(len(snap.ids), dtype=bool)
+        alive[snap.deleted] = False
+        return Groups.of(snap.docs, alive)
 
-
-def groups(snap: Snapshot) -> DocumentGroups:
-    """The documents of ``snap`` (computed once per version)."""
-    return snap.derived("documents", lambda: _groups(snap))
-
-
-def _groups(snap: Snapshot) -> DocumentGroups:
-    alive = np.ones(len(snap.ids), dtype=bool)
-    alive[snap.deleted] = False
-    number: dict[str, int] = {}
-    of_row = np.full(len(snap.ids), -1, dtype=np.int64)
-    for row in np.flatnonzero(alive).tolist():
-        of_row[row] = number.setdefault(snap.docs[row], len(number))
-    order = np.argsort(of_row, kind="stable")
-    bounds = np.searchsorted(of_row[order], np.arange(len(number) + 1))
-    rows = [order[bounds[g] : bounds[g + 1]] for g in range(len(number))]
-    return DocumentGroups(list(number), of_row, rows)
-
-
-def _means(snap: Snapshot) -> np.ndarray:
-    """(n_documents, dim) float32: each live document's mean window vector (unit length for cosine)."""
-    docs = groups(snap)
-    means = np.stack([snap.vectors[rows].astype(np.float64).mean(axis=0) for rows in docs.rows]) if docs.rows else None
-    if means is None:
-        return np.zeros((0, snap.vectors.shape[1]), dtype=np.float32)
-    return (unit(means) if snap.manifest["metric"] == "cosine" else means).astype(np.float32)
+    return snap.derived("documents", make)
 
 
 # -- searching ----------------------------------------------------------------------------------------------
@@ -124,7 +94,8 @@ def search(snap: Snapshot, q: np.ndarray, k: int, rows: Rows, mode: str | None, 
     elif check_mode(mode or documents["mode"]) == "maxp":
         found = _maxp(snap, wide, rows)
     else:
-        found = _pad(semantic_search(q, snap.derived("means", lambda: _means(snap)), wide, score="dot"), wide)
+        means = snap.derived("means", lambda: groups(snap).means(snap.vectors, snap.manifest["metric"] == "cosine"))
+        found = _pad(semantic_search(q, means, wide, score="dot"), wide)
     if hybrid is not None:
         if len(hybrid.texts) != len(q):
             raise ValueError(f"{len(hybrid.texts)} query texts for {len(q)} query vectors")
@@ -183,7 +154,7 @@ def _document_hit(snap: Snapshot, query: np.ndarray, group: int, score: float) -
     """Document ``group``'s hit: its best passage is its window closest to ``query``."""
     docs = groups(snap)
     rows = docs.rows[group]
-    best = int(rows[ranking.order(snap.vectors[rows] @ query, rows)[0]])
+    best = docs.best_row(group, snap.vectors[rows] @ query)
     return Hit(docs.names[group], score, snap.texts[best], best, snap.spans[best])
 
 

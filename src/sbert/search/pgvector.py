@@ -26,14 +26,13 @@ import numpy as np
 
 from sbert.arrays import Array
 from sbert.errors import IndexExistsError, IndexFormatError, SbertError
+from sbert.search.base import DEFAULT_TABLE, is_database_url, split_location
 from sbert.search.recorded import MIXED, RecordedModel, check_backend, precision
 
 __all__ = ["DEFAULT_TABLE", "DatabaseError", "PgVectorIndex", "is_database_url", "open_index", "split_location"]
 
 POOL_SIZE = 4  # connections a PgVectorIndex opens at most (searches from several threads)
-DEFAULT_TABLE = "sbert_index"
 META = "sbert_indexes"
-SCHEMES = ("postgresql://", "postgres://")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _OPS = {"cosine": ("vector_cosine_ops", "<=>"), "dot": ("vector_ip_ops", "<#>")}
 _INSTALL = (
@@ -46,19 +45,11 @@ class DatabaseError(SbertError, RuntimeError):
     """A database that cannot be reached, lacks the pgvector extension, or refuses a statement."""
 
 
-def is_database_url(location: str | Path) -> bool:
-    return isinstance(location, str) and location.startswith(SCHEMES)
-
-
-def split_location(location: str, table: str | None = None) -> tuple[str, str]:
-    """(URL, table) from ``postgresql://...[#table]``; ``table`` wins over the fragment."""
-    url, _, fragment = location.partition("#")
-    return url, table or fragment or DEFAULT_TABLE
-
-
 def open_index(location: str | Path, *, table: str | None = None, **options):
-    """The index at ``location``: a ``PgVectorIndex`` for a ``postgresql://`` URL (``table``, or the URL's
-    ``#fragment``), else the ``VectorIndex`` folder. ``options`` go to the folder index's ``open``."""
+    """Deprecated here: ``sbert.search.retrieve.open_index`` (the same, beside the other index classes)."""
+    warnings.warn(
+        "sbert.search.pgvector.open_index moved to sbert.search.retrieve.open_index", DeprecationWarning, stacklevel=2
+    )
     if is_database_url(location):
         return PgVectorIndex.open(*split_location(str(location), table))
     if table is not None:
@@ -323,8 +314,8 @@ class PgVectorIndex(RecordedModel):
         """The best ``k`` rows for each (n, dim) query embedding, best first, as ``Hit``s (score: cosine
         similarity or dot product; ``row``: the row's position in the table). ``method`` hnsw (default;
         ``ef_search`` candidates, at least ``k``) or exact (a full scan)."""
+        from sbert.search.base import Hit
         from sbert.search.index import _prepare
-        from sbert.search.index_search import Hit
 
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")

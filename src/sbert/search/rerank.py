@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sbert.search import ranking
-from sbert.search.index import Hit
+from sbert.search.base import Hit
 
 if TYPE_CHECKING:
     from sbert.protocols import PairScorer

@@ -1,0 +1,233 @@
+"""An index in memory: the folder index's rows and search, without the folder.
+
+``MemoryIndex`` keeps what a ``VectorIndex`` keeps (vectors, ids, texts, for an index of documents each
+row's document and span, a BM25 index for hybrid search) in memory, and answers through the very code the
+folder index answers through (``sbert.search.index_search`` over the exact structure), so that a ranking
+measured on it (``sbert eval``) is the ranking ``sbert search`` gives for the same rows. Nothing is
+written; it lives as long as the object. Searching is exact (no HNSW or quantised structures).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sbert.arrays import Array, as_float32
+from sbert.search import index_search
+from sbert.search.base import Hit, Hybrid
+from sbert.search.exact import TopK
+from sbert.search.index import (
+    _check_documents_match,
+    _check_new_documents,
+    _check_rows,
+    _model_manifest,
+    _plan_extras,
+    _prepare,
+    _Rows,
+    check_search,
+)
+from sbert.search.index_search import Documents
+from sbert.search.recorded import MIXED, RecordedModel, precision
+from sbert.search.store import METRICS
+from sbert.search.structures import EXACT
+
+__all__ = ["MemoryIndex"]
+
+
+class _Version:
+    """The rows as ``index_search`` and the exact structure read them (a store ``Snapshot``'s shape)."""
+
+    def __init__(self, manifest: dict, vectors: np.ndarray, rows: _Rows, deleted: np.ndarray) -> None:
+        self.manifest, self.vectors, self.deleted = manifest, vectors, deleted
+        self.ids = list(rows.ids or [])
+        self.texts = list(rows.texts) if rows.texts is not None else [None] * len(self.ids)
+        self.docs = list(rows.docs) if rows.docs is not None else [None] * len(self.ids)
+        self.spans = list(rows.spans) if rows.spans is not None else [None] * len(self.ids)
+        dead = set(deleted.tolist())
+        self.row_of = {i: r for r, i in enumerate(self.ids) if r not in dead}
+        self._derived: dict[str, Any] = {}
+
+    def derived(self, name: str, make):
+        if name not in self._derived:
+            self._derived[name] = make()
+        return self._derived[name]
+
+    def rows(self) -> _Rows:
+        docs = self.docs if self.manifest.get("documents") else None
+        return _Rows(self.ids, self.texts, docs, self.spans if docs is not None else None)
+
+
+class MemoryIndex(RecordedModel):
+    """Vectors with ids and texts in memory, searched exactly as a ``VectorIndex`` searches them:
+    ``build``, then ``add``/``delete``/``search`` (the same arguments and ``Hit``s)."""
+
+    def __init__(self, manifest: dict, vectors: np.ndarray, rows: _Rows, deleted: np.ndarray | None = None) -> None:
+        """Use ``build``."""
+        self.path = "(memory)"
+        self._version = _Version(manifest, vectors, rows, np.zeros(0, np.int64) if deleted is None else deleted)
+        self._bm25: Any = None
+
+    @classmethod
+    def build(
+        cls,
+        embeddings: Array,
+        *,
+        model: str | Path,
+        ids: Sequence[str] | None = None,
+        texts: Sequence[str] | None = None,
+        metric: str = "cosine",
+        backend: str | None = None,
+        documents: Documents | None = None,
+        bm25: bool = False,
+        **ignored: Any,
+    ) -> MemoryIndex:
+        """An index of (n, dim) ``embeddings`` made by ``model``; arguments as ``VectorIndex.build`` (those
+        about files, locks and structures are ignored)."""
+        if metric not in METRICS:
+            raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
+        x = as_float32(embeddings)
+        manifest = _model_manifest(model, backend, int(x.shape[1]), metric)
+        _plan_extras(manifest, documents, bm25, texts)
+        if bm25:
+            manifest["lexical"] = {"file": None}  # kept in memory, built at the first hybrid search
+        rows = _Rows.of(ids, texts, documents, len(x)).named(len(x), [])
+        _check_rows(x, rows.ids, rows.texts, {})
+        return cls(manifest, _prepare(x, manifest, Path("(memory)")), rows)
+
+    # -- what it holds ---------------------------------------------------------------------------------
+    @property
+    def manifest(self) -> dict:
+        return self._version.manifest
+
+    @property
+    def ids(self) -> list[str]:
+        return self._version.ids
+
+    @property
+    def texts(self) -> list[str | None]:
+        return self._version.texts
+
+    @property
+    def vectors(self) -> np.ndarray:
+        return self._version.vectors
+
+    @property
+    def deleted(self) -> np.ndarray:
+        return self._version.deleted
+
+    @property
+    def documents(self) -> dict | None:
+        return self.manifest.get("documents")
+
+    @property
+    def document_ids(self) -> list[str]:
+        return index_search.groups(self._version).names if self.documents else []
+
+    @property
+    def lexical(self) -> bool:
+        return bool(self.manifest.get("lexical"))
+
+    @property
+    def structures(self) -> list[str]:
+        return []
+
+    def default_method(self) -> str:
+        return "exact"
+
+    def __len__(self) -> int:
+        return len(self.ids) - len(self.deleted)
+
+    # -- searching -------------------------------------------------------------------------------------
+    def search(
+        self,
+        queries: Array,
+        k: int = 10,
+        *,
+        method: str | None = None,
+        ef_search: int | None = None,
+        rescore: int | None = None,
+        backend: str | None = None,
+        allow_mixed_backend: bool = False,
+        mode: str | None = None,
+        hybrid: Hybrid | None = None,
+    ) -> list[list[Hit]]:
+        """As ``VectorIndex.search``; ``method`` may only be exact."""
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        if method not in (None, "exact"):
+            raise ValueError(f"index {self.path} searches exactly; it has no {method!r} structure")
+        version = self._version
+        check_search(self.path, version.manifest, mode, hybrid)
+        self.check_backend(backend, allow_mixed_backend)
+        q = _prepare(queries, version.manifest, Path(self.path))
+
+        def rows(n: int) -> TopK:
+            return EXACT.search(q, n, version)
+
+        return index_search.search(version, q, k, rows, mode, hybrid, self._lexical() if hybrid else None)
+
+    def _lexical(self):
+        if self._bm25 is None:
+            from sbert.search.lexical import BM25
+
+            self._bm25 = BM25.build(self._version.texts)
+        return self._bm25
+
+    # -- writing ---------------------------------------------------------------------------------------
+    def add(
+        self,
+        embeddings: Array,
+        ids: Sequence[str] | None = None,
+        texts: Sequence[str] | None = None,
+        show_progress: bool | None = None,
+        *,
+        backend: str | None = None,
+        allow_mixed_backend: bool = False,
+        documents: Documents | None = None,
+    ) -> None:
+        """Append rows, as ``VectorIndex.add`` does."""
+        old = self._version
+        self.check_backend(backend, allow_mixed_backend)
+        x = _prepare(embeddings, old.manifest, Path(self.path))
+        _check_documents_match(Path(self.path), old, documents)
+        new = _Rows.of(ids, texts, documents, len(x)).named(len(x), old.ids)
+        _check_rows(x, new.ids, new.texts, old.row_of)
+        if new.docs is not None:
+            _check_new_documents(Path(self.path), old, new.docs)
+        if self.lexical and (new.texts is None or any(t is None for t in new.texts)):
+            raise ValueError("a BM25 index needs the rows' texts; give texts")
+        manifest = dict(old.manifest)
+        recorded = manifest.get("backend")
+        if recorded and backend and recorded != MIXED and precision(recorded) != precision(backend):
+            manifest["backend"] = MIXED
+        before = old.rows()
+        rows = _Rows(
+            [*before.ids, *new.ids],
+            [*old.texts, *(new.texts if new.texts is not None else [None] * len(x))],
+            None if new.docs is None else [*before.docs, *new.docs],
+            None if new.spans is None else [*before.spans, *new.spans],
+        )
+        self._version = _Version(manifest, np.concatenate([old.vectors, x]), rows, old.deleted)
+        self._bm25 = None
+
+    def delete(self, ids: Iterable[str]) -> int:
+        """Delete rows by id (in an index of documents: documents, with all their windows); returns how
+        many rows. Unknown ids raise KeyError naming them."""
+        ids = [str(i) for i in ids]
+        old = self._version
+        if old.manifest.get("documents"):
+            found = index_search.groups(old)
+            number = {name: g for g, name in enumerate(found.names)}
+            missing = [i for i in ids if i not in number]
+            rows = [r for i in ids if i in number for r in found.rows[number[i]].tolist()]
+        else:
+            missing = [i for i in ids if i not in old.row_of]
+            rows = [old.row_of[i] for i in ids if i in old.row_of]
+        if missing:
+            raise KeyError(f"index {self.path} has no live ids {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+        deleted = np.union1d(old.deleted, np.unique(rows)).astype(np.int64)
+        self._version = _Version(old.manifest, old.vectors, old.rows(), deleted)
+        return len(set(rows))

@@ -1,0 +1,296 @@
+"""The one retrieval path: texts into an index, query texts into ranked hits.
+
+``sbert index build``/``add``, ``sbert search``, the service's ``/search`` and ``sbert eval``'s retrieval
+all go through these functions, so that what is measured is what is served:
+
+    texts --embed_corpus--> rows (whole texts, or windows by a ``Chunking``) --build_index/add_texts--> Index
+    queries --encode_query--> vectors --Index.search (dense, maxp/mean, hybrid BM25)--> hits --rerank--> hits
+
+``Index`` is any of ``VectorIndex`` (a folder), ``PgVectorIndex`` (PostgreSQL) or ``MemoryIndex``
+(``location=None``); ``open_index`` opens the first two from a folder or a ``postgresql://`` URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sbert.search.base import Hit, Hybrid, Index, is_database_url, split_location
+from sbert.search.fusion import ALPHA, CANDIDATES, DEFAULT_FUSION, FUSIONS
+
+if TYPE_CHECKING:
+    from sbert.documents import Chunking
+    from sbert.search.index_search import Documents
+
+__all__ = ["Corpus", "SearchOptions", "add_texts", "build_index", "embed_corpus", "open_index", "search_texts"]
+
+_DATABASE_REFUSES = ("chunking", "bm25", "quantization")
+
+
+def open_index(location: str | Path, *, table: str | None = None, **options: Any) -> Index:
+    """The index at ``location``: a ``PgVectorIndex`` for a ``postgresql://`` URL (``table``, or the URL's
+    ``#fragment``), else the ``VectorIndex`` folder. ``options`` go to the folder index's ``open``."""
+    if is_database_url(location):
+        from sbert.search.pgvector import PgVectorIndex
+
+        return PgVectorIndex.open(*split_location(str(location), table))
+    if table is not None:
+        raise ValueError(f"--table applies to a postgresql:// URL, not to the folder {location}")
+    from sbert.search.index import VectorIndex
+
+    return VectorIndex.open(location, **options)
+
+
+# -- texts into rows ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Corpus:
+    """Texts made into an index's rows: ``embeddings`` (n_rows, dim), row ``ids`` (None: the index names
+    them; windows are ``<document id>#<n>``), row ``texts`` (passages for windows) and ``documents``
+    (windows of documents) or None."""
+
+    embeddings: np.ndarray
+    ids: list[str] | None
+    texts: list[str]
+    documents: Documents | None = None
+
+
+def embed_corpus(
+    encoder: Any,
+    texts: Sequence[str],
+    ids: Sequence[str] | None = None,
+    *,
+    chunking: Chunking | None = None,
+    batch_size: int = 32,
+    show_progress: bool | None = None,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+) -> Corpus:
+    """Embed ``texts`` as an index keeps them: whole, with the model's document prompt (``encode_document``,
+    cut at the model's limit), or, with ``chunking``, window by window (``sbert.documents``). A
+    ``prompt_name``/``prompt`` chooses another prompt than the model's document prompt."""
+    texts = list(texts)
+    if chunking is None:
+        embeddings = encoder.encode_document(
+            texts,
+            batch_size=batch_size,
+            show_progress=show_progress,
+            on_truncation="ignore",
+            prompt_name=prompt_name,
+            prompt=prompt,
+        )
+        return Corpus(np.asarray(embeddings), None if ids is None else [str(i) for i in ids], texts)
+    from sbert.search.index_search import Documents
+
+    ids = [str(i) for i in ids] if ids is not None else [str(i) for i in range(len(texts))]
+    resolved = chunking.resolved(encoder, prompt_name, prompt)
+    encoded = resolved.embed(encoder, texts, batch_size, show_progress)
+    return Corpus(encoded.vectors, None, encoded.passages, Documents.of(encoded, ids, resolved))
+
+
+def build_index(
+    location: str | Path | None,
+    encoder: Any,
+    texts: Sequence[str],
+    ids: Sequence[str] | None = None,
+    *,
+    model: str | Path,
+    chunking: Chunking | None = None,
+    bm25: bool = False,
+    batch_size: int = 32,
+    show_progress: bool | None = None,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+    table: str | None = None,
+    overwrite: bool = False,
+    **options: Any,
+) -> Index:
+    """A new index of ``texts`` embedded by ``encoder`` (``model``: its name or folder, as recorded):
+    in memory (``location`` None: a ``MemoryIndex``), in a folder, or in PostgreSQL (a ``postgresql://``
+    URL; ``table``). ``options``: the index class's own (``metric``, ``ann``, ``quantization``, ...). The
+    target is checked before anything is embedded."""
+    target = _target(location, table, overwrite, chunking=chunking, bm25=bm25, **options)
+    corpus = embed_corpus(
+        encoder,
+        texts,
+        ids,
+        chunking=chunking,
+        batch_size=batch_size,
+        show_progress=show_progress,
+        prompt_name=prompt_name,
+        prompt=prompt,
+    )
+    backend = getattr(encoder, "runtime", None)
+    common = {"model": model, "ids": corpus.ids, "texts": corpus.texts, "backend": backend, **options}
+    if target is None:
+        from sbert.search.memory import MemoryIndex
+
+        return MemoryIndex.build(corpus.embeddings, documents=corpus.documents, bm25=bm25, **common)
+    if isinstance(target, tuple):
+        from sbert.search.pgvector import PgVectorIndex
+
+        common = {key: value for key, value in common.items() if key not in ("ann", "lock_timeout")}
+        return PgVectorIndex.build(target[0], corpus.embeddings, table=target[1], overwrite=overwrite, **common)
+    from sbert.search.index import VectorIndex
+
+    return VectorIndex.build(
+        target,
+        corpus.embeddings,
+        overwrite=overwrite,
+        show_progress=show_progress,
+        documents=corpus.documents,
+        bm25=bm25,
+        **common,
+    )
+
+
+def _target(location, table, overwrite: bool, **settings: Any):
+    """None (memory), (URL, table) or a folder, checked: may an index be written there?"""
+    if location is None:
+        return None
+    if is_database_url(location):
+        for name in _DATABASE_REFUSES:
+            if settings.get(name):
+                raise ValueError(
+                    f"{name} applies to a folder index; an index in PostgreSQL holds texts, searched by HNSW"
+                )
+        from sbert.search.pgvector import PgVectorIndex
+
+        url, table = split_location(str(location), table)
+        PgVectorIndex.check_target(url, table, overwrite)
+        return url, table
+    if table is not None:
+        raise ValueError(f"--table applies to a postgresql:// URL, not to the folder {location}")
+    from sbert.search.index import VectorIndex
+
+    VectorIndex.check_target(location, overwrite)
+    return location
+
+
+def add_texts(
+    index: Index,
+    encoder: Any,
+    texts: Sequence[str],
+    ids: Sequence[str] | None = None,
+    *,
+    batch_size: int = 32,
+    show_progress: bool | None = None,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+    allow_mixed_backend: bool = False,
+) -> None:
+    """Embed ``texts`` as the index's own rows were (an index of documents: split with its recorded
+    ``Chunking``) and add them; ids default to numbers after the largest numeric id."""
+    from sbert.documents import Chunking
+
+    chunking = Chunking.of(index.documents) if index.documents else None
+    if chunking is not None and ids is None:
+        from sbert.search.index import next_ids
+
+        ids = next_ids(index.document_ids, len(texts))
+    backend = getattr(encoder, "runtime", None)
+    index.check_backend(backend, allow_mixed_backend)  # before the costly encoding; again under the lock
+    corpus = embed_corpus(
+        encoder,
+        texts,
+        ids,
+        chunking=chunking,
+        batch_size=batch_size,
+        show_progress=show_progress,
+        prompt_name=prompt_name,
+        prompt=prompt,
+    )
+    options = {"documents": corpus.documents} if corpus.documents is not None else {}
+    index.add(
+        corpus.embeddings,
+        ids=corpus.ids,
+        texts=corpus.texts,
+        show_progress=show_progress,
+        backend=backend,
+        allow_mixed_backend=allow_mixed_backend,
+        **options,
+    )
+
+
+# -- queries into hits -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SearchOptions:
+    """How to search: the best ``k``; ``mode`` (an index of documents: ``maxp``/``mean``, default the
+    index's); ``hybrid`` BM25 fused by ``fusion`` (``alpha``: the dense side's weight); ``rerank``, a
+    one-label cross-encoder (``PairScorer``) re-scoring the first stage's best ``candidates`` (also the
+    results each side gives the fusion); ``method``, ``ef_search``, ``rescore``: the index structure's."""
+
+    k: int = 10
+    mode: str | None = None
+    hybrid: bool = False
+    fusion: str = DEFAULT_FUSION
+    alpha: float = ALPHA
+    candidates: int = CANDIDATES
+    rerank: Any = None
+    method: str | None = None
+    ef_search: int | None = None
+    rescore: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.k < 1 or self.candidates < 1:
+            raise ValueError(f"k and candidates must be at least 1, got {self.k} and {self.candidates}")
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
+        if not 0 <= self.alpha <= 1:
+            raise ValueError(f"alpha must be from 0 to 1, got {self.alpha}")
+
+
+def search_texts(
+    index: Index,
+    encoder: Any,
+    queries: Sequence[str],
+    options: SearchOptions = SearchOptions(),
+    *,
+    batch_size: int = 32,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+    allow_mixed_backend: bool = False,
+    on_truncation: str = "warn",
+) -> list[list[Hit]]:
+    """Each query's hits: embedded as ``encode_query`` does (or with ``prompt_name``/``prompt``), then
+    ``search_vectors``."""
+    queries = list(queries)
+    vectors = encoder.encode_query(
+        queries, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, on_truncation=on_truncation
+    )
+    backend = getattr(encoder, "runtime", None)
+    return search_vectors(index, vectors, queries, options, backend=backend, allow_mixed_backend=allow_mixed_backend)
+
+
+def search_vectors(
+    index: Index,
+    vectors: Any,
+    queries: Sequence[str],
+    options: SearchOptions = SearchOptions(),
+    *,
+    backend: str | None = None,
+    allow_mixed_backend: bool = False,
+) -> list[list[Hit]]:
+    """Each query's best ``options.k`` hits for its embedding (``vectors``) and text (``queries``: for
+    BM25 and re-ranking): the index's search, then the cross-encoder's re-ranking of the candidates."""
+    from sbert.search.rerank import rerank
+
+    fetch = max(options.k, options.candidates) if options.rerank is not None else options.k
+    hybrid = Hybrid(queries, options.fusion, options.alpha, candidates=options.candidates) if options.hybrid else None
+    hits = index.search(
+        vectors,
+        fetch,
+        method=options.method,
+        ef_search=options.ef_search,
+        rescore=options.rescore,
+        backend=backend,
+        allow_mixed_backend=allow_mixed_backend,
+        mode=options.mode,
+        hybrid=hybrid,
+    )
+    if options.rerank is None:
+        return hits
+    return [rerank(options.rerank, q, found, options.k) for q, found in zip(queries, hits, strict=True)]
