@@ -10,6 +10,7 @@ version), each with its best passage: the window closest to the query. With ``Hy
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
@@ -56,7 +57,7 @@ class Documents:
     ) -> Documents:
         """The rows of ``encode_documents``' result, whose documents have ids ``doc_ids`` (one per document)."""
         if len(set(doc_ids)) != len(doc_ids):
-            raise ValueError("document ids must be unique")
+            raise ValueError(f"document ids must be unique; repeated: {_repeated(doc_ids)}")
         return cls([str(doc_ids[d]) for d in encoded.doc.tolist()], encoded.spans, window, overlap, check_mode(mode))
 
     def settings(self) -> dict:
@@ -73,6 +74,12 @@ class Hybrid:
     alpha: float = ALPHA
     rrf_k: int = RRF_K
     candidates: int = CANDIDATES
+
+
+def _repeated(ids: Sequence[str]) -> str:
+    """The ids that occur more than once (the first five), for an error message."""
+    dupes = [i for i, count in Counter(ids).items() if count > 1]
+    return f"{dupes[:5]}{' ...' if len(dupes) > 5 else ''}"
 
 
 # -- documents of a version --------------------------------------------------------------------------------
