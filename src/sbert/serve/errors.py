@@ -2,7 +2,7 @@
 
 ``ApiError`` is a refusal with its status; ``from_validation`` turns a request model's pydantic
 errors into one (400, not FastAPI's 422, naming the field); ``install`` makes FastAPI answer every
-error (unknown paths, crashes) in the same shape.
+error (unknown paths, crashes; an index that cannot be reached: 503) in the same shape.
 """
 
 from __future__ import annotations
