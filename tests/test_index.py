@@ -263,3 +263,29 @@ def test_each_structure_reads_back_what_it_wrote_and_skips_deleted_rows(tmp_path
         assert not np.isin(found.indices, deleted).any() and found.indices[2, 0] == 40, name
         with open(file, "rb") as handle, pytest.raises(IndexFormatError, match=f"{name}.faiss: holds 300 rows"):
             kind.load(handle, file, config, 32, 299)
+
+
+_OPEN = """
+import sys, threading
+from sbert.search.index import VectorIndex
+index = VectorIndex.open(sys.argv[1])
+index.search(index.vectors[:1], 2, method=sys.argv[2])
+if sys.argv[3] == "thread":  # kept until the interpreter's last steps, after sbert's modules are cleared
+    threading.main_thread().index = index
+"""
+
+
+@pytest.mark.slow
+def test_a_process_that_opens_an_index_and_exits_prints_nothing(tmp_path, vectors):
+    """An index dropped at exit closes its files quietly, also when it outlives the teardown of sbert's
+    modules (kept on the main thread's object here; before, a ``__del__`` then found the modules' globals
+    set to None and printed "Exception ignored in: Snapshot.__del__")."""
+    import subprocess
+    import sys
+
+    VectorIndex.build(tmp_path / "ix", vectors, model="default", ann=True)
+    for method, kept in (("hnsw", "thread"), ("exact", "thread"), ("exact", "main")):
+        done = subprocess.run(
+            [sys.executable, "-c", _OPEN, str(tmp_path / "ix"), method, kept], capture_output=True, text=True
+        )
+        assert done.returncode == 0 and done.stderr == "", done.stderr

@@ -206,3 +206,11 @@ def test_a_damaged_bm25_file_names_itself(tmp_path):
 def test_bm25_needs_texts(tmp_path):
     with pytest.raises(ValueError, match="BM25 index needs the rows' texts"):
         VectorIndex.build(tmp_path / "ix", WINDOWS, model="default", bm25=True)
+
+
+def test_repeated_document_ids_are_named():
+    from sbert.documents import EncodedDocuments
+
+    encoded = EncodedDocuments(WINDOWS, np.array([0, 0, 1, 2]), SPANS, PASSAGES)
+    with pytest.raises(ValueError, match=r"document ids must be unique; repeated: \['B'\]"):
+        Documents.of(encoded, ["A", "B", "B"], window=4, overlap=1)

@@ -300,3 +300,149 @@ def test_a_search_does_not_wait_for_another_threads_connection(url, table):
         release.set()
         thread.join()
     index.close()
+
+
+def _tables(url: str) -> set[str]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return {row[0] for row in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+
+
+def test_searches_during_a_rebuild_read_the_old_index_until_the_swap(url, table, monkeypatch):
+    """A rebuild in the main thread, a thread searching all along: every search answers at once, from the old
+    index until the swap and from the new one after; no table is left behind, and a failed rebuild changes
+    nothing. The real HNSW graph is built, then the build is held open (as a long one is) until 5 searches
+    have run in that state."""
+    import threading
+
+    import sbert.search.pgvector as pg
+
+    old, new = unit(2000, 16, seed=4), unit(2000, 16, seed=5)
+    index = PgVectorIndex.build(url, old, model="default", table=table, ids=[f"old{i}" for i in range(2000)])
+    tables = _tables(url)
+    built, searched, stop = threading.Event(), threading.Event(), threading.Event()
+    real_hnsw = pg._create_hnsw
+
+    def held_hnsw(*args) -> None:
+        real_hnsw(*args)
+        built.set()
+        searched.wait(20)
+
+    monkeypatch.setattr(pg, "_create_hnsw", held_hnsw)
+    seen: list[tuple[float, str, bool]] = []  # (seconds, top hit's id, whether the build was held meanwhile)
+
+    def search() -> None:
+        while not stop.is_set():
+            held, start = built.is_set() and not searched.is_set(), time.monotonic()
+            top = index.search(new[:1], 1)[0][0].id
+            seen.append((time.monotonic() - start, top, held))
+            if sum(was_held for _, _, was_held in seen) >= 5:
+                searched.set()
+
+    searcher = threading.Thread(target=search)
+    searcher.start()
+    try:
+        PgVectorIndex.build(
+            url, new, model="default", table=table, ids=[f"new{i}" for i in range(2000)], overwrite=True
+        )
+    finally:
+        stop.set()
+        searcher.join(60)
+    during = [top for _, top, held in seen if held]
+    assert len(during) >= 5 and all(top.startswith("old") for top in during), seen
+    tops = [top[:3] for _, top, _ in seen]
+    assert tops == sorted(tops, key=lambda t: t == "new"), tops  # old ones, then new ones: never back
+    assert max(seconds for seconds, _, _ in seen) < 5, seen
+    assert index.search(new[:1], 1)[0][0].id == "new0" and len(index) == 2000
+    assert _tables(url) == tables  # the build's table was renamed into place: nothing else is left
+
+    def failing_hnsw(*args) -> None:
+        raise RuntimeError("the build fails")
+
+    monkeypatch.setattr(pg, "_create_hnsw", failing_hnsw)
+    with pytest.raises(RuntimeError, match="the build fails"):
+        PgVectorIndex.build(url, old, model="default", table=table, overwrite=True)
+    assert index.search(new[:1], 1)[0][0].id == "new0" and _tables(url) == tables
+
+
+_KILLED_BUILD = """
+import sys, time, numpy as np
+import sbert.search.pgvector as pg
+real = pg._create_hnsw
+def stall(*args):  # rows and graph written, transaction still open: wait to be killed
+    real(*args)
+    print("built", flush=True)
+    time.sleep(600)
+pg._create_hnsw = stall
+x = np.random.default_rng(9).standard_normal((500, 8)).astype(np.float32)
+ids = [f"k{i}" for i in range(500)]
+pg.PgVectorIndex.build(sys.argv[1], x, model="default", table=sys.argv[2], overwrite=True, ids=ids)
+"""
+
+
+def test_a_rebuild_killed_before_its_swap_leaves_the_old_index_and_no_table(url, table):
+    from concurrent.futures import ThreadPoolExecutor
+
+    index = PgVectorIndex.build(url, unit(50, 8), model="default", table=table)
+    tables = _tables(url)
+    child = subprocess.Popen([PYTHON, "-c", _KILLED_BUILD, url, table], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "built"
+        with ThreadPoolExecutor(1) as pool:  # the old index answers while the new one waits to be swapped in
+            hits = pool.submit(index.search, unit(1, 8), 3).result(timeout=10)[0]
+        assert len(hits) == 3 and all(not h.id.startswith("k") for h in hits)
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+    assert len(PgVectorIndex.open(url, table)) == 50 and not any(i.startswith("k") for i in index.ids)
+    assert _tables(url) == tables  # the dead build's table went with its transaction
+
+
+def test_a_database_that_is_down_answers_503_promptly_naming_it(model):
+    """The service's /search and the library's search, on a server that was stopped after opening."""
+    pgserver = pytest.importorskip("pgserver", reason="needs the sbert[pgvector] extra (pgserver)")
+    pytest.importorskip("fastapi", reason="needs the sbert[serve] extra")
+    from fastapi.testclient import TestClient
+
+    from sbert.errors import IndexUnavailableError
+    from sbert.search.pgvector import DatabaseUnavailableError
+    from sbert.serve.app import create_app
+    from sbert.serve.settings import EngineSettings
+
+    folder = Path(tempfile.mkdtemp(prefix="sbert-pgdown-"))
+    try:
+        server = pgserver.get_server(folder, cleanup_mode="delete")
+    except Exception as err:
+        pytest.skip(f"cannot start PostgreSQL with pgvector through pgserver: {err}")
+    try:
+        url = server.get_uri().replace("postgres:@", "postgres:hunter2@")  # trust auth: the password is unused
+        texts = ["Bread is baked in an oven.", "The stock market fell."]
+        PgVectorIndex.build(url, model.encode(texts), model="default", table="down", texts=texts)
+        index = open_index(url, table="down")
+    finally:
+        server.cleanup()  # the database stops
+    app = create_app(model, model_name="default", index=index, engine=EngineSettings(workers=1, max_wait_ms=1))
+    with TestClient(app) as client:
+        start = time.monotonic()
+        answer = client.post("/search", json={"query": "how to bake bread", "k": 2})
+        assert answer.status_code == 503 and time.monotonic() - start < 15
+        error = answer.json()["error"]
+        assert f"{folder}:5432/postgres#down" in error["message"] and "hunter2" not in error["message"]
+        assert error["code"] == "index_unavailable" and error["type"] == "server_error"
+    start = time.monotonic()
+    with pytest.raises(DatabaseUnavailableError, match="no connection to PostgreSQL within 5 s") as caught:
+        index.search(model.encode(["bread"]), 1)
+    assert time.monotonic() - start < 15 and isinstance(caught.value, IndexUnavailableError | DatabaseError)
+    with pytest.raises(DatabaseUnavailableError, match=f"cannot connect to PostgreSQL at {folder}:5432/postgres"):
+        PgVectorIndex.open(url, "down")
+    index.close()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_repeated_ids_are_named(url, table):
+    with pytest.raises(ValueError, match=r"repeated: \['b'\]"):
+        PgVectorIndex.build(url, unit(3, 4), model="default", table=table, ids=["a", "b", "b"])
+    index = PgVectorIndex.build(url, unit(2, 4), model="default", table=table)
+    with pytest.raises(ValueError, match=r"repeated: \['x'\]"):
+        index.add(unit(2, 4), ids=["x", "x"])

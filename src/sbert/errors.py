@@ -29,3 +29,7 @@ class IndexMismatchError(SbertError, ValueError):
 
 class IndexExistsError(SbertError, FileExistsError):
     """A vector index is already at the path a new one would be written to."""
+
+
+class IndexUnavailableError(SbertError, RuntimeError):
+    """An index whose store cannot be reached now (a database that is down): a later try may succeed."""

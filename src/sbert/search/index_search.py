@@ -10,6 +10,7 @@ version), each with its best passage: the window closest to the query. With ``Hy
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -55,7 +56,7 @@ class Documents:
         """The rows of ``encode_documents``' result, whose documents have ids ``doc_ids`` (one per document),
         split as ``window`` says: a resolved ``Chunking`` (``Chunking.resolved``), or window and overlap."""
         if len(set(doc_ids)) != len(doc_ids):
-            raise ValueError("document ids must be unique")
+            raise ValueError(f"document ids must be unique; repeated: {_repeated(doc_ids)}")
         prompt = None
         if not isinstance(window, int):
             window, overlap, mode, prompt = window.window, window.overlap, window.mode, window.prompt
@@ -70,6 +71,12 @@ class Documents:
 
 
 DocumentGroups = Groups  # the live documents of a version (``sbert.search.grouping``)
+
+
+def _repeated(ids: Sequence[str]) -> str:
+    """The ids that occur more than once (the first five), for an error message."""
+    dupes = [i for i, count in Counter(ids).items() if count > 1]
+    return f"{dupes[:5]}{' ...' if len(dupes) > 5 else ''}"
 
 
 def groups(snap: Snapshot) -> Groups:

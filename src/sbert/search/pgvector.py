@@ -8,6 +8,12 @@ HNSW settings lie in the table ``sbert_indexes`` (one row per index) and are che
 
 Every write is one transaction that first locks the index's row in ``sbert_indexes``: writers queue, and
 a writer that dies leaves the table as it was before its write (PostgreSQL rolls the transaction back).
+``build`` writes a new table under a temporary name and swaps it in at the end (drop the old, rename the
+new, in the build's last moments): searches read the old index until then, and a build that fails or is
+killed leaves the old one as it was and no table behind.
+
+A database that cannot be reached within ``CONNECT_TIMEOUT`` (opening) or ``POOL_TIMEOUT`` (a call on an
+open index) raises ``DatabaseUnavailableError``, an ``IndexUnavailableError`` (the service answers 503).
 
 Locations: ``postgresql://user@host:port/database`` with a table (default ``sbert_index``), or the same
 URL with the table as its fragment: ``postgresql://host/db#my_table`` (``open_index``).
@@ -16,8 +22,10 @@ URL with the table as its fragment: ``postgresql://host/db#my_table`` (``open_in
 from __future__ import annotations
 
 import re
+import uuid
 import warnings
 import weakref
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,13 +33,24 @@ from pathlib import Path
 import numpy as np
 
 from sbert.arrays import Array
-from sbert.errors import IndexExistsError, IndexFormatError, SbertError
+from sbert.errors import IndexExistsError, IndexFormatError, IndexUnavailableError, SbertError
 from sbert.search.base import DEFAULT_TABLE, is_database_url, split_location
 from sbert.search.recorded import MIXED, RecordedModel, check_backend, precision
 
-__all__ = ["DEFAULT_TABLE", "DatabaseError", "PgVectorIndex", "is_database_url", "open_index", "split_location"]
+__all__ = [
+    "DEFAULT_TABLE",
+    "DatabaseError",
+    "DatabaseUnavailableError",
+    "PgVectorIndex",
+    "is_database_url",
+    "open_index",
+    "split_location",
+]
 
 POOL_SIZE = 4  # connections a PgVectorIndex opens at most (searches from several threads)
+CONNECT_TIMEOUT = 5  # seconds a connection attempt may take (unless the URL sets connect_timeout)
+POOL_TIMEOUT = 5.0  # seconds a call on an open index waits for a connection before DatabaseUnavailableError
+BUILDING = "sbert_build_"  # prefix of the table a build writes before it is renamed into place
 META = "sbert_indexes"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _OPS = {"cosine": ("vector_cosine_ops", "<=>"), "dot": ("vector_ip_ops", "<#>")}
@@ -43,6 +62,11 @@ _INSTALL = (
 
 class DatabaseError(SbertError, RuntimeError):
     """A database that cannot be reached, lacks the pgvector extension, or refuses a statement."""
+
+
+class DatabaseUnavailableError(DatabaseError, IndexUnavailableError):
+    """A database that cannot be reached now (down, unreachable, or no connection free in time); names
+    host:port/database, never the password."""
 
 
 def open_index(location: str | Path, *, table: str | None = None, **options):
@@ -71,14 +95,26 @@ def _where(url: str) -> str:
     return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or info.get('user') or '(default database)'}"
 
 
+def _connect_options(url: str) -> dict:
+    """``connect_timeout``: the URL's own, else ``CONNECT_TIMEOUT``."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        given = conninfo_to_dict(url).get("connect_timeout")
+    except Exception:  # a malformed URL: connect reports it
+        given = None
+    return {} if given else {"connect_timeout": CONNECT_TIMEOUT}
+
+
 def _connect(url: str):
-    """A connection with pgvector's types registered; DatabaseError says what is wrong."""
+    """A connection with pgvector's types registered; DatabaseError says what is wrong
+    (DatabaseUnavailableError: no connection)."""
     import psycopg
 
     try:
-        conn = psycopg.connect(url, connect_timeout=10)
+        conn = psycopg.connect(url, **_connect_options(url))
     except psycopg.Error as err:
-        raise DatabaseError(f"cannot connect to PostgreSQL at {_where(url)}: {str(err).strip()}") from err
+        raise DatabaseUnavailableError(f"cannot connect to PostgreSQL at {_where(url)}: {str(err).strip()}") from err
     try:
         _ensure_extension(conn, url)
         from pgvector.psycopg import register_vector
@@ -104,7 +140,8 @@ def _pool(url: str, size: int, name: str):
         url,
         min_size=1,
         max_size=size,
-        kwargs={"connect_timeout": 10},
+        kwargs=_connect_options(url),
+        timeout=POOL_TIMEOUT,
         configure=configure,
         check=ConnectionPool.check_connection,  # a connection broken by a server restart is replaced
         name=name,
@@ -193,6 +230,10 @@ class PgVectorIndex(RecordedModel):
     ) -> PgVectorIndex:
         """Write a new index in ``table`` from (n, dim) embeddings made by ``model``, in one transaction.
 
+        The rows and the HNSW index go to a new table, swapped in at the end (the old table dropped, the new
+        renamed, the ``sbert_indexes`` row replaced): searches read the old index until that commit and wait
+        only for the swap's drop and rename; a build that fails or is killed leaves the old index and no table.
+
         ``ids`` default to "0", "1", ...; ``texts`` are stored when given. The HNSW index has ``hnsw_m``
         links per node and ``ef_construction``; ``ef_search`` is the default search breadth. A table that
         holds an index is replaced only with ``overwrite``; a table that is not an sbert index never.
@@ -212,9 +253,12 @@ class PgVectorIndex(RecordedModel):
         conn = _connect(url)
         try:
             with conn.transaction():
-                _create(conn, table, manifest, overwrite, _where(url))
-                _copy_rows(conn, table, ids, texts, x)
-                _create_hnsw(conn, table, manifest, build_memory)
+                _claim(conn, table, overwrite, _where(url))
+                building = f"{BUILDING}{uuid.uuid4().hex[:16]}"  # seen by no one: created in this transaction
+                _create_table(conn, building, int(manifest["dim"]))
+                _copy_rows(conn, building, ids, texts, x)
+                _create_hnsw(conn, building, manifest, build_memory)
+                _swap_in(conn, building, table, manifest)
             return cls.open(url, table)
         finally:
             conn.close()
@@ -223,12 +267,10 @@ class PgVectorIndex(RecordedModel):
     def check_target(url: str, table: str = DEFAULT_TABLE, overwrite: bool = False) -> None:
         """Raise unless ``build`` may write to ``table`` (call it before costly encoding): IndexExistsError
         for an index without ``overwrite``, or for a table that is not an sbert index."""
-        from psycopg import sql
-
         conn = _connect(url)
         try:
             existing = _read_manifest(conn, _check_table_name(table))
-            there = conn.execute("SELECT to_regclass(%s)", (sql.Identifier(table).as_string(conn),)).fetchone()[0]
+            there = _exists(conn, table)
         finally:
             conn.close()
         if there and existing is None:
@@ -394,15 +436,25 @@ class PgVectorIndex(RecordedModel):
     @contextmanager
     def _session(self):
         """A connection of the pool, for this call alone: committed after, rolled back on an error (no
-        snapshot held between calls, and a failed statement does not poison the next one)."""
+        snapshot held between calls, and a failed statement does not poison the next one).
+        DatabaseUnavailableError when none comes within ``POOL_TIMEOUT`` or the server goes away mid-call."""
+        import psycopg
         from psycopg_pool import PoolTimeout
 
         try:
             with self._pool.connection() as conn:
-                yield conn
+                try:
+                    yield conn
+                except psycopg.OperationalError as err:
+                    if not conn.broken:
+                        raise
+                    raise DatabaseUnavailableError(
+                        f"{self.path}: the connection to PostgreSQL was lost ({str(err).strip()}); try again"
+                    ) from err
         except PoolTimeout as err:
-            raise DatabaseError(
-                f"{self.path}: no connection to PostgreSQL within {self._pool.timeout:g} s ({err})"
+            raise DatabaseUnavailableError(
+                f"{self.path}: no connection to PostgreSQL within {self._pool.timeout:g} s: the database is "
+                f"down or unreachable, or all {self._pool.max_size} connections stayed busy ({err})"
             ) from err
 
     @contextmanager
@@ -456,21 +508,27 @@ def _read_manifest(conn, table: str, lock: bool = False) -> dict | None:
     return {**manifest, "structures": {"hnsw": hnsw}, "segments": [], "store": "postgresql"}
 
 
-def _create(conn, table: str, manifest: dict, overwrite: bool, where: str) -> None:
-    """Make ``table`` and its row in ``sbert_indexes`` (replacing an index there only with ``overwrite``)."""
+def _exists(conn, name: str) -> bool:
     from psycopg import sql
 
+    return conn.execute("SELECT to_regclass(%s)", (sql.Identifier(name).as_string(conn),)).fetchone()[0] is not None
+
+
+def _claim(conn, table: str, overwrite: bool, where: str) -> None:
+    """Take ``table`` for a build until the transaction ends: other builds of it wait, and so do writers
+    (its ``sbert_indexes`` row locked); searches do not. Refuses a table that is not an sbert index, and an
+    index without ``overwrite``."""
     _create_meta(conn)
     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"sbert index {table}",))
     existing = _read_manifest(conn, table, lock=True)
-    if conn.execute("SELECT to_regclass(%s)", (sql.Identifier(table).as_string(conn),)).fetchone()[0]:
+    if _exists(conn, table):
         if existing is None:
             raise IndexExistsError(f"{where}: table {table!r} exists and is not an sbert index; choose another")
         if not overwrite:
             raise IndexExistsError(f"{where}: table {table!r} already holds an index (overwrite=True, --overwrite)")
-        conn.execute(_sql("DROP TABLE {}", table))
-    conn.execute(f"DELETE FROM {META} WHERE name = %s", (table,))
-    dim = int(manifest["dim"])
+
+
+def _create_table(conn, table: str, dim: int) -> None:
     conn.execute(
         _sql(
             "CREATE TABLE {} (pos bigserial PRIMARY KEY, id text NOT NULL UNIQUE, text text, "
@@ -478,9 +536,24 @@ def _create(conn, table: str, manifest: dict, overwrite: bool, where: str) -> No
             table,
         )
     )
+
+
+def _swap_in(conn, building: str, table: str, manifest: dict) -> None:
+    """Replace ``table`` (if any) by ``building`` and record the index: the drop waits for searches running
+    on the old table, and new ones wait from then until the commit, which follows at once."""
+    if _exists(conn, table):
+        conn.execute(_sql("DROP TABLE {}", table))
+    conn.execute(_sql("ALTER TABLE {} RENAME TO ", building) + _sql("{}", table))
+    for suffix, kind in (("pkey", "INDEX"), ("id_key", "INDEX"), ("embedding_idx", "INDEX"), ("pos_seq", "SEQUENCE")):
+        old, new = f"{building}_{suffix}", f"{table}_{suffix}"  # the names PostgreSQL gave, as a new table's
+        if len(new) <= 63 and _exists(conn, old) and not _exists(conn, new):
+            conn.execute(_sql(f"ALTER {kind} {{}} RENAME TO ", old) + _sql("{}", new))
     values = [manifest.get(key) for key in _COLUMNS]
-    conn.execute(
-        f"INSERT INTO {META} (name, {', '.join(_COLUMNS)}) VALUES (%s{', %s' * len(_COLUMNS)})", (table, *values)
+    update = ", ".join(f"{key} = EXCLUDED.{key}" for key in _COLUMNS)
+    conn.execute(  # updated in place: a writer waiting on the row's lock then writes to the new table
+        f"INSERT INTO {META} (name, {', '.join(_COLUMNS)}) VALUES (%s{', %s' * len(_COLUMNS)}) "
+        f"ON CONFLICT (name) DO UPDATE SET {update}, created = now(), updated = clock_timestamp()",
+        (table, *values),
     )
 
 
@@ -520,6 +593,7 @@ def _check_rows(x: np.ndarray, ids: list[str], texts) -> None:
         n_texts = 0 if texts is None else len(texts)
         raise ValueError(f"{len(x)} embeddings but {len(ids)} ids and {n_texts} texts")
     if len(set(ids)) != len(ids):
-        raise ValueError("ids must be unique in the index; some repeat")
+        dupes = [i for i, count in Counter(ids).items() if count > 1]
+        raise ValueError(f"ids must be unique in the index; repeated: {dupes[:5]}{' ...' if len(dupes) > 5 else ''}")
     if texts is not None and not all(isinstance(t, str | None) for t in texts):
         raise ValueError("texts must be strings (or None)")

@@ -36,6 +36,7 @@ import re
 import threading
 import time
 import uuid
+import weakref
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -103,6 +104,9 @@ class Snapshot:
         if manifest.get("lexical"):
             self._files[LEXICAL] = manifest["lexical"]["file"]
         self._handles: dict[str, IO[bytes]] = {}
+        # closes the files when the snapshot is dropped, or at exit (atexit, before modules are torn down:
+        # a __del__ run during teardown would find this module's globals set to None)
+        self._finalizer = weakref.finalize(self, _close_all, self._handles)
         try:
             for name, file in self._files.items():
                 self._handles[name] = _open(path / file)
@@ -149,13 +153,14 @@ class Snapshot:
         return list(self._structures)
 
     def close(self) -> None:
-        for handle in self._handles.values():
-            handle.close()
-        self._handles.clear()
+        """Close the structure files not read yet."""
+        self._finalizer()
 
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.close()
+
+def _close_all(handles: dict[str, IO[bytes]]) -> None:
+    """Close and forget ``handles`` (a finaliser: uses no module globals, which teardown may have cleared)."""
+    while handles:
+        handles.popitem()[1].close()
 
 
 # -- the folder --------------------------------------------------------------------------------------------

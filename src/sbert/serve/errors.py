@@ -2,7 +2,7 @@
 
 ``ApiError`` is a refusal with its status; ``from_validation`` turns a request model's pydantic
 errors into one (400, not FastAPI's 422, naming the field); ``install`` makes FastAPI answer every
-error (unknown paths, crashes) in the same shape.
+error (unknown paths, crashes; an index that cannot be reached: 503) in the same shape.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from sbert.errors import IndexUnavailableError
 from sbert.serve.responses import json_response
 
 KINDS = {401: "authentication_error", 404: "not_found_error", 413: "invalid_request_error"}
@@ -77,7 +78,12 @@ def install(app: FastAPI) -> None:
     async def crash(request: Request, err: Exception) -> Response:
         return crashed(err).response()
 
+    async def unavailable(request: Request, err: IndexUnavailableError) -> Response:
+        """The index's database is down: 503 naming it (host:port/database, never a password)."""
+        return ApiError(503, str(err), code="index_unavailable").response()
+
     app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(IndexUnavailableError, unavailable)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, crash)
