@@ -13,6 +13,7 @@ import click
 from sbert.cli.common import (
     MODEL_HELP,
     Runtime,
+    column_options,
     friendly_errors,
     load_model,
     model_options,
@@ -103,6 +104,7 @@ def prompt_options(role: str) -> Callable[[Callable], Callable]:
     show_default=True,
     help="--out DIR: keep the shards an earlier run with the same settings finished (--no-resume: start over).",
 )
+@column_options
 @prompt_options("text")
 @friendly_errors
 def encode(
@@ -124,21 +126,28 @@ def encode(
     shard_size,
     resume,
     prompts,
+    columns,
 ) -> None:
-    """Embed FILE (one text per line, UTF-8; '-' or nothing = standard input)."""
+    """Embed FILE (one text per line, UTF-8; '-' or nothing = standard input; or .jsonl, .csv, .tsv records
+    with a 'text')."""
     from sbert.atomic import atomic_file
-    from sbert.data.lines import read_lines
+    from sbert.data.corpus import LINES, corpus_format, read_corpus
 
     if processes is not None or engine == "ray" or address is not None or (out is not None and out.is_dir()):
         run = (processes, shard_size, resume, skip_empty, progress, engine, address)
         encoding = dict(
             batch_size=batch_size, max_tokens=max_tokens, normalize=normalize, max_seq_length=max_seq_length
         )
+        if corpus_format(source) != LINES:
+            raise click.UsageError(
+                f"{source}: --out DIR (shards) reads text, one per line ('-' or .txt); this is a "
+                f"{corpus_format(source)} file: write its texts one per line, or encode it without --processes"
+            )
         return _encode_to_folder(source, (model, runtime, allow_pickle), out, fmt, run, {**encoding, **prompts})
     fmt = fmt or _format_of(out)
     if fmt == "npy" and out is None:
         raise click.UsageError("--format npy needs --out FILE.npy")
-    texts = read_lines(source, skip_empty=skip_empty)
+    texts = read_corpus(source, skip_empty=skip_empty, columns=columns)[1]
     encoder = load_model(model, runtime, allow_pickle)
     if max_seq_length:
         encoder.max_seq_length = max_seq_length

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from sbert.cli.common import device_options, friendly_errors, load_model, model_options
+from sbert.cli.common import column_options, device_options, friendly_errors, load_model, model_options
 from sbert.cli.embeddings import prompt_options
 
 
@@ -101,6 +101,7 @@ def _table_option(func):
 
 
 def _corpus_options(func):
+    func = column_options(func)
     func = click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")(func)
     func = click.option("--skip-empty", is_flag=True, help="Skip empty lines instead of failing on them.")(func)
     return click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1))(func)
@@ -139,7 +140,8 @@ def index() -> None:
 def index_build(
     corpus, out, model, runtime, allow_pickle, metric, overwrite, batch_size, skip_empty, progress, prompts, **opts
 ):
-    """Embed CORPUS (text, one per line; or .jsonl with 'text' and optional 'id') into an index at --out."""
+    """Embed CORPUS (text, one per line; .jsonl, or .csv/.tsv with a header row: 'text', optional 'id' and
+    'title') into an index at --out."""
     from sbert.data.corpus import read_corpus
     from sbert.search.index import VectorIndex, backend_name
     from sbert.search.pgvector import PgVectorIndex, is_database_url, split_location
@@ -154,7 +156,7 @@ def index_build(
         PgVectorIndex.check_target(*database, overwrite)
     else:
         VectorIndex.check_target(out, overwrite)
-    ids, texts = read_corpus(corpus, skip_empty=skip_empty)
+    ids, texts = read_corpus(corpus, skip_empty=skip_empty, columns=opts.pop("columns"))
     encoder = load_model(model, runtime, allow_pickle)
     documents = None
     if settings["chunk"]:
@@ -224,7 +226,7 @@ def index_add(
 
     existing = open_index(folder, table=table, lock_timeout=lock_timeout)
     existing.check_model(model or existing.model)
-    ids, texts = read_corpus(corpus, skip_empty=read["skip_empty"])
+    ids, texts = read_corpus(corpus, skip_empty=read["skip_empty"], columns=read["columns"])
     encoder = load_model(model or existing.model, runtime, allow_pickle)
     existing.check_model(model or existing.model, encoder.dim)
     backend = backend_name(encoder)
@@ -402,10 +404,10 @@ def _print_hits(queries, hits, as_json: bool) -> None:
 
 
 # -- mining and clustering ---------------------------------------------------------------------------
-def _read_and_embed(source, model, runtime, allow_pickle, batch_size, skip_empty, progress):
+def _read_and_embed(source, model, runtime, allow_pickle, batch_size, skip_empty, progress, columns):
     from sbert.data.corpus import read_corpus
 
-    ids, texts = read_corpus(source, skip_empty=skip_empty)
+    ids, texts = read_corpus(source, skip_empty=skip_empty, columns=columns)
     if not texts:
         raise click.ClickException(f"{source}: no texts")
     encoder = load_model(model, runtime, allow_pickle)
@@ -423,7 +425,7 @@ def _read_and_embed(source, model, runtime, allow_pickle, batch_size, skip_empty
 @_corpus_options
 @friendly_errors
 def mine(source, model, runtime, allow_pickle, top_k, max_pairs, threshold, limit, as_json, **read):
-    """Paraphrase mining: the most similar pairs of texts in FILE (text lines, or .jsonl with 'text'/'id')."""
+    """Paraphrase mining: the most similar pairs of texts in FILE (text lines; .jsonl or .csv/.tsv with 'text', 'id')."""
     from sbert.search.mining import paraphrase_mining
 
     ids, texts, embeddings = _read_and_embed(source, model, runtime, allow_pickle, **read)
@@ -465,7 +467,7 @@ def mine(source, model, runtime, allow_pickle, top_k, max_pairs, threshold, limi
 def cluster(
     source, model, runtime, allow_pickle, method, threshold, k, min_size, linkage, seed, limit, as_json, **read
 ):
-    """Group the texts in FILE by meaning (text lines, or .jsonl with 'text'/'id')."""
+    """Group the texts in FILE by meaning (text lines; .jsonl or .csv/.tsv with 'text', 'id')."""
     from sbert.search import cluster as clustering
 
     if method == "kmeans" and k is None:
