@@ -157,3 +157,21 @@ def column_options(func: Callable) -> Callable:
             help=f"A .csv/.tsv (header row) or .jsonl FILE: the column or field of {what}.",
         )(wrapper)
     return wrapper
+
+
+def on_interrupt(message: str) -> Callable[[Callable], Callable]:
+    """On Ctrl-C, say ``message`` (formatted with the command's arguments, e.g. ``{out}``) and exit 130, as a
+    shell does for SIGINT: what an interrupted command kept, or that it wrote nothing."""
+
+    def decorate(func: Callable) -> Callable:
+        @wraps(func)
+        def wrapper(*args, **kwargs):
+            try:
+                return func(*args, **kwargs)
+            except KeyboardInterrupt:
+                click.echo(f"\ninterrupted: {message.format(**kwargs)}", err=True)
+                raise SystemExit(130) from None
+
+        return wrapper
+
+    return decorate

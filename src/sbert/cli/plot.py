@@ -110,6 +110,7 @@ def plot_map(source, out, labels, label_field, clusters, k, threshold, min_size,
     """A 2-D map of TEXTS (text lines; .jsonl, .csv or .tsv with 'text'; or a .npy of embeddings from
     `sbert encode`)."""
     import sbert.plot
+    from sbert.plot.projection import FEW_FOR_UMAP
 
     backend = _backend(out, *(["umap"] if opts["method"] == "umap" else []))
     columns = opts.pop("columns")
@@ -117,6 +118,12 @@ def plot_map(source, out, labels, label_field, clusters, k, threshold, min_size,
     count = len(texts) if embeddings is None else len(embeddings)
     colouring = _map_colouring(source, count, labels, label_field, clusters, opts["skip_empty"], columns)
     options = {"k": k, "min_size": min_size} | ({"threshold": threshold} if threshold is not None else {})
+    if opts["method"] == "umap" and min(count, opts["max_points"]) < FEW_FOR_UMAP:
+        click.echo(
+            f"warning: {count} points: a UMAP map means little below ~{FEW_FOR_UMAP}; --method pca shows a few "
+            "texts plainly",
+            err=True,
+        )
     if embeddings is None:
         encoder = load_model(model, runtime, opts["allow_pickle"])
         data, model_used, hover = texts, encoder, None
