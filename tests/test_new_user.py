@@ -176,18 +176,20 @@ def test_mining_with_a_threshold_no_pair_reaches_says_the_best_score(twelve, mod
     assert "hint" not in invoke("mine", twelve).output
 
 
-def test_a_umap_map_of_a_dozen_texts_warns_on_the_terminal_and_the_figure(twelve, tmp_path):
+def test_a_umap_map_of_a_dozen_texts_warns_on_the_terminal_and_the_figure(tmp_path):
     pytest.importorskip("umap")
     pytest.importorskip("plotly")
-    from plot_helpers import html_traces
+    from sbert.plot.maps import few_points_note
 
-    out = tmp_path / "map.html"
-    result = invoke("plot", "map", twelve, "--out", out)
-    assert result.exit_code == 0, result.output
-    assert "warning: 12 points: a UMAP map means little below ~50" in result.output
-    assert "means little below ~50" in html_traces(out)[1]["title"]["text"]
-    quiet = invoke("plot", "map", twelve, "--method", "pca", "--out", tmp_path / "pca.html")
+    path = tmp_path / "sentences.txt"
+    path.write_text("\n".join(TWELVE) + "\n", encoding="utf-8")
+    # the warning comes before the model loads (here: a model that is not there, so no UMAP runs)
+    result = invoke("plot", "map", path, "--out", tmp_path / "map.html", "--model", tmp_path / "no-model")
+    assert "warning: 12 points: a UMAP map means little below ~50; --method pca" in result.output
+    quiet = invoke("plot", "map", path, "--method", "pca", "--out", tmp_path / "m.html", "--model", tmp_path / "x")
     assert "warning" not in quiet.output
+    assert "a UMAP map means little below ~50" in few_points_note("umap", 12)  # the figure's note
+    assert few_points_note("umap", 50) == few_points_note("pca", 12) == ""
 
 
 # -- Ctrl-C ------------------------------------------------------------------------------------------
