@@ -53,7 +53,7 @@ def test_a_csv_corpus_is_read_by_its_header_not_as_lines(tmp_path):
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
-        ("a.csv", "name,body\nx,y\n", r"a.csv: the header row \(line 1\) has no 'text' column \(columns: 'name', 'body'\)"),
+        ("a.csv", "name,body\nx,y\n", r"a.csv: the header row \(line 1\) has no 'text' column \(columns: 'name'"),
         ("b.csv", "id,text\n1,one\n2,two,three\n", r"b.csv: line 3: 3 fields; the header row has 2"),
         ("c.csv", "id,text\n1,\n", r"c.csv: line 2: the 'text' column is empty"),
         ("d.json", '["a", "b"]\n', r"d.json: a '.json' file \(JSON, one document.*JSON lines \(.jsonl"),
@@ -95,6 +95,14 @@ def test_sharded_encoding_refuses_a_csv_rather_than_embedding_its_lines(tmp_path
     result = invoke("encode", path, "--processes", "1", "--out", tmp_path / "shards")
     assert result.exit_code == 2 and "this is a csv file" in result.output
     assert not (tmp_path / "shards").exists()
+
+
+def test_plot_retrieval_of_a_folder_that_is_not_there_says_so(tmp_path):
+    pytest.importorskip("plotly")
+    result = invoke("plot", "retrieval", tmp_path / "scifact", "--save-rankings", tmp_path / "r.json", "--out",
+                    tmp_path / "r.html")  # fmt: skip
+    assert result.exit_code == 2 and "scifact: no such folder or file" in result.output
+    assert "exactly one" not in result.output
 
 
 # -- devices -------------------------------------------------------------------------------------------

@@ -46,8 +46,8 @@ def test_map_legend_and_hover_show_hostile_labels_and_texts_escaped(tmp_path):
     labels, texts = [HOSTILE[i % 3] for i in range(6)], [HOSTILE[(i + 1) % 3] for i in range(6)]
     figure = sbert.plot.map(points, labels, texts=texts, method="pca", backend="plotly")
     shown = _check_escaped(sbert.plot.save(figure, tmp_path / "map.html"))
-    assert "&lt;span style=\"font-size:200px\"&gt;BIG&lt;/span&gt;" in shown  # the legend entry, as written
-    assert any("&lt;a href=\"https://evil.example\"&gt;click&lt;/a&gt;<br>" in s for s in shown)  # hover
+    assert '&lt;span style="font-size:200px"&gt;BIG&lt;/span&gt;' in shown  # the legend entry, as written
+    assert any('&lt;a href="https://evil.example"&gt;click&lt;/a&gt;<br>' in s for s in shown)  # hover
 
 
 def test_heatmap_and_training_curves_escape_their_labels(tmp_path):

@@ -32,7 +32,7 @@ def _backend(out: Path, *more: str) -> str:
         raise click.UsageError(f"--out {err}") from None
     missing = [m for m in (backend, *more) if importlib.util.find_spec(m) is None]
     if missing:
-        raise click.ClickException(f"{out}: needs {', '.join(missing)}: pip install 'sbert[plot]'")
+        raise click.ClickException(f"{out}: needs {', '.join(missing)}: pip install -e '.[plot]' (in sbert's checkout)")
     return backend
 
 
@@ -48,7 +48,7 @@ def plot() -> None:
     """Pictures: a map of texts, a similarity heatmap, training curves, retrieval curves.
 
     The format follows --out: PNG, SVG or PDF (matplotlib) or interactive HTML (plotly; plotly.js is
-    inside the file, so it opens without a network). Needs `pip install 'sbert[plot]'`.
+    inside the file, so it opens without a network). Needs `pip install -e '.[plot]'`.
     """
 
 
@@ -203,6 +203,11 @@ def plot_retrieval(results, out, split, top_k, skip_empty_documents, save_rankin
     import sbert.plot
 
     backend = _backend(out)
+    missing = [r for r in results if not Path(r).exists()]
+    if missing:
+        raise click.UsageError(
+            f"{missing[0]}: no such folder or file; expected a BEIR folder or a rankings JSON file (--save-rankings)"
+        )
     folders = [r for r in results if Path(r).is_dir()]
     if save_rankings and len(folders) != 1:
         raise click.UsageError("--save-rankings writes the rankings of one BEIR folder; give exactly one")
