@@ -138,3 +138,64 @@ def test_every_documented_command_and_option_exists(path):
             name = word.split("=")[0].strip("[]")
             if name.startswith("-") and name not in ("-", "--"):
                 assert name.rstrip(",") in options, f"{path.name}: `sbert {' '.join(words)}`: {name} is not an option"
+
+
+def _bash_lines(path: Path) -> list[str]:
+    """The command lines of the bash blocks of ``path``, backslash continuations joined, comments kept."""
+    return [line.strip() for _, code in blocks(path, "bash") for line in code.replace("\\\n", " ").splitlines()]
+
+
+def _without_quiet(line: str) -> str:
+    return re.sub(r"\s+", " ", line.replace(" -q ", " ").replace(" -qq ", " ")).strip()
+
+
+README = ROOT / "README.md"
+ACTIVATE = "source .venv/bin/activate"
+
+
+def test_readme_set_up_and_activation_are_the_lines_ci_runs():
+    """The README's two set-up commands are what .ci/run runs (its -q aside), and the activation line it gives
+    for every later example names the environment that set-up creates."""
+    ci = [_without_quiet(line) for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    setup, tests, activate = (_bash_lines(README)[i] for i in range(3))
+    assert _without_quiet(setup) in ci, f"README set-up differs from .ci/run: {setup}"
+    assert _without_quiet(tests) in ci, f"README test command differs from .ci/run: {tests}"
+    assert "python3 -m venv .venv" in setup and activate.split("#")[0].strip() == ACTIVATE
+    later = [line for line in _bash_lines(README)[3:] if line.startswith(".venv/bin/")]
+    assert not later, f"after the activation line the README uses bare names: {later}"
+
+
+def _command_paths() -> set[tuple[str, ...]]:
+    """Each documented ``sbert`` command as its path of (sub)command names: ("index", "build"), ("encode",)."""
+    paths = set()
+    for path in DOCS:
+        for words in _commands(path):
+            command, names = main, []
+            for word in words:
+                if isinstance(command, click.Group) and word in command.commands:
+                    command, names = command.commands[word], [*names, word]
+            paths.add(tuple(names))
+    return paths
+
+
+def test_every_documented_command_runs_from_a_fresh_shell_after_the_activation(tmp_path):
+    """A new shell (no inherited PATH or environment) that runs the README's activation line finds ``sbert``,
+    ``python`` and ``pip`` in the environment, and each documented command answers ``--help``.
+
+    The environment is the checkout's ``.venv`` where set-up made one (CI), else the one running these tests;
+    PYTHONPATH points at this checkout's source so that the commands are this checkout's."""
+    venv = ROOT / ".venv" if (ROOT / ".venv" / "bin" / "activate").is_file() else Path(sys.prefix)
+    if not (venv / "bin" / "activate").is_file():
+        pytest.skip(f"{venv}: not a virtual environment with bin/activate")
+    activate = _bash_lines(README)[2].split("#")[0].strip().replace(".venv", shlex.quote(str(venv)))
+    checks = [f"sbert {' '.join(p)} --help >/dev/null || echo 'FAILED: sbert {' '.join(p)}'" for p in _command_paths()]
+    script = "\n".join([activate, "command -v sbert python pip", *sorted(checks)])
+    fresh = {"HOME": str(tmp_path), "PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-c", script], cwd=ROOT, env=fresh, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0 and "FAILED" not in done.stdout, done.stdout + done.stderr
+    found = done.stdout.splitlines()[:3]
+    assert found == [str(venv / "bin" / name) for name in ("sbert", "python", "pip")], found
+    assert len(checks) >= 15  # encode, similarity, info, train, eval, serve, index ..., search, mine, cluster, plot ...

@@ -224,6 +224,17 @@ def test_an_empty_query_shows_a_message_and_no_results(browser, texts_server):
     assert text_of(browser, "#results") == ""
 
 
+def test_clearing_the_query_after_a_search_leaves_no_old_result_line(browser, texts_server):
+    served, _ = texts_server
+    browser.get(served.url)
+    wait_for(browser, lambda d: text_of(d, "#index-size"), "the index size")
+    submit(browser, "query", "bread")
+    wait_for(browser, lambda d: "results for" in text_of(d, "#search-status"), "the result line")
+    submit(browser, "query", "")
+    assert shown_error(browser) == "Type a query to search the index."
+    assert text_of(browser, "#results") == "" and text_of(browser, "#search-status") == ""
+
+
 def test_heatmap_cells_hold_the_librarys_cosine_similarities(browser, texts_server, model, tmp_path):
     from selenium.webdriver.common.by import By
 

@@ -17,7 +17,7 @@ from torch import nn
 
 from sbert.atomic import atomic_dir, recover
 from sbert.batching import batches
-from sbert.device import default_device
+from sbert.device import resolve_device
 from sbert.errors import ModelFormatError, ModelNotFoundError
 from sbert.modules.base import write_json
 from sbert.modules.folder import check_finite, check_links, read_json, refuse_remote_code, weight_files
@@ -116,7 +116,7 @@ class CrossEncoder(nn.Module):
         encoder = cls(model, tokenizer, max_length, activation)
         encoder.path = folder
         encoder.settings = settings
-        return encoder.to(device or default_device())
+        return encoder.to(resolve_device(device))
 
     # -- inference -------------------------------------------------------------------------------------
     def tokenize(self, pairs: Sequence[TextPair]) -> dict[str, list[list[int]]]:

@@ -1,6 +1,12 @@
-"""The device a model runs on when none is named: the GPU where torch sees one, else the CPU."""
+"""The device a model runs on: the one asked for, checked, or the GPU where torch sees one, else the CPU."""
 
 from __future__ import annotations
+
+from sbert.errors import SbertError
+
+
+class DeviceError(SbertError, ValueError):
+    """A device that is unknown or not present on this machine (the message lists the ones that are)."""
 
 
 def default_device() -> str:
@@ -8,3 +14,47 @@ def default_device() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def available_devices() -> list[str]:
+    """The devices torch can use here: ``cpu``, each ``cuda:N``, and ``mps`` where present."""
+    import torch
+
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        found.append("mps")
+    return found
+
+
+def resolve_device(device: str | None = None) -> str:
+    """``device`` (default: ``default_device()``) once torch has shown it can place a tensor there.
+
+    An unknown name, or a device this machine lacks (``cuda`` where torch has no CUDA, ``cuda:3`` with two
+    GPUs), raises ``DeviceError`` in one sentence naming the devices there are."""
+    import torch
+
+    if device is None:
+        return default_device()
+    name = str(device)
+    try:
+        torch.empty(0, device=torch.device(name))
+    except (RuntimeError, AssertionError, ValueError) as err:
+        there = ", ".join(available_devices())
+        no_cuda = name.startswith("cuda") and not torch.backends.cuda.is_built()
+        why = " (this torch was built without CUDA)" if no_cuda else ""
+        known = "not available here" if _is_device_type(name) else "not a device name torch knows"
+        raise DeviceError(f"device {name!r}: {known}{why}; this machine has: {there}") from err
+    return name
+
+
+def _is_device_type(name: str) -> bool:
+    import torch
+
+    try:
+        torch.device(name)
+    except (RuntimeError, ValueError):
+        return False
+    return True

@@ -20,7 +20,7 @@ from torch import nn
 
 from sbert.atomic import atomic_dir, recover
 from sbert.backends.onnx import ExportSource, OnnxBackend
-from sbert.device import default_device
+from sbert.device import resolve_device
 from sbert.errors import ModelFormatError, ModelNotFoundError
 from sbert.modules import MODULE_TYPES, Module, Pooling, StaticEmbedding, Transformer, module_class
 from sbert.modules.base import Features, write_json
@@ -486,7 +486,7 @@ class Encoder(nn.Sequential):
         Never runs code from the folder (``auto_map`` is refused) and never reads a file outside it.
         ``truncate_dim`` overrides the one saved in config_sentence_transformers.json.
         """
-        path = Path(path)
+        path, device = Path(path), resolve_device(device)  # an unknown or absent device fails before any work
         recover(path)  # a replace killed between its two renames left the old version hidden beside it
         if not path.is_dir():
             raise ModelNotFoundError(f"{path}: no such model folder")
@@ -519,7 +519,7 @@ class Encoder(nn.Sequential):
             encoder.truncate_dim = truncate_dim
         encoder.path = path
         encoder.eval()
-        return encoder.to(device or default_device())
+        return encoder.to(device)
 
     def describe(self) -> dict[str, Any]:
         """A summary for people: modules, dimension, maximum length, similarity."""

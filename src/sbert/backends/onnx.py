@@ -56,7 +56,7 @@ def _require_onnxruntime():
     try:
         import onnxruntime
     except ImportError as err:
-        raise ImportError("backend='onnx' needs ONNX Runtime: pip install 'sbert[onnx]'") from err
+        raise ImportError("backend='onnx' needs ONNX Runtime: pip install -e '.[onnx]'") from err
     return onnxruntime
 
 

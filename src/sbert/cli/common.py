@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
@@ -11,19 +12,51 @@ import click
 MODEL_HELP = "Model name ('default' = all-MiniLM-L6-v2) or path to a local model folder."
 
 
-# The library's advice names Python arguments; on the command line, name what the user can type.
+# The library's advice names Python arguments ("pass overwrite=True"); on the command line, name what the user
+# can type ("use --overwrite"). One mechanism: ``in_cli_terms`` maps every "pass NAME=VALUE" whose NAME is an
+# option of some ``sbert`` command to that option; the few whose CLI answer differs are listed here.
 _CLI_TERMS = (
     (
         "; pass allow_empty=True to encode it anyway",
         "; give a non-empty text (when reading a file, --skip-empty skips empty lines)",
     ),
 )
+# "pass NAME=VALUE" or "with NAME=VALUE", and the "(--flag)" or "(CLI: --flag)" a message may add after it
+_PASS = re.compile(r"\b(pass|with) ([a-z_][a-z0-9_]*)=(True|[^\s,;)]+)(?: \((?:CLI: )?--[a-z0-9-]+\))?")
+
+
+def _option_names(command: click.Command, into: dict[str, str]) -> dict[str, str]:
+    """Python name -> its long option (``allow_pickle`` -> ``--allow-pickle``), over ``command`` and its
+    sub-commands; the first command to define a name decides."""
+    for param in command.params:
+        longs = [opt for opt in param.opts if opt.startswith("--")]
+        if isinstance(param, click.Option) and param.name and longs:
+            spelled = "--" + param.name.replace("_", "-")
+            into.setdefault(param.name, spelled if spelled in longs else max(longs, key=len))
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _option_names(sub, into)
+    return into
 
 
 def in_cli_terms(message: str) -> str:
+    """``message`` in the words of the command line: "pass overwrite=True" -> "use --overwrite",
+    "pass text_column=NAME" -> "use --text-column NAME", "with bm25=True" -> "with --bm25" (for any option
+    of any ``sbert`` command; a "(--overwrite)" after it is dropped)."""
     for library, cli in _CLI_TERMS:
         message = message.replace(library, cli)
-    return message
+    context = click.get_current_context(silent=True)
+    if context is None:
+        return message
+    options = _option_names(context.find_root().command, {})
+
+    def replace(match: re.Match) -> str:
+        verb, name, value = match.groups()
+        if name not in options:
+            return match.group(0)
+        return f"{'use' if verb == 'pass' else verb} {options[name]}" + ("" if value == "True" else f" {value}")
+
+    return _PASS.sub(replace, message)
 
 
 def friendly_errors(func: Callable) -> Callable:
@@ -99,3 +132,46 @@ def one_model(argument: str | None, option: str | None) -> str:
 def model_options(func: Callable) -> Callable:
     func = device_options(func)
     return click.option("--model", "-m", default="default", show_default=True, help=MODEL_HELP)(func)
+
+
+def column_options(func: Callable) -> Callable:
+    """--text-column, --id-column and --title-column (folded into one ``columns`` argument, a ``Columns``):
+    which fields of a .jsonl, .csv or .tsv file hold the texts, ids and titles."""
+
+    @wraps(func)
+    def wrapper(*args, text_column, id_column, title_column, **kwargs):
+        from sbert.data.corpus import Columns
+
+        return func(*args, columns=Columns(text_column, id_column, title_column), **kwargs)
+
+    for name, default, what in (
+        ("title", "title", "titles, put before the texts (where the column is present)"),
+        ("id", "id", "ids (where the column is present)"),
+        ("text", "text", "the texts"),
+    ):
+        wrapper = click.option(
+            f"--{name}-column",
+            default=default,
+            show_default=True,
+            metavar="NAME",
+            help=f"A .csv/.tsv (header row) or .jsonl FILE: the column or field of {what}.",
+        )(wrapper)
+    return wrapper
+
+
+def on_interrupt(message: str) -> Callable[[Callable], Callable]:
+    """On Ctrl-C, say ``message`` (formatted with the command's arguments, e.g. ``{out}``) and exit 130, as a
+    shell does for SIGINT: what an interrupted command kept, or that it wrote nothing."""
+
+    def decorate(func: Callable) -> Callable:
+        @wraps(func)
+        def wrapper(*args, **kwargs):
+            try:
+                return func(*args, **kwargs)
+            except KeyboardInterrupt:
+                click.echo(f"\ninterrupted: {message.format(**kwargs)}", err=True)
+                raise SystemExit(130) from None
+
+        return wrapper
+
+    return decorate

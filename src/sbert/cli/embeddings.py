@@ -13,11 +13,13 @@ import click
 from sbert.cli.common import (
     MODEL_HELP,
     Runtime,
+    column_options,
     friendly_errors,
     load_model,
     model_options,
     one_model,
 )
+from sbert.data.corpus import read_corpus
 
 _PROMPT_DEFAULTS = {
     "text": "the model's default_prompt_name, if it has one",
@@ -103,6 +105,7 @@ def prompt_options(role: str) -> Callable[[Callable], Callable]:
     show_default=True,
     help="--out DIR: keep the shards an earlier run with the same settings finished (--no-resume: start over).",
 )
+@column_options
 @prompt_options("text")
 @friendly_errors
 def encode(
@@ -124,10 +127,10 @@ def encode(
     shard_size,
     resume,
     prompts,
+    columns,
 ) -> None:
-    """Embed FILE (one text per line, UTF-8; '-' or nothing = standard input)."""
+    """Embed FILE (one text per line, UTF-8; '-' or nothing = standard input; .jsonl, .csv, .tsv: its 'text')."""
     from sbert.atomic import atomic_file
-    from sbert.data.lines import read_lines
 
     if processes is not None or engine == "ray" or address is not None or (out is not None and out.is_dir()):
         run = (processes, shard_size, resume, skip_empty, progress, engine, address)
@@ -138,7 +141,7 @@ def encode(
     fmt = fmt or _format_of(out)
     if fmt == "npy" and out is None:
         raise click.UsageError("--format npy needs --out FILE.npy")
-    texts = read_lines(source, skip_empty=skip_empty)
+    texts = read_corpus(source, skip_empty=skip_empty, columns=columns)[1]
     encoder = load_model(model, runtime, allow_pickle)
     if max_seq_length:
         encoder.max_seq_length = max_seq_length
@@ -167,12 +170,24 @@ def encode(
         click.echo(f"wrote {len(texts)} embeddings of dimension {encoder.dim} to {out}", err=True)
 
 
+def _lines_only(source) -> None:
+    """Sharded encoding streams text lines: refuse a .jsonl, .csv or .tsv rather than embed its raw lines."""
+    from sbert.data.corpus import LINES, corpus_format
+
+    if corpus_format(source) != LINES:
+        raise click.UsageError(
+            f"{source}: --out DIR (shards) reads text, one per line ('-' or .txt); this is a "
+            f"{corpus_format(source)} file: write its texts one per line, or encode it without --processes"
+        )
+
+
 def _encode_to_folder(source, loading: tuple, out, fmt, run: tuple, options: dict) -> None:
     """``encode --processes N --out DIR``: sbert.parallel's resumable shard folder. ``loading``: model, runtime,
     allow_pickle; ``run``: processes, shard_size, resume, skip_empty, progress, engine, address; ``options``:
     EncodeSpec's. ``--engine ray`` runs it on a Ray cluster with ``processes`` actors (default 2)."""
     from sbert.parallel import encode_to_shards
 
+    _lines_only(source)
     model, runtime, allow_pickle = loading
     processes, shard_size, resume, skip_empty, progress, engine, address = run
     if address is not None and engine != "ray":

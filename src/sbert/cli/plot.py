@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sbert.cli.common import friendly_errors, load_model, model_options
+from sbert.cli.common import column_options, friendly_errors, load_model, model_options
 
 
 def _out_option(func):
@@ -32,7 +32,7 @@ def _backend(out: Path, *more: str) -> str:
         raise click.UsageError(f"--out {err}") from None
     missing = [m for m in (backend, *more) if importlib.util.find_spec(m) is None]
     if missing:
-        raise click.ClickException(f"{out}: needs {', '.join(missing)}: pip install 'sbert[plot]'")
+        raise click.ClickException(f"{out}: needs {', '.join(missing)}: pip install -e '.[plot]' (in sbert's checkout)")
     return backend
 
 
@@ -48,11 +48,11 @@ def plot() -> None:
     """Pictures: a map of texts, a similarity heatmap, training curves, retrieval curves.
 
     The format follows --out: PNG, SVG or PDF (matplotlib) or interactive HTML (plotly; plotly.js is
-    inside the file, so it opens without a network). Needs `pip install 'sbert[plot]'`.
+    inside the file, so it opens without a network). Needs `pip install -e '.[plot]'`.
     """
 
 
-def _map_colouring(source, count, labels, label_field, clusters, skip_empty) -> list[str] | None:
+def _map_colouring(source, count, labels, label_field, clusters, skip_empty, columns) -> list[str] | None:
     """The labels the map is coloured by (--labels or --label-field), checked against the texts."""
     from sbert.plot.inputs import read_label_field, read_labels
 
@@ -61,24 +61,28 @@ def _map_colouring(source, count, labels, label_field, clusters, skip_empty) -> 
     if labels:
         return read_labels(labels, count, source)
     if label_field:
-        if not str(source).endswith((".jsonl", ".jsonl.gz")):
-            raise click.UsageError("--label-field reads a field of a .jsonl TEXTS file; for a text file use --labels")
-        return read_label_field(source, label_field, skip_empty)
+        from sbert.data.corpus import LINES, corpus_format
+
+        if str(source).endswith(".npy") or corpus_format(source) == LINES:
+            raise click.UsageError(
+                "--label-field reads a field of a .jsonl, .csv or .tsv TEXTS file; for a text file use --labels"
+            )
+        return read_label_field(source, label_field, skip_empty, columns)
     return None
 
 
-def _map_inputs(source: str, texts_file: str | None, skip_empty: bool):
+def _map_inputs(source: str, texts_file: str | None, skip_empty: bool, columns):
     """(texts or None, embeddings or None, their model's name): TEXTS as a corpus, or as a .npy of embeddings."""
     from sbert.data.corpus import read_corpus
     from sbert.plot.inputs import read_embeddings
 
     if str(source).endswith(".npy"):
         embeddings, model = read_embeddings(source)
-        texts = read_corpus(texts_file, skip_empty=skip_empty)[1] if texts_file else None
+        texts = read_corpus(texts_file, skip_empty=skip_empty, columns=columns)[1] if texts_file else None
         return texts, embeddings, model
     if texts_file:
         raise click.UsageError("--texts goes with a .npy TEXTS file of embeddings; TEXTS itself holds the texts")
-    texts = read_corpus(source, skip_empty=skip_empty)[1]
+    texts = read_corpus(source, skip_empty=skip_empty, columns=columns)[1]
     if not texts:
         raise click.ClickException(f"{source}: no texts")
     return texts, None, None
@@ -89,7 +93,7 @@ def _map_inputs(source: str, texts_file: str | None, skip_empty: bool):
 @_out_option
 @click.option("--method", type=click.Choice(["umap", "pca", "tsne"]), default="umap", show_default=True)
 @click.option("--labels", help="A file of labels, one per line of TEXTS, to colour the points by.")
-@click.option("--label-field", help="A .jsonl TEXTS file: colour by this field of each record.")
+@click.option("--label-field", help="A .jsonl/.csv/.tsv TEXTS file: colour by this field of each record.")
 @click.option("--clusters", type=click.Choice(["community", "kmeans", "agglomerative"]), help="Colour by clusters.")
 @click.option("--k", "k", default=8, show_default=True, type=click.IntRange(min=1), help="--clusters kmeans: k.")
 @click.option("--threshold", type=float, help="--clusters: cosine similarity (community 0.75, agglomerative 0.5).")
@@ -100,16 +104,26 @@ def _map_inputs(source: str, texts_file: str | None, skip_empty: bool):
 @model_options
 @click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1))
 @click.option("--skip-empty", is_flag=True, help="Skip empty lines instead of failing on them.")
+@column_options
 @friendly_errors
 def plot_map(source, out, labels, label_field, clusters, k, threshold, min_size, texts_file, model, runtime, **opts):
-    """A 2-D map of TEXTS (text lines, .jsonl with 'text', or a .npy of embeddings from `sbert encode`)."""
+    """A 2-D map of TEXTS (text lines; .jsonl, .csv or .tsv with 'text'; or a .npy of embeddings from
+    `sbert encode`)."""
     import sbert.plot
+    from sbert.plot.projection import FEW_FOR_UMAP
 
     backend = _backend(out, *(["umap"] if opts["method"] == "umap" else []))
-    texts, embeddings, named = _map_inputs(source, texts_file, opts["skip_empty"])
+    columns = opts.pop("columns")
+    texts, embeddings, named = _map_inputs(source, texts_file, opts["skip_empty"], columns)
     count = len(texts) if embeddings is None else len(embeddings)
-    colouring = _map_colouring(source, count, labels, label_field, clusters, opts["skip_empty"])
+    colouring = _map_colouring(source, count, labels, label_field, clusters, opts["skip_empty"], columns)
     options = {"k": k, "min_size": min_size} | ({"threshold": threshold} if threshold is not None else {})
+    if opts["method"] == "umap" and min(count, opts["max_points"]) < FEW_FOR_UMAP:
+        click.echo(
+            f"warning: {count} points: a UMAP map means little below ~{FEW_FOR_UMAP}; --method pca shows a few "
+            "texts plainly",
+            err=True,
+        )
     if embeddings is None:
         encoder = load_model(model, runtime, opts["allow_pickle"])
         data, model_used, hover = texts, encoder, None
@@ -141,12 +155,12 @@ def plot_map(source, out, labels, label_field, clusters, k, threshold, min_size,
 def plot_heatmap(texts, out, texts_file, width, model, runtime, allow_pickle):
     """The cosine similarity matrix of TEXTS (2 to 60), values in the cells."""
     import sbert.plot
-    from sbert.data.lines import read_lines
+    from sbert.data.corpus import read_corpus
 
     backend = _backend(out)
     if texts and texts_file:
         raise click.UsageError("give TEXTS or --file, not both")
-    texts = read_lines(texts_file, skip_empty=True) if texts_file else list(texts)
+    texts = read_corpus(texts_file, skip_empty=True)[1] if texts_file else list(texts)
     if len(texts) < 2:
         raise click.UsageError("a heatmap needs at least two texts")
     encoder = load_model(model, runtime, allow_pickle)
@@ -189,6 +203,11 @@ def plot_retrieval(results, out, split, top_k, skip_empty_documents, save_rankin
     import sbert.plot
 
     backend = _backend(out)
+    missing = [r for r in results if not Path(r).exists()]
+    if missing:
+        raise click.UsageError(
+            f"{missing[0]}: no such folder or file; expected a BEIR folder or a rankings JSON file (--save-rankings)"
+        )
     folders = [r for r in results if Path(r).is_dir()]
     if save_rankings and len(folders) != 1:
         raise click.UsageError("--save-rankings writes the rankings of one BEIR folder; give exactly one")

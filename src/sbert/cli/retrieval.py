@@ -6,7 +6,14 @@ import json
 
 import click
 
-from sbert.cli.common import device_options, friendly_errors, load_model, model_options
+from sbert.cli.common import (
+    column_options,
+    device_options,
+    friendly_errors,
+    load_model,
+    model_options,
+    on_interrupt,
+)
 from sbert.cli.embeddings import prompt_options
 
 
@@ -72,6 +79,7 @@ def _table_option(func):
 
 
 def _corpus_options(func):
+    func = column_options(func)
     func = click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")(func)
     func = click.option("--skip-empty", is_flag=True, help="Skip empty lines instead of failing on them.")(func)
     return click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1))(func)
@@ -111,12 +119,14 @@ def index() -> None:
 @_lock_option
 @_corpus_options
 @prompt_options("document")
+@on_interrupt("nothing was written: {out} is as it was (an index is written whole or not at all)")
 @friendly_errors
 def index_build(
     corpus, out, model, runtime, allow_pickle, metric, overwrite, batch_size, skip_empty, progress, prompts,
     truncate_dim, **opts
 ):
-    """Embed CORPUS (text, one per line; or .jsonl with 'text' and optional 'id') into an index at --out."""
+    """Embed CORPUS (text, one per line; .jsonl, or .csv/.tsv with a header row: 'text', optional 'id' and
+    'title') into an index at --out."""
     from sbert.data.corpus import read_corpus
     from sbert.documents import Chunking
     from sbert.search.base import is_database_url
@@ -124,7 +134,7 @@ def index_build(
 
     chunk, window, overlap, mode = (opts.pop(key) for key in ("chunk", "window", "overlap", "mode"))
     chunking = Chunking(window, overlap, mode) if chunk else None
-    table = opts.pop("table")
+    table, columns = opts.pop("table"), opts.pop("columns")
     if table and not is_database_url(out):
         raise click.UsageError("--table applies to a postgresql:// URL, not to a folder")
     if is_database_url(out):
@@ -134,7 +144,7 @@ def index_build(
         from sbert.search.index import VectorIndex
 
         VectorIndex.check_target(out, overwrite)  # before reading and loading anything
-    ids, texts = read_corpus(corpus, skip_empty=skip_empty)
+    ids, texts = read_corpus(corpus, skip_empty=skip_empty, columns=columns)
     encoder = load_model(model, runtime, allow_pickle)
     if truncate_dim is not None:
         encoder.truncate_dim = truncate_dim
@@ -170,6 +180,7 @@ def _check_database_build(chunk: bool, opts: dict) -> None:
 @_lock_option
 @_corpus_options
 @prompt_options("document")
+@on_interrupt("nothing was added: the index in {folder} is as it was")
 @friendly_errors
 def index_add(
     folder, corpus, model, runtime, allow_pickle, allow_mixed_backend, lock_timeout, batch_size, prompts, table, **read
@@ -180,7 +191,7 @@ def index_add(
 
     existing = open_index(folder, table=table, lock_timeout=lock_timeout)
     existing.check_model(model or existing.model)
-    ids, texts = read_corpus(corpus, skip_empty=read["skip_empty"])
+    ids, texts = read_corpus(corpus, skip_empty=read["skip_empty"], columns=read["columns"])
     encoder = load_model(model or existing.model, runtime, allow_pickle)
     existing.fit_truncate_dim(encoder)
     existing.check_model(model or existing.model, encoder.dim)
@@ -237,8 +248,31 @@ def index_info(folder, table, as_json):
     if as_json:
         _echo_json(summary)
         return
-    for key, value in summary.items():
-        click.echo(f"{key}: {value}")
+    for key, value in _info_rows(summary):
+        click.echo(f"{key:<16}{value}")
+
+
+def _info_rows(summary: dict) -> list[tuple[str, str]]:
+    """``index info`` as a plain two-column table (``--json`` prints ``summary`` itself)."""
+
+    def settings(entry: dict) -> str:
+        shown = ", ".join(f"{k} {v}" for k, v in entry.items() if k != "file")
+        return f" ({shown})" if shown else ""
+
+    structures = [f"{name}{settings(entry)}" for name, entry in summary["structures"].items()]
+    documents = summary["documents"]
+    return [
+        ("rows", f"{summary['rows']:,}" + (f" ({summary['deleted']:,} deleted)" if summary["deleted"] else "")),
+        ("model", f"{summary['model']} ({summary['backend']})"),
+        ("dimension", str(summary["dim"])),
+        ("metric", str(summary["metric"])),
+        ("search methods", ", ".join(["exact", *structures])),
+        ("default method", str(summary["default_method"])),
+        ("segments", str(summary["segments"])),
+        ("documents", f"{documents['count']:,}{settings({k: v for k, v in documents.items() if k != 'count'})}"
+         if documents else "no (texts; build with --chunk for documents)"),
+        ("bm25", "yes (search --hybrid)" if summary["bm25"] else "no (build with --bm25 for search --hybrid)"),
+    ]  # fmt: skip
 
 
 # -- search --------------------------------------------------------------------------------------------
@@ -342,10 +376,10 @@ def _print_hits(queries, hits, as_json: bool) -> None:
 
 
 # -- mining and clustering ---------------------------------------------------------------------------
-def _read_and_embed(source, model, runtime, allow_pickle, batch_size, skip_empty, progress):
+def _read_and_embed(source, model, runtime, allow_pickle, batch_size, skip_empty, progress, columns):
     from sbert.data.corpus import read_corpus
 
-    ids, texts = read_corpus(source, skip_empty=skip_empty)
+    ids, texts = read_corpus(source, skip_empty=skip_empty, columns=columns)
     if not texts:
         raise click.ClickException(f"{source}: no texts")
     encoder = load_model(model, runtime, allow_pickle)
@@ -363,7 +397,7 @@ def _read_and_embed(source, model, runtime, allow_pickle, batch_size, skip_empty
 @_corpus_options
 @friendly_errors
 def mine(source, model, runtime, allow_pickle, top_k, max_pairs, threshold, limit, as_json, **read):
-    """Paraphrase mining: the most similar pairs of texts in FILE (text lines, or .jsonl with 'text'/'id')."""
+    """Paraphrase mining: the most similar pairs of texts in FILE (text lines; .jsonl, .csv/.tsv with 'text')."""
     from sbert.search.mining import paraphrase_mining
 
     ids, texts, embeddings = _read_and_embed(source, model, runtime, allow_pickle, **read)
@@ -379,6 +413,13 @@ def mine(source, model, runtime, allow_pickle, top_k, max_pairs, threshold, limi
     for p in pairs[: limit or None]:
         click.echo(f"{p.score:.4f}  [{ids[p.i]}] {_clip(texts[p.i], 60)}  <->  [{ids[p.j]}] {_clip(texts[p.j], 60)}")
     click.echo(f"{len(pairs):,} pairs{f' (first {limit} shown)' if limit and len(pairs) > limit else ''}", err=True)
+    if not pairs and threshold is not None and len(texts) > 1:
+        best = paraphrase_mining(embeddings, top_k=1, max_pairs=1)
+        click.echo(
+            f"hint: no pair reaches --threshold {threshold:g}; the most similar pair scores {best[0].score:.4f}: "
+            "lower --threshold (or leave it out) to see pairs",
+            err=True,
+        )
 
 
 @click.command()
@@ -405,7 +446,7 @@ def mine(source, model, runtime, allow_pickle, top_k, max_pairs, threshold, limi
 def cluster(
     source, model, runtime, allow_pickle, method, threshold, k, min_size, linkage, seed, limit, as_json, **read
 ):
-    """Group the texts in FILE by meaning (text lines, or .jsonl with 'text'/'id')."""
+    """Group the texts in FILE by meaning (text lines; .jsonl, .csv/.tsv with 'text')."""
     from sbert.search import cluster as clustering
 
     if method == "kmeans" and k is None:
@@ -437,3 +478,10 @@ def cluster(
     hidden = len(groups) - limit if limit and len(groups) > limit else 0
     note = f" ({hidden:,} more not shown: --limit 0 shows all, --json prints all)" if hidden else ""
     click.echo(f"{len(groups):,} clusters; {unclustered:,} texts in none{note}", err=True)
+    if not groups and method == "community":
+        click.echo(
+            f"hint: no group of at least --min-size {min_size} texts has cosine similarity "
+            f"{0.75 if threshold is None else threshold:g} or more to its centre; lower --min-size (there are "
+            f"{len(texts):,} texts) or --threshold",
+            err=True,
+        )

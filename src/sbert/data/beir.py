@@ -123,7 +123,7 @@ def read_documents(path: str | Path, skip_empty: bool = False) -> tuple[dict[str
             if not skip_empty:
                 raise InputFileError(
                     f"{path}: line {number}: document {doc_id!r} is empty (no title, no text); "
-                    "pass skip_empty_documents=True (--skip-empty-documents) to drop empty documents"
+                    "pass skip_empty_documents=True to drop empty documents"
                 )
             skipped.append(doc_id)
             continue

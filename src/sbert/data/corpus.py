@@ -1,38 +1,172 @@
-"""Corpora for indexing, mining and clustering: plain text (one per line) or JSON lines with ids."""
+"""Corpora for encoding, indexing, mining, clustering and maps: plain text (one per line), JSON lines, or CSV/TSV
+with a header row. The format follows the file's extension; an extension no reader knows is refused."""
 
 from __future__ import annotations
 
+import csv
 import json
+import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sbert.data.lines import read_lines
-from sbert.data.paths import numbered_lines
+from sbert.data.paths import numbered_lines, open_text
 from sbert.errors import InputFileError
 
+LINES, JSONL, CSV, TSV = "lines", "jsonl", "csv", "tsv"
+_SUFFIXES = {"": LINES, ".txt": LINES, ".text": LINES, ".jsonl": JSONL, ".csv": CSV, ".tsv": TSV}
+_COMPRESSIBLE = (JSONL, CSV, TSV)  # also read as .gz
+_KNOWN_OTHERS = {
+    ".json": "JSON, one document rather than one record per line",
+    ".parquet": "Parquet",
+    ".npy": "a NumPy array",
+    ".xlsx": "Excel",
+    ".xls": "Excel",
+    ".pdf": "PDF",
+    ".docx": "Word",
+    ".gz": "gzip",
+}
+EXPECTED = (
+    "expected text, one per line (.txt or no extension; '-' = standard input), JSON lines (.jsonl, .jsonl.gz) "
+    "or CSV/TSV with a header row (.csv, .tsv, or .gz of them)"
+)
 
-def read_corpus(source: str | Path, *, skip_empty: bool = False) -> tuple[list[str] | None, list[str]]:
-    """(ids, texts) from a file: ``.jsonl`` lines are objects with ``"text"`` and optional ``"id"``
-    (all or none); any other file (or '-') is UTF-8 text, one per line, and has no ids (None)."""
-    if str(source) == "-" or not str(source).endswith((".jsonl", ".jsonl.gz")):
+
+@dataclass(frozen=True)
+class Columns:
+    """Which column of a CSV/TSV header (or key of a JSON-lines record) holds each text, its id and its title.
+    The text column is required; the id and title are used where the file has them (the title goes before
+    the text, as in BEIR collections)."""
+
+    text: str = "text"
+    id: str = "id"
+    title: str = "title"
+
+
+def corpus_format(source: str | Path) -> str:
+    """``"lines"``, ``"jsonl"``, ``"csv"`` or ``"tsv"``, from the extension of ``source`` ('-' is lines).
+    Any other extension raises ``InputFileError`` naming it."""
+    if str(source) == "-":
+        return LINES
+    path = Path(source)
+    suffixes = [s.lower() for s in path.suffixes[-2:]]
+    if len(suffixes) == 2 and suffixes[1] == ".gz" and _SUFFIXES.get(suffixes[0]) in _COMPRESSIBLE:
+        return _SUFFIXES[suffixes[0]]
+    suffix = path.suffix.lower()
+    if suffix in _SUFFIXES:
+        return _SUFFIXES[suffix]
+    if path.is_dir():
+        raise InputFileError(f"{path}: is a folder; {EXPECTED}")
+    what = _KNOWN_OTHERS.get(suffix)
+    named = f"a {suffix!r} file" + (f" ({what})" if what else "")
+    raise InputFileError(f"{path}: {named} is not a format sbert reads texts from; {EXPECTED}")
+
+
+def read_corpus(
+    source: str | Path, *, skip_empty: bool = False, columns: Columns | None = None
+) -> tuple[list[str] | None, list[str]]:
+    """(ids, texts) from a file, by its extension (``corpus_format``): text lines have no ids (None);
+    ``.jsonl`` records and ``.csv``/``.tsv`` rows (a header row first) give the ``columns``' text, id (all
+    or none) and title. Empty texts raise ``InputFileError`` naming the line, unless ``skip_empty``."""
+    columns = columns or Columns()
+    fmt = corpus_format(source)
+    if fmt == LINES:
         return None, read_lines(source, skip_empty=skip_empty)
     path = Path(source)
-    if not path.is_file():
+    if not path.is_file() and not path.with_name(path.name + ".gz").is_file():
         raise InputFileError(f"{path}: no such file")
+    records = _jsonl_records(path) if fmt == JSONL else _table_records(path, fmt, columns)
     ids: list[str] = []
     texts: list[str] = []
+    for number, record in records:
+        text = _text_of(record, columns, path, number, fmt)
+        if not text.strip():
+            if skip_empty:
+                continue
+            raise InputFileError(
+                f"{path}: line {number}: the {columns.text!r} {_field(fmt)} is empty; expected a non-empty text "
+                "(pass skip_empty=True to skip such records)"
+            )
+        if record.get(columns.id) not in (None, ""):
+            ids.append(str(record[columns.id]))
+        texts.append(text)
+    if ids and len(ids) != len(texts):
+        raise InputFileError(f"{path}: {len(ids)} of {len(texts)} records have an {columns.id!r}; give all or none")
+    return ids or None, texts
+
+
+def _field(fmt: str) -> str:
+    return "field" if fmt == JSONL else "column"
+
+
+def _text_of(record: dict, columns: Columns, path: Path, number: int, fmt: str) -> str:
+    """The record's text, its title (if any) before it."""
+    text = record.get(columns.text)
+    if not isinstance(text, str):
+        raise InputFileError(
+            f"{path}: line {number}: expected an object with a string {columns.text!r} "
+            f"(pass text_column=NAME for another {_field(fmt)})"
+        )
+    title = record.get(columns.title)
+    if isinstance(title, str) and title.strip():
+        return f"{title.strip()} {text.strip()}".strip()
+    return text
+
+
+def _jsonl_records(path: Path):
     for number, line in numbered_lines(path):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
             raise InputFileError(f"{path}: line {number} is not valid JSON ({err.msg})") from err
-        text = record.get("text") if isinstance(record, dict) else None
-        if not isinstance(text, str) or (not text.strip() and not skip_empty):
-            raise InputFileError(f'{path}: line {number}: expected an object with a non-empty string "text"')
-        if not text.strip():
+        yield number, record if isinstance(record, dict) else {}
+
+
+def _table_records(path: Path, fmt: str, columns: Columns):
+    """(line number, row as a dict) of a CSV/TSV file whose first row names the columns."""
+    csv.field_size_limit(max(csv.field_size_limit(), min(sys.maxsize, 2**31 - 1)))  # long documents
+    with open_text(path) as handle:
+        reader = csv.reader(handle, delimiter="," if fmt == CSV else "\t")
+        try:
+            header = next(reader, None)
+            if header is None:
+                return
+            header = [name.removeprefix("\ufeff").strip() for name in header]
+            if columns.text not in header:
+                raise InputFileError(
+                    f"{path}: the header row (line 1) has no {columns.text!r} column (columns: "
+                    f"{', '.join(map(repr, header))}); expected a {fmt.upper()} file whose first row names its "
+                    f"columns, one of them {columns.text!r} (pass text_column=NAME for another)"
+                )
+            for row in reader:
+                number = reader.line_num
+                if not any(cell.strip() for cell in row):
+                    continue
+                if len(row) != len(header):
+                    raise InputFileError(
+                        f"{path}: line {number}: {len(row)} fields; the header row has {len(header)} "
+                        f"({', '.join(header)})"
+                    )
+                yield number, dict(zip(header, row, strict=True))
+        except csv.Error as err:
+            raise InputFileError(f"{path}: line {reader.line_num}: not valid {fmt.upper()} ({err})") from err
+
+
+def record_fields(
+    source: str | Path, field: str, *, skip_empty: bool = False, columns: Columns | None = None
+) -> list[tuple[int, Any]]:
+    """(line number, value of ``field`` or None) of each record of a ``.jsonl``/``.csv``/``.tsv`` corpus that
+    ``read_corpus`` keeps, in order."""
+    columns = columns or Columns()
+    fmt = corpus_format(source)
+    if fmt == LINES:
+        raise InputFileError(f"{source}: text lines have no fields; expected a .jsonl, .csv or .tsv file")
+    path = Path(source)
+    records = _jsonl_records(path) if fmt == JSONL else _table_records(path, fmt, columns)
+    kept = []
+    for number, record in records:
+        if skip_empty and not _text_of(record, columns, path, number, fmt).strip():
             continue
-        if "id" in record:
-            ids.append(str(record["id"]))
-        texts.append(text)
-    if ids and len(ids) != len(texts):
-        raise InputFileError(f'{path}: {len(ids)} of {len(texts)} records have an "id"; give all or none')
-    return ids or None, texts
+        kept.append((number, record.get(field)))
+    return kept

@@ -161,7 +161,7 @@ def refuse_pickle(folder: Path, allow_pickle: bool) -> None:
     if not allow_pickle:
         raise ModelFormatError(
             f"{folder}: weights are only in pickle form (pytorch_model.bin), which can run code when "
-            "loaded; pass allow_pickle=True (CLI: --allow-pickle) if you trust this folder"
+            "loaded; pass allow_pickle=True if you trust this folder"
         )
 
 

@@ -2,7 +2,7 @@
 
 Each function returns a figure: a matplotlib ``Figure`` (``backend="matplotlib"``, for PNG/SVG/PDF) or a
 plotly figure (``backend="plotly"``, for HTML with hover text); ``save(figure, path)`` writes it. The
-plotting libraries (``pip install 'sbert[plot]'``) load when a picture is made, not at import.
+plotting libraries (``pip install -e '.[plot]'``) load when a picture is made, not at import.
 """
 
 from __future__ import annotations

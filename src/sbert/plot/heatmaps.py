@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from sbert.plot.style import check_backend, model_label, short
+from sbert.plot.style import check_backend, escaped, model_label, short
 
 MAX_TEXTS = 60  # beyond this the cells are too small to read
 
@@ -80,7 +80,7 @@ def _matplotlib(matrix: np.ndarray, labels: list[str], title: str):
 def _plotly(matrix: np.ndarray, texts: list[str], labels: list[str], title: str):
     import plotly.graph_objects as go
 
-    full = [short(t, 300) for t in texts]
+    full, labels = [escaped(short(t, 300)) for t in texts], [escaped(label) for label in labels]
     hover = [
         [f"{full[r]}<br>{full[c]}<br>cosine {matrix[r, c]:.4f}" for c in range(len(texts))] for r in range(len(texts))
     ]
@@ -98,5 +98,5 @@ def _plotly(matrix: np.ndarray, texts: list[str], labels: list[str], title: str)
             colorbar={"title": {"text": "cosine"}},
         )
     )
-    fig.update_layout(title={"text": title}, template="plotly_white", yaxis={"autorange": "reversed"})
+    fig.update_layout(title={"text": escaped(title)}, template="plotly_white", yaxis={"autorange": "reversed"})
     return fig

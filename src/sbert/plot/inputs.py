@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -23,22 +24,16 @@ def read_labels(path: str | Path, count: int, texts_name: str) -> list[str]:
     return labels
 
 
-def read_label_field(path: str | Path, field: str, skip_empty: bool = False) -> list[str]:
-    """The value of ``field`` in each record of a ``.jsonl`` corpus, for the records ``read_corpus`` keeps."""
-    from sbert.data.paths import numbered_lines
+def read_label_field(path: str | Path, field: str, skip_empty: bool = False, columns: Any = None) -> list[str]:
+    """The value of ``field`` in each record of a ``.jsonl``/``.csv``/``.tsv`` corpus, for the records
+    ``read_corpus`` keeps (``columns``: its ``Columns``)."""
+    from sbert.data.corpus import record_fields
 
     labels = []
-    for number, line in numbered_lines(Path(path)):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputFileError(f"{path}: line {number} is not valid JSON ({err.msg})") from err
-        text = record.get("text") if isinstance(record, dict) else None
-        if skip_empty and isinstance(text, str) and not text.strip():
-            continue
-        if not isinstance(record, dict) or record.get(field) is None:
+    for number, value in record_fields(path, field, skip_empty=skip_empty, columns=columns):
+        if value is None:
             raise InputFileError(f"{path}: line {number}: no {field!r} field to colour the map by")
-        labels.append(str(record[field]))
+        labels.append(str(value))
     return labels
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from sbert.plot.projection import NAMES, project, sample_rows
-from sbert.plot.style import UNCLUSTERED, check_backend, colours, model_label, short
+from sbert.plot.projection import FEW_FOR_UMAP, NAMES, project, sample_rows
+from sbert.plot.style import UNCLUSTERED, check_backend, colours, escaped, model_label, plain, short
 
 CLUSTER_METHODS = ("community", "kmeans", "agglomerative")
 LEGEND_MAX = 20  # groups named in the legend; the others are drawn but not listed
@@ -119,7 +119,9 @@ def prepare(data, labels, texts, model, method, clusters, cluster_options, max_p
         total=total,
         axes=axes,
         title=_title(method, total, texts is not None, encoder if encoder is not None else model),
-        note="; ".join(filter(None, [colouring, _sample_note(len(rows), total, seed)])),
+        note="; ".join(
+            filter(None, [colouring, _sample_note(len(rows), total, seed), few_points_note(method, len(rows))])
+        ),
     )
 
 
@@ -135,6 +137,13 @@ def _encoder(model: Any) -> Any:
 
         return sbert.load(model or "default")
     return model
+
+
+def few_points_note(method: str, shown: int) -> str:
+    """A warning for a UMAP map of fewer than ``FEW_FOR_UMAP`` points, else ""."""
+    if method != "umap" or shown >= FEW_FOR_UMAP:
+        return ""
+    return f"only {shown} points: a UMAP map means little below ~{FEW_FOR_UMAP} (PCA shows a few points plainly)"
 
 
 def _sample_note(shown: int, total: int, seed: int) -> str:
@@ -176,7 +185,7 @@ def cluster_names(found: np.ndarray, embeddings: np.ndarray, texts: list[str] | 
     for c in range(count):
         members = np.flatnonzero(found == c)
         central = members[int(np.argmax(unit[members] @ unit[members].mean(axis=0)))]
-        names.append(f"cluster {c}: {short(texts[central], 36)}")
+        names.append(f"cluster {c}: {short(plain(texts[central]), 36)}")
     return names
 
 
@@ -217,24 +226,26 @@ def draw_plotly(shown: MapData):
     trace = go.Scattergl if len(shown.points) > 5000 else go.Scatter
     for group in shown.order():
         at = np.flatnonzero(groups == group)
+        label = escaped(group)
         hover = [
-            f"{short(shown.texts[i], 200) if shown.texts else f'row {shown.rows[i]}'}<br><i>{group}</i>" for i in at
+            f"{escaped(short(shown.texts[i], 200)) if shown.texts else f'row {shown.rows[i]}'}<br><i>{label}</i>"
+            for i in at
         ]
         fig.add_trace(
             trace(
                 x=shown.points[at, 0],
                 y=shown.points[at, 1],
                 mode="markers",
-                name=group,
+                name=escaped(group),
                 marker={"color": palette[group], "size": 6 if len(shown.points) < 2000 else 4, "opacity": 0.8},
                 hovertext=hover,
                 hoverinfo="text",
                 customdata=shown.rows[at],
             )
         )
-    subtitle = f"<br><sup>{shown.note}</sup>" if shown.note else ""
+    subtitle = f"<br><sup>{escaped(shown.note)}</sup>" if shown.note else ""
     fig.update_layout(
-        title={"text": shown.title + subtitle},
+        title={"text": escaped(shown.title) + subtitle},
         xaxis_title=shown.axes[0],
         yaxis_title=shown.axes[1],
         template="plotly_white",

@@ -8,6 +8,7 @@ import numpy as np
 
 METHODS = ("umap", "pca", "tsne")
 NAMES = {"umap": "UMAP", "pca": "PCA", "tsne": "t-SNE"}
+FEW_FOR_UMAP = 50  # below this many points a UMAP map shows little more than noise
 
 
 def sample_rows(n: int, max_points: int | None, seed: int = 0) -> np.ndarray:

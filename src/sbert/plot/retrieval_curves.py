@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from sbert.plot.rankings import Rankings, read_rankings
-from sbert.plot.style import PALETTE, check_backend
+from sbert.plot.style import PALETTE, check_backend, escaped
 
 MARKED_K = (1, 10, 100)  # the cutoffs written on the curves
 
@@ -75,7 +75,7 @@ def _plotly(runs: list[Rankings], title: str, bins: int):
 
     fig = make_subplots(rows=1, cols=2, subplot_titles=("recall@k", "scores of retrieved documents"))
     for number, run in enumerate(runs):
-        colour, label = PALETTE[number % len(PALETTE)], f"{run.name} ({run.model})"
+        colour, label = PALETTE[number % len(PALETTE)], escaped(f"{run.name} ({run.model})")
         ks, recall = curves(run)
         fig.add_trace(go.Scatter(x=ks, y=recall, name=label, line={"color": colour}, line_shape="hv"), row=1, col=1)
         relevant, other = run.scores()
@@ -91,5 +91,5 @@ def _plotly(runs: list[Rankings], title: str, bins: int):
     fig.update_yaxes(title_text="mean recall@k", range=[0, 1.02], row=1, col=1)
     fig.update_xaxes(title_text="score", row=1, col=2)
     fig.update_yaxes(title_text="density", row=1, col=2)
-    fig.update_layout(title={"text": title}, template="plotly_white")
+    fig.update_layout(title={"text": escaped(title)}, template="plotly_white")
     return fig

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,32 @@ def short(text: str, width: int = 40) -> str:
     """``text`` on one line, cut to ``width`` characters with an ellipsis."""
     text = " ".join(str(text).split())
     return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
+def escaped(text: object) -> str:
+    """``text`` for a plotly text field (legend, hover, title, axis): plotly reads a few HTML tags there (``<a href>``,
+    ``<span style>``, ``<br>``), so a label's own ``<``, ``>`` and ``&`` are written as entities: shown, not obeyed."""
+    return html.escape(str(text), quote=False)
+
+
+# Markdown and HTML markup a legend shows as noise: links and images (their text kept), tags, a line's heading,
+# quote or list mark, emphasis and code marks (not the underscores inside snake_case words).
+_MARKUP = (
+    (re.compile(r"!?\[([^\]]*)\]\([^)]*\)"), r"\1"),
+    (re.compile(r"<[^>\n]+>"), ""),
+    (re.compile(r"^\s{0,3}(?:#{1,6}|>|[-*+]|\d+[.)])\s+"), ""),
+    (re.compile(r"(\*\*|__|~~|`+)(?=\S)(.+?)(?<=\S)\1"), r"\2"),
+    (re.compile(r"(?<![\w*])([*_])(?=\S)(.+?)(?<=\S)\1(?![\w*])"), r"\2"),
+)
+
+
+def plain(text: str) -> str:
+    """``text`` without Markdown or HTML markup (``## **Set-up**: [docs](x.md)`` -> ``Set-up: docs``): a readable
+    label made from a text."""
+    text = " ".join(str(text).split())
+    for pattern, replacement in _MARKUP:
+        text = pattern.sub(replacement, text)
+    return " ".join(text.split())
 
 
 def colours(groups: Sequence[str]) -> dict[str, str]:

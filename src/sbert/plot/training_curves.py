@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sbert.errors import InputFileError
-from sbert.plot.style import PALETTE, check_backend
+from sbert.plot.style import PALETTE, check_backend, escaped
 
 
 @dataclass
@@ -145,8 +145,8 @@ def _plotly(runs: list[RunLog], title: str):
     for panel, label, (steps, values), colour, dashed in _series(runs):
         line = {"color": colour, "dash": "dash" if dashed else "solid"}
         mode = "lines+markers" if panel == 2 else "lines"
-        fig.add_trace(go.Scatter(x=steps, y=values, name=label, mode=mode, line=line), row=1, col=panel + 1)
+        fig.add_trace(go.Scatter(x=steps, y=values, name=escaped(label), mode=mode, line=line), row=1, col=panel + 1)
     for col in (1, 2, 3):
         fig.update_xaxes(title_text="step", row=1, col=col)
-    fig.update_layout(title={"text": title}, template="plotly_white")
+    fig.update_layout(title={"text": escaped(title)}, template="plotly_white")
     return fig

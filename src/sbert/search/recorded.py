@@ -25,7 +25,7 @@ def check_backend(path: str | Path, manifest: dict, backend: str | None, allow_m
         raise IndexMismatchError(
             f"index {path} holds vectors made with {recorded}; these are made with {backend}: vectors of another "
             f"precision are not comparable enough to mix. Embed with the index's backend and precision "
-            f"(--backend/--precision), or pass allow_mixed_backend=True (--allow-mixed-backend) to use them anyway"
+            f"(--backend/--precision), or pass allow_mixed_backend=True to use them anyway"
         )
 
 

@@ -37,7 +37,7 @@ from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
 from sbert.atomic import check_replaceable
-from sbert.device import default_device
+from sbert.device import resolve_device
 from sbert.errors import SbertError
 from sbert.progress import progress_bar
 from sbert.training import checkpoint as ckpt
@@ -222,7 +222,7 @@ class Trainer:
         check_replaceable(self.out)  # a folder of other files is refused now, not after hours of training
         self.run_dir = Path(run_dir) if run_dir else self.out.with_name(self.out.name + ".train")
         self.evaluator = evaluator
-        self.device = distributed.init_from_env(torch.device(device or default_device()))
+        self.device = distributed.init_from_env(torch.device(resolve_device(device)))
         self._plan: tuple[int, list[tuple[int, np.ndarray]]] | None = None  # the last epoch planned
         self._epoch_lengths: dict[int, int] = {}
         self.moved: dict[tuple[int, int], int] = {}  # (epoch, objective) -> rows the sampler moved

@@ -134,6 +134,7 @@ async function search(event) {
   event.preventDefault();
   clearError();
   $("results").replaceChildren();
+  $("search-status").textContent = ""; // the last search's "10 results for …" belongs to its results
   const query = $("query").value.trim();
   if (!query) {
     showError(new ApiError(0, "Type a query to search the index."));

@@ -1,0 +1,221 @@
+"""What a new user trips over: corpus formats by extension, one-line device errors, errors in the words of the
+command line, plain tables, empty results that say which option to change, Ctrl-C that says what was kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from sbert.cli import main
+from sbert.data.corpus import Columns, read_corpus
+from sbert.device import DeviceError, resolve_device
+from sbert.errors import InputFileError
+
+TWELVE = [
+    "A man is playing a guitar.",
+    "A woman is slicing an onion.",
+    "The stock market fell today.",
+    "A cat sleeps on the sofa.",
+    "Heavy rain is expected tomorrow.",
+    "The night train to Vienna was delayed.",
+    "Python is a popular programming language.",
+    "The football match ended in a draw.",
+    "The astronauts landed on the moon.",
+    "Tomatoes grow best in a sunny garden.",
+    "She has practised the violin since she was six.",
+    "Boil the pasta in salted water.",
+]
+
+
+def invoke(*args: object):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+# -- corpus formats ------------------------------------------------------------------------------------
+def test_a_csv_corpus_is_read_by_its_header_not_as_lines(tmp_path):
+    path = tmp_path / "docs.csv"
+    path.write_text('id,title,text\nd1,Cats,"Cats purr, softly."\nd2,,"Dogs bark\nat night."\n', encoding="utf-8")
+    assert read_corpus(path) == (["d1", "d2"], ["Cats Cats purr, softly.", "Dogs bark\nat night."])
+    tsv = tmp_path / "docs.tsv"
+    tsv.write_text("key\tbody\tlabel\nk1\tfirst text\tx\nk2\tsecond text\ty\n", encoding="utf-8")
+    assert read_corpus(tsv, columns=Columns(text="body", id="key")) == (["k1", "k2"], ["first text", "second text"])
+    assert read_corpus(tsv, columns=Columns(text="body"))[0] is None  # no "id" column: no ids
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("a.csv", "name,body\nx,y\n", r"a.csv: the header row \(line 1\) has no 'text' column \(columns: 'name'"),
+        ("b.csv", "id,text\n1,one\n2,two,three\n", r"b.csv: line 3: 3 fields; the header row has 2"),
+        ("c.csv", "id,text\n1,\n", r"c.csv: line 2: the 'text' column is empty"),
+        ("d.json", '["a", "b"]\n', r"d.json: a '.json' file \(JSON, one document.*JSON lines \(.jsonl"),
+        ("e.parquet", "PAR1", r"e.parquet: a '.parquet' file \(Parquet\) is not a format sbert reads"),
+        ("f.xyz", "a\n", r"f.xyz: a '.xyz' file is not a format sbert reads texts from; expected text, one per line"),
+    ],
+)
+def test_a_corpus_the_readers_do_not_understand_is_refused_naming_the_format(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(InputFileError, match=message):
+        read_corpus(path)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["encode", "{f}", "--out", "{tmp}/e.npy"],
+        ["index", "build", "{f}", "--out", "{tmp}/ix"],
+        ["mine", "{f}"],
+        ["cluster", "{f}"],
+        ["plot", "map", "{f}", "--out", "{tmp}/m.html"],
+        ["plot", "heatmap", "--file", "{f}", "--out", "{tmp}/h.html"],
+    ],
+    ids=lambda c: " ".join(w for w in c if not w.startswith("{")),
+)
+def test_every_command_that_reads_texts_refuses_a_csv_without_its_column_in_cli_words(tmp_path, command):
+    path = tmp_path / "texts.csv"
+    path.write_text("sentence,score\nA man eats.,1\n", encoding="utf-8")
+    result = invoke(*(w.format(f=path, tmp=tmp_path) for w in command))
+    assert result.exit_code == 1, result.output
+    assert "has no 'text' column (columns: 'sentence', 'score')" in result.output
+    assert "use --text-column NAME for another" in result.output and "text_column" not in result.output
+
+
+def test_sharded_encoding_refuses_a_csv_rather_than_embedding_its_lines(tmp_path):
+    path = tmp_path / "texts.csv"
+    path.write_text("text\nA man eats.\n", encoding="utf-8")
+    result = invoke("encode", path, "--processes", "1", "--out", tmp_path / "shards")
+    assert result.exit_code == 2 and "this is a csv file" in result.output
+    assert not (tmp_path / "shards").exists()
+
+
+def test_plot_retrieval_of_a_folder_that_is_not_there_says_so(tmp_path):
+    pytest.importorskip("plotly")
+    result = invoke("plot", "retrieval", tmp_path / "scifact", "--save-rankings", tmp_path / "r.json", "--out",
+                    tmp_path / "r.html")  # fmt: skip
+    assert result.exit_code == 2 and "scifact: no such folder or file" in result.output
+    assert "exactly one" not in result.output
+
+
+# -- devices -------------------------------------------------------------------------------------------
+def test_a_device_this_machine_lacks_is_one_line_naming_the_devices_there_are():
+    import torch
+
+    assert resolve_device("cpu") == "cpu"
+    with pytest.raises(DeviceError, match=r"device 'nonsense': not a device name torch knows; this machine has: cpu"):
+        resolve_device("nonsense")
+    absent = f"cuda:{torch.cuda.device_count()}"  # one past the last GPU: absent everywhere
+    with pytest.raises(DeviceError, match=rf"device '{absent}': not available here.*; this machine has: cpu"):
+        resolve_device(absent)
+    result = invoke("info", "--device", absent)
+    assert result.exit_code == 1
+    assert result.output.count("\n") == 1 and result.output.startswith(f"Error: device '{absent}'")
+
+
+# -- errors in CLI words, plain tables -----------------------------------------------------------------
+def _tiny_index(tmp_path):
+    from sbert.search.index import VectorIndex
+
+    vectors = np.random.default_rng(0).normal(size=(5, 8)).astype(np.float32)
+    return VectorIndex.build(tmp_path / "ix", vectors, model="default", texts=[f"t{i}" for i in range(5)], ann=True)
+
+
+def test_index_info_is_a_plain_table_and_json_on_request(tmp_path):
+    _tiny_index(tmp_path)
+    result = invoke("index", "info", tmp_path / "ix")
+    assert result.exit_code == 0, result.output
+    rows = {line[:16].strip(): line[16:] for line in result.output.splitlines()}
+    assert (rows["rows"], rows["dimension"], rows["default method"]) == ("5", "8", "hnsw")
+    assert "{" not in result.output and "structures" not in result.output
+    assert "exact, hnsw (M 32, ef_construction 128, ef_search 64)" in result.output
+    assert json.loads(invoke("index", "info", tmp_path / "ix", "--json").output)["structures"]["hnsw"]["M"] == 32
+
+
+def test_library_advice_becomes_the_option_to_type(tmp_path):
+    _tiny_index(tmp_path)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("one\n", encoding="utf-8")
+    result = invoke("index", "build", corpus, "--out", tmp_path / "ix")
+    assert result.exit_code == 1
+    assert "use --overwrite" in result.output and "overwrite=True" not in result.output, result.output
+
+
+def test_python_callers_keep_python_words(tmp_path):
+    from sbert.errors import IndexExistsError
+    from sbert.search.index import VectorIndex
+
+    _tiny_index(tmp_path)
+    with pytest.raises(IndexExistsError, match=r"pass overwrite=True"):
+        VectorIndex.build(tmp_path / "ix", np.ones((1, 8), np.float32), model="default")
+
+
+# -- empty results say which option to change ----------------------------------------------------------
+@pytest.fixture
+def twelve(tmp_path, model):
+    path = tmp_path / "sentences.txt"
+    path.write_text("\n".join(TWELVE) + "\n", encoding="utf-8")
+    return path
+
+
+def test_an_empty_clustering_names_the_option_to_change(twelve):
+    result = invoke("cluster", twelve, "--method", "community", "--limit", "10")
+    assert result.exit_code == 0, result.output
+    assert "0 clusters; 12 texts in none" in result.output
+    assert "hint: no group of at least --min-size 10 texts" in result.output and "lower --min-size" in result.output
+    found = invoke("cluster", twelve, "--method", "community", "--min-size", "1", "--threshold", "0.2")
+    assert "hint" not in found.output and "0 clusters" not in found.output
+
+
+def test_mining_with_a_threshold_no_pair_reaches_says_the_best_score(twelve, model):
+    result = invoke("mine", twelve, "--threshold", "0.8")
+    assert result.exit_code == 0, result.output
+    emb = model.encode(TWELVE, normalize=True)
+    best = float((emb @ emb.T - 2 * np.eye(len(TWELVE))).max())
+    assert "0 pairs" in result.output and "no pair reaches --threshold 0.8" in result.output
+    assert f"the most similar pair scores {best:.4f}" in result.output or f"{best:.3f}" in result.output
+    assert "hint" not in invoke("mine", twelve).output
+
+
+def test_a_umap_map_of_a_dozen_texts_warns_on_the_terminal_and_the_figure(tmp_path):
+    pytest.importorskip("umap")
+    pytest.importorskip("plotly")
+    from sbert.plot.maps import few_points_note
+
+    path = tmp_path / "sentences.txt"
+    path.write_text("\n".join(TWELVE) + "\n", encoding="utf-8")
+    # the warning comes before the model loads (here: a model that is not there, so no UMAP runs)
+    result = invoke("plot", "map", path, "--out", tmp_path / "map.html", "--model", tmp_path / "no-model")
+    assert "warning: 12 points: a UMAP map means little below ~50; --method pca" in result.output
+    quiet = invoke("plot", "map", path, "--method", "pca", "--out", tmp_path / "m.html", "--model", tmp_path / "x")
+    assert "warning" not in quiet.output
+    assert "a UMAP map means little below ~50" in few_points_note("umap", 12)  # the figure's note
+    assert few_points_note("umap", 50) == few_points_note("pca", 12) == ""
+
+
+# -- Ctrl-C ------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_ctrl_c_in_index_build_says_nothing_was_written(tmp_path):
+    corpus = tmp_path / "big.txt"
+    corpus.write_text("".join(f"sentence number {i} about topic {i % 97}\n" for i in range(20_000)), encoding="utf-8")
+    out = tmp_path / "ix"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "sbert", "index", "build", str(corpus), "--out", str(out), "--progress"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, env=env)
+    deadline, seen = time.monotonic() + 120, b""
+    while b"%" not in seen and time.monotonic() < deadline:  # the progress bar: encoding has begun
+        seen += process.stderr.read1(4096) or b""
+        assert process.poll() is None, seen.decode()
+    process.send_signal(signal.SIGINT)
+    rest = process.communicate(timeout=60)[1]
+    said = (seen + rest).decode()
+    assert process.returncode == 130, said
+    assert f"interrupted: nothing was written: {out} is as it was" in said and "Traceback" not in said
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["big.txt"]
