@@ -331,9 +331,11 @@ def search(folder, queries, k, model, method, ef_search, rescore, rerank, candid
     allow_pickle = flags["allow_pickle"]
     existing = open_index(folder, table=flags["table"])
     existing.check_model(model or existing.model)
-    encoder = load_model(model or existing.model, runtime, allow_pickle)
-    existing.fit_truncate_dim(encoder)
-    existing.check_model(model or existing.model, encoder.dim)
+    encoder = _light_encoder(existing, queries, runtime, rerank, flags["prompts"])
+    if encoder is None:  # the model itself (torch and transformers loaded: seconds)
+        encoder = load_model(model or existing.model, runtime, allow_pickle)
+        existing.fit_truncate_dim(encoder)
+        existing.check_model(model or existing.model, encoder.dim)
     existing.check_backend(encoder.runtime, flags["allow_mixed_backend"])
     cross = None
     if rerank:
@@ -356,6 +358,25 @@ def search(folder, queries, k, model, method, ef_search, rescore, rerank, candid
         existing, encoder, queries, options, allow_mixed_backend=flags["allow_mixed_backend"], **flags["prompts"]
     )
     _print_hits(queries, hits, as_json)
+
+
+def _light_encoder(existing, queries, runtime, rerank, prompts: dict):
+    """The torch-free query encoder of a folder index built with --backend onnx (``sbert.backends.onnx_query``),
+    when nothing asks for more: no --rerank, --prompt, --device, nor a --backend/--precision unlike the index's."""
+    from click.core import ParameterSource
+
+    from sbert.search.base import is_database_url
+
+    source = click.get_current_context().get_parameter_source
+    chosen = any(source(name) not in (None, ParameterSource.DEFAULT) for name in ("backend", "precision"))
+    if chosen and f"{runtime.backend}/{runtime.precision}" != existing.manifest.get("backend"):
+        return None
+    if rerank or runtime.device or any(v is not None for v in prompts.values()) or is_database_url(existing.path):
+        return None
+    from sbert.backends.onnx_query import light_query_encoder
+
+    light = light_query_encoder(existing)
+    return light if light is not None and light.accepts(queries) else None
 
 
 def _print_hits(queries, hits, as_json: bool) -> None:

@@ -10,14 +10,18 @@ rows whose true scores are within float32 rounding of the cut could change with 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import sys
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-import torch
 
-from sbert import similarity
 from sbert.arrays import Array, as_tensor
 from sbert.search import ranking
+
+if TYPE_CHECKING:
+    import torch
+
+SCORES = ("cosine", "dot", "euclidean", "manhattan")  # sbert.similarity.MATRIX's names
 
 _RESCORE_BLOCK = 2**22  # float64 values gathered at a time when re-scoring
 
@@ -48,15 +52,19 @@ def pair_scores(a: np.ndarray, b: np.ndarray, score: str) -> np.ndarray:
         return -np.sqrt(np.einsum("...d,...d->...", diff, diff))
     if score == "manhattan":
         return -np.abs(diff).sum(-1)
-    raise ValueError(f"unknown similarity {score!r}; expected one of {', '.join(similarity.MATRIX)}")
+    raise ValueError(f"unknown similarity {score!r}; expected one of {', '.join(SCORES)}")
 
 
 def _numpy(x: torch.Tensor) -> np.ndarray:
+    import torch
+
     return (x if x.dtype in (torch.float32, torch.float64) else x.float()).detach().cpu().numpy()
 
 
 def _rows(corpus: torch.Tensor, indices: np.ndarray) -> np.ndarray:
     """Corpus rows ``indices`` (any shape) as numpy, shape (*indices.shape, d)."""
+    import torch
+
     if corpus.device.type == "cpu" and corpus.dtype in (torch.float32, torch.float64):
         return corpus.numpy()[indices]
     flat = torch.from_numpy(np.ascontiguousarray(indices).ravel()).to(corpus.device)
@@ -76,6 +84,8 @@ def _rescore(queries: torch.Tensor, corpus: torch.Tensor, indices: np.ndarray, s
 def _band_top(scores: torch.Tensor, offset: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Each row's best ``k`` float32 scores of a block and every score in the band below the ``k``-th (as many
     columns as the widest row needs), with column indices + ``offset``."""
+    import torch
+
     values, positions = torch.topk(scores, k, dim=1, largest=True, sorted=False)
     width = int((scores >= ranking.floor(values.min(dim=1, keepdim=True).values)).sum(dim=1).max())
     if width > k:
@@ -85,6 +95,8 @@ def _band_top(scores: torch.Tensor, offset: int, k: int) -> tuple[np.ndarray, np
 
 def _chunk_top(scores: torch.Tensor, offset: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The best ``k`` float32 scores of each row of a block, ties at the cut broken by lowest index."""
+    import torch
+
     values, positions = torch.topk(scores, k, dim=1, largest=True, sorted=True)
     kth = values[:, -1:]
     at_cut = (scores == kth).sum(dim=1)
@@ -122,6 +134,12 @@ def semantic_search(
         raise ValueError(f"top_k must be at least 1, got {top_k}")
     if query_chunk_size < 1 or corpus_chunk_size < 1:
         raise ValueError("chunk sizes must be at least 1")
+    if _without_torch(query_emb, corpus_emb, score, exact_scores):
+        return _numpy_search(query_emb, corpus_emb, top_k, query_chunk_size, corpus_chunk_size)
+    import torch
+
+    from sbert import similarity
+
     fn = similarity.get(score)
     queries, corpus = as_tensor(query_emb), as_tensor(corpus_emb)
     if queries.shape[1] != corpus.shape[1]:
@@ -154,4 +172,51 @@ def semantic_search(
                 best_s, best_i = ranking.top(exact, best_i, k)
             out_s.append(best_s)
             out_i.append(best_i)
+    return TopK(np.vstack(out_s).astype(np.float32), np.vstack(out_i).astype(np.int64))
+
+
+def _without_torch(query_emb: Array, corpus_emb: Array, score: str, exact_scores: bool) -> bool:
+    """Whether ``semantic_search`` runs in numpy: dot products of numpy arrays, with torch not yet imported
+    (the light query path of ``sbert search``); the candidates are re-scored in float64 either way, so both
+    paths return the same rows and scores."""
+    return (
+        "torch" not in sys.modules
+        and score == "dot"
+        and exact_scores
+        and isinstance(query_emb, np.ndarray)
+        and isinstance(corpus_emb, np.ndarray)
+        and query_emb.ndim == corpus_emb.ndim == 2
+        and np.issubdtype(corpus_emb.dtype, np.floating)
+    )
+
+
+def _numpy_search(queries: np.ndarray, corpus: np.ndarray, top_k: int, q_chunk: int, c_chunk: int) -> TopK:
+    """``semantic_search`` by dot product in numpy: float32 blocks, the band below each cut, float64 re-scoring."""
+    if queries.shape[1] != corpus.shape[1]:
+        raise ValueError(f"query width {queries.shape[1]} differs from corpus width {corpus.shape[1]}")
+    queries = queries.astype(corpus.dtype, copy=False)
+    n, m = queries.shape[0], corpus.shape[0]
+    k = min(top_k, m)
+    if n == 0 or m == 0:
+        return TopK(np.zeros((n, k), np.float32), np.zeros((n, k), np.int64))
+    out_s, out_i = [], []
+    for q0 in range(0, n, q_chunk):
+        q = queries[q0 : q0 + q_chunk]
+        best_s = np.empty((q.shape[0], 0), np.float32)
+        best_i = np.empty((q.shape[0], 0), np.int64)
+        for c0 in range(0, m, c_chunk):
+            block = (q @ corpus[c0 : c0 + c_chunk].T).astype(np.float32, copy=False)
+            kc = min(k, block.shape[1])
+            cut = -np.partition(-block, kc - 1, axis=1)[:, kc - 1 : kc]  # each row's kc-th best
+            inside = block >= ranking.floor(cut)
+            width = int(inside.sum(axis=1).max())
+            pick = np.argpartition(-block, width - 1, axis=1)[:, :width] if width < block.shape[1] else (
+                np.broadcast_to(np.arange(block.shape[1]), block.shape)
+            )
+            s = np.take_along_axis(block, pick, 1)
+            best_s, best_i = ranking.band(np.hstack([best_s, s]), np.hstack([best_i, pick + c0]), k)
+        exact = pair_scores(q, corpus[best_i], "dot")
+        best_s, best_i = ranking.top(exact, best_i, k)
+        out_s.append(best_s)
+        out_i.append(best_i)
     return TopK(np.vstack(out_s).astype(np.float32), np.vstack(out_i).astype(np.int64))

@@ -13,8 +13,12 @@ trade places between processors.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 BAND = 1e-5  # float32 scores this close to a cut (x max(1, |score at the cut|)) may belong on either side
 _LAST = np.iinfo(np.int64).max
@@ -44,7 +48,7 @@ def top(scores: np.ndarray, ids: np.ndarray, k: int | None = None) -> tuple[np.n
 def floor(cut: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
     """The lowest score that may still belong above a cut at score ``cut``: rounding could put a true
     score anywhere in the band of ``BAND x max(1, |cut|)`` below it."""
-    scale = np.maximum(np.abs(cut), 1.0) if isinstance(cut, np.ndarray) else torch.clamp(cut.abs(), min=1.0)
+    scale = np.maximum(np.abs(cut), 1.0) if isinstance(cut, np.ndarray) else cut.abs().clamp(min=1.0)
     return cut - BAND * scale
 
 

@@ -134,9 +134,10 @@ def build_index(
 
         common = {key: value for key, value in common.items() if key not in ("ann", "lock_timeout")}
         return PgVectorIndex.build(target[0], corpus.embeddings, table=target[1], overwrite=overwrite, **common)
+    from sbert.backends.onnx_query import record
     from sbert.search.index import VectorIndex
 
-    return VectorIndex.build(
+    built = VectorIndex.build(
         target,
         corpus.embeddings,
         overwrite=overwrite,
@@ -145,6 +146,8 @@ def build_index(
         bm25=bm25,
         **common,
     )
+    record(built.path, encoder, built.manifest)  # the torch-free query path of `sbert search` (ONNX builds)
+    return built
 
 
 def _target(location, table, overwrite: bool, **settings: Any):
