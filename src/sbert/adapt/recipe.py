@@ -8,7 +8,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-
 from sbert.adapt.documents import read_adapt_documents
 from sbert.adapt.methods import DEFAULT_METHOD, Method, method
 from sbert.adapt.pseudo_queries import PseudoQuery, pseudo_queries

@@ -96,8 +96,10 @@ class QueryEncoder:
         try:
             spec = json.loads((folder / RECORD).read_text(encoding="utf-8"))
             recorded = {key: manifest.get(key) for key in ("model", "backend", "created", "dim")}
-            if spec.get("version") != VERSION or spec["index"] != recorded or not str(recorded["backend"]).startswith(
-                "onnx/"
+            if (
+                spec.get("version") != VERSION
+                or spec["index"] != recorded
+                or not str(recorded["backend"]).startswith("onnx/")
             ):
                 return None
             if _export_facts(Path(spec["onnx"]["path"])) != spec["onnx"]:

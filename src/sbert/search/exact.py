@@ -210,8 +210,10 @@ def _numpy_search(queries: np.ndarray, corpus: np.ndarray, top_k: int, q_chunk: 
             cut = -np.partition(-block, kc - 1, axis=1)[:, kc - 1 : kc]  # each row's kc-th best
             inside = block >= ranking.floor(cut)
             width = int(inside.sum(axis=1).max())
-            pick = np.argpartition(-block, width - 1, axis=1)[:, :width] if width < block.shape[1] else (
-                np.broadcast_to(np.arange(block.shape[1]), block.shape)
+            pick = (
+                np.argpartition(-block, width - 1, axis=1)[:, :width]
+                if width < block.shape[1]
+                else np.broadcast_to(np.arange(block.shape[1]), block.shape)
             )
             s = np.take_along_axis(block, pick, 1)
             best_s, best_i = ranking.band(np.hstack([best_s, s]), np.hstack([best_i, pick + c0]), k)
