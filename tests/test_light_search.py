@@ -118,7 +118,7 @@ def test_stale_or_missing_records_fall_back_to_the_full_path(onnx_index, tmp_pat
     from sbert.backends.onnx_query import light_query_encoder
     from sbert.search.retrieve import build_index, open_index
 
-    root, encoder = onnx_index
+    root, _ = onnx_index
     copy = tmp_path / "index"
     shutil.copytree(root / "index", copy)
     spec = json.loads((copy / "query-encoder.json").read_text())
