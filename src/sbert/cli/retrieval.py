@@ -127,7 +127,7 @@ def index_build(
 ):
     """Embed CORPUS (text, one per line; .jsonl, or .csv/.tsv with a header row: 'text', optional 'id' and
     'title') into an index at --out."""
-    from sbert.data.corpus import read_corpus
+    from sbert.data.corpus import read_corpus, read_titles
     from sbert.documents import Chunking
     from sbert.search.base import is_database_url
     from sbert.search.retrieve import build_index
@@ -145,6 +145,7 @@ def index_build(
 
         VectorIndex.check_target(out, overwrite)  # before reading and loading anything
     ids, texts = read_corpus(corpus, skip_empty=skip_empty, columns=columns)
+    titles = read_titles(corpus, skip_empty=skip_empty, columns=columns)  # kept beside the text, and shown
     encoder = load_model(model, runtime, allow_pickle)
     if truncate_dim is not None:
         encoder.truncate_dim = truncate_dim
@@ -152,7 +153,7 @@ def index_build(
         opts["truncate_dim"] = encoder.truncate_dim  # given, or the model's own (recorded on folder indexes)
     built = build_index(
         out, encoder, texts, ids, model=model, chunking=chunking, table=table, metric=metric, overwrite=overwrite,
-        batch_size=batch_size, show_progress=progress, **prompts, **opts,
+        batch_size=batch_size, show_progress=progress, titles=titles, **prompts, **opts,
     )  # fmt: skip
     what = f"{len(built.document_ids):,} documents ({len(built):,} windows)" if chunk else f"{len(built):,} texts"
     click.echo(f"indexed {what} ({built.dim}-dim, {built.model}, {built.backend}) in {out}", err=True)
@@ -186,18 +187,19 @@ def index_add(
     folder, corpus, model, runtime, allow_pickle, allow_mixed_backend, lock_timeout, batch_size, prompts, table, **read
 ):
     """Embed CORPUS with the index's own model and add it to the index in FOLDER (waiting for other writers)."""
-    from sbert.data.corpus import read_corpus
+    from sbert.data.corpus import read_corpus, read_titles
     from sbert.search.retrieve import add_texts, open_index
 
     existing = open_index(folder, table=table, lock_timeout=lock_timeout)
     existing.check_model(model or existing.model)
     ids, texts = read_corpus(corpus, skip_empty=read["skip_empty"], columns=read["columns"])
+    titles = read_titles(corpus, skip_empty=read["skip_empty"], columns=read["columns"])
     encoder = load_model(model or existing.model, runtime, allow_pickle)
     existing.fit_truncate_dim(encoder)
     existing.check_model(model or existing.model, encoder.dim)
     add_texts(
         existing, encoder, texts, ids, batch_size=batch_size, show_progress=read["progress"],
-        allow_mixed_backend=allow_mixed_backend, **prompts,
+        allow_mixed_backend=allow_mixed_backend, titles=titles, **prompts,
     )  # fmt: skip
     what = f"{len(existing.document_ids):,} documents" if existing.documents else f"{len(existing):,}"
     click.echo(f"added {len(texts):,} texts; the index holds {what}", err=True)
@@ -384,7 +386,10 @@ def _print_hits(queries, hits, as_json: bool) -> None:
     if as_json:
         _echo_json(
             [
-                {"query": q, "hits": [{k: v for k, v in h._asdict().items() if k != "span" or v} for h in found]}
+                {
+                    "query": q,
+                    "hits": [{k: v for k, v in h._asdict().items() if k not in ("span", "title") or v} for h in found],
+                }
                 for q, found in zip(queries, hits, strict=True)
             ]
         )
@@ -393,7 +398,17 @@ def _print_hits(queries, hits, as_json: bool) -> None:
         click.echo(f"query: {query}")
         for rank, hit in enumerate(found, 1):
             where = f" (chars {hit.span[0]}-{hit.span[1]})" if hit.span else ""
-            click.echo(f"{rank:>4}. {hit.score:.4f}  [{hit.id}]{where} {_clip(hit.text)}")
+            if not hit.title:
+                click.echo(f"{rank:>4}. {hit.score:.4f}  [{hit.id}]{where} {_clip(hit.text)}")
+                continue
+            click.echo(f"{rank:>4}. {hit.score:.4f}  [{hit.id}]{where} {_clip(hit.title)}")
+            click.echo(f"{'':>14}{_clip(_body(hit))}")
+
+
+def _body(hit) -> str | None:
+    """A hit's text shown under its title: without the title the text begins with (read_corpus puts it there)."""
+    text = hit.text or ""
+    return text[len(hit.title) + 1 :] if hit.title and text.startswith(hit.title + " ") else hit.text
 
 
 # -- mining and clustering ---------------------------------------------------------------------------

@@ -170,3 +170,19 @@ def record_fields(
             continue
         kept.append((number, record.get(field)))
     return kept
+
+
+def read_titles(
+    source: str | Path, *, skip_empty: bool = False, columns: Columns | None = None
+) -> list[str | None] | None:
+    """Each kept record's title (``read_corpus``'s order; None where a record has none), or None when the file
+    has no titles at all (text lines never do). ``read_corpus`` has already put each title before its text:
+    this is for keeping it beside the text, to show it (``sbert index build``)."""
+    columns = columns or Columns()
+    if corpus_format(source) == LINES:
+        return None
+    titles = [
+        value.strip() if isinstance(value, str) and value.strip() else None
+        for _, value in record_fields(source, columns.title, skip_empty=skip_empty, columns=columns)
+    ]
+    return titles if any(t is not None for t in titles) else None

@@ -28,13 +28,16 @@ SCHEMES = ("postgresql://", "postgres://")
 
 class Hit(NamedTuple):
     """One search result: the row's ``id``, its ``score``, its ``text`` (or None) and ``row``. In an index
-    of documents: the document's id, its score, its best passage, that window's row and character ``span``."""
+    of documents: the document's id, its score, its best passage, that window's row and character ``span``.
+    ``title``: the document's title where the corpus had one (``title`` in JSON lines, ``--title-column``),
+    else None (and in indexes built before titles were kept; a PostgreSQL index keeps it in the text)."""
 
     id: str
     score: float
     text: str | None
     row: int
     span: tuple[int, int] | None = None
+    title: str | None = None
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ indexes (``sbert.search.index_search``) and by ``sbert.documents.rank_documents`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -73,3 +74,42 @@ class Groups:
         those of its rows (``rows[group]``), in that order."""
         rows = self.rows[group]
         return int(rows[ranking.order(scores, rows)[0]])
+
+
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+|\n\s*")
+READABLE_SHARE = 1 / 3  # a shown passage may skip at most this share of its window to start a sentence
+
+
+def readable_start(passage: str, before: str | None) -> int:
+    """Where a window cut from inside a document is shown from: after the first sentence end in its first
+    third (``READABLE_SHARE``), else at its first whole word. ``before``: the document's character just before
+    the window ("" at the document's start: shown whole; None: unknown, so a word-initial start is assumed cut)."""
+    if before == "" or not passage:
+        return 0
+    found = _SENTENCE_END.search(passage, 0, max(1, int(len(passage) * READABLE_SHARE)))
+    if found and found.end() < len(passage):
+        return found.end()
+    cut_word = passage[0].isalnum() and (before is None or before.isalnum())
+    start = 0
+    if cut_word:
+        space = re.search(r"\s+", passage)
+        start = space.end() if space and space.end() < len(passage) else 0
+    return start + len(passage[start:]) - len(passage[start:].lstrip())
+
+
+def readable_passage(
+    texts: Sequence[str | None], spans: Sequence[tuple[int, int] | None], docs: Sequence[str | None], row: int
+) -> tuple[str | None, tuple[int, int] | None]:
+    """Window ``row``'s passage and span as a hit shows them: starting at a sentence or word boundary
+    (``readable_start``; the character before it is read from the previous window of the same document)."""
+    text, span = texts[row], spans[row]
+    if text is None or span is None:
+        return text, span
+    before: str | None = "" if span[0] == 0 else None
+    prev = row - 1
+    if before is None and prev >= 0 and docs[prev] == docs[row] and spans[prev] and texts[prev] is not None:
+        a, b = spans[prev]
+        if a < span[0] <= b and 0 <= span[0] - 1 - a < len(texts[prev]):
+            before = texts[prev][span[0] - 1 - a]
+    cut = readable_start(text, before)
+    return text[cut:], (span[0] + cut, span[1])

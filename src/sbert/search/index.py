@@ -278,6 +278,7 @@ class VectorIndex(RecordedModel):
         documents: Documents | None = None,
         bm25: bool = False,
         truncate_dim: int | None = None,
+        titles: Sequence[str | None] | None = None,
     ) -> VectorIndex:
         """Write a new index at ``path`` from (n, dim) embeddings made by ``model`` (a name or folder).
 
@@ -293,6 +294,7 @@ class VectorIndex(RecordedModel):
         ``texts`` their passages); row ids are then ``<document id>#<window>`` and searches return
         documents. ``bm25``: also keep a BM25 index of ``texts`` for hybrid search. ``truncate_dim``: the
         model's ``truncate_dim`` the vectors were cut to, recorded (``fit_truncate_dim`` checks later models).
+        ``titles``: each row's title (a window's: its document's), kept beside its text and shown with its hits.
         """
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
@@ -311,7 +313,7 @@ class VectorIndex(RecordedModel):
         _plan_extras(manifest, documents, bm25, texts)
         store.path.mkdir(parents=True, exist_ok=True)
         index = cls(store, Snapshot.empty(store.path, manifest), lock_timeout)
-        rows = _Rows.of(ids, texts, documents, len(x))
+        rows = _Rows.of(ids, texts, documents, len(x), titles)
         with index._writing(refresh=False):
             store.check_target(overwrite)  # again, under the lock: another process may have built one
             index._rebuild(manifest, _prepare(x, manifest, store.path), rows, show_progress)
@@ -333,6 +335,7 @@ class VectorIndex(RecordedModel):
         backend: str | None = None,
         allow_mixed_backend: bool = False,
         documents: Documents | None = None,
+        titles: Sequence[str | None] | None = None,
     ) -> None:
         """Append rows (ids default to consecutive numbers after the largest numeric id).
 
@@ -350,7 +353,7 @@ class VectorIndex(RecordedModel):
                 recorded = MIXED
             x = _prepare(embeddings, snap.manifest, self.path)
             _check_documents_match(self.path, snap, documents)
-            rows = _Rows.of(ids, texts, documents, len(x))
+            rows = _Rows.of(ids, texts, documents, len(x), titles)
             if rows.docs is not None:
                 _check_new_documents(self.path, snap, rows.docs)
             self._append(snap, x, rows, recorded, show_progress)
@@ -397,7 +400,7 @@ class VectorIndex(RecordedModel):
         rows = rows.named(len(x), [])
         _check_rows(x, rows.ids, rows.texts, {})
         tag = new_tag()
-        seg = self._store.write_segment(tag, x, rows.ids, rows.texts, rows.docs, rows.spans)
+        seg = self._store.write_segment(tag, x, rows.ids, rows.texts, rows.docs, rows.spans, rows.titles)
         structures = {}
         for name, entry in manifest["structures"].items():
             config = {key: value for key, value in entry.items() if key != "file"}
@@ -419,7 +422,7 @@ class VectorIndex(RecordedModel):
         rows = rows.named(len(x), snap.ids)
         _check_rows(x, rows.ids, rows.texts, snap.row_of)
         tag = new_tag()
-        seg = self._store.write_segment(tag, x, rows.ids, rows.texts, rows.docs, rows.spans)
+        seg = self._store.write_segment(tag, x, rows.ids, rows.texts, rows.docs, rows.spans, rows.titles)
         structures = {}
         for name, entry in snap.manifest["structures"].items():
             # A private copy read from disk (we hold the lock, so the file is there): the snapshot's own
@@ -551,35 +554,43 @@ class _Rows:
     texts: Sequence[str | None] | None
     docs: list[str] | None = None
     spans: list[tuple[int, int]] | None = None
+    titles: Sequence[str | None] | None = None  # each row's title (a window's: its document's), or None
 
     @classmethod
-    def of(cls, ids: Sequence[str] | None, texts, documents: Documents | None, n: int) -> _Rows:
+    def of(cls, ids: Sequence[str] | None, texts, documents: Documents | None, n: int, titles=None) -> _Rows:
         ids = None if ids is None else [str(i) for i in ids]
+        if titles is not None and len(titles) != n:
+            raise ValueError(f"{n} embeddings but {len(titles)} titles")
+        titles = None if titles is None or all(t is None for t in titles) else list(titles)
         if documents is None:
-            return cls(ids, texts)
+            return cls(ids, texts, titles=titles)
         if ids is not None:
             raise ValueError("an index of documents names its rows itself: give document ids in documents, not ids")
         if len(documents.ids) != n or len(documents.spans) != n:
             raise ValueError(f"{n} embeddings but {len(documents.ids)} document ids and {len(documents.spans)} spans")
         docs = [str(d) for d in documents.ids]
         spans = [(int(a), int(b)) for a, b in np.asarray(documents.spans).reshape(-1, 2).tolist()]
-        return cls(_window_ids(docs), texts, docs, spans)
+        return cls(_window_ids(docs), texts, docs, spans, titles)
 
     @classmethod
     def of_snapshot(cls, snap: Snapshot) -> _Rows:
+        titles = getattr(snap, "titles", None)
+        titles = None if titles is None or all(t is None for t in titles) else titles
         if not snap.manifest.get("documents"):
-            return cls(snap.ids, snap.texts)
-        return cls(snap.ids, snap.texts, snap.docs, snap.spans)
+            return cls(snap.ids, snap.texts, titles=titles)
+        return cls(snap.ids, snap.texts, snap.docs, snap.spans, titles)
 
     def take(self, keep: np.ndarray) -> _Rows:
         def pick(values):
             return None if values is None else [values[r] for r in keep.tolist()]
 
-        return _Rows(pick(self.ids), pick(self.texts), pick(self.docs), pick(self.spans))
+        return _Rows(pick(self.ids), pick(self.texts), pick(self.docs), pick(self.spans), pick(self.titles))
 
     def named(self, n: int, existing: list[str]) -> _Rows:
         """These rows with ids: consecutive numbers after ``existing``'s largest numeric id where none were given."""
-        return self if self.ids is not None else _Rows(next_ids(existing, n), self.texts, self.docs, self.spans)
+        if self.ids is not None:
+            return self
+        return _Rows(next_ids(existing, n), self.texts, self.docs, self.spans, self.titles)
 
 
 def _window_ids(docs: list[str]) -> list[str]:

@@ -21,7 +21,7 @@ from sbert.search import ranking
 from sbert.search.base import Hit, Hybrid
 from sbert.search.exact import TopK, semantic_search
 from sbert.search.fusion import fuse
-from sbert.search.grouping import DEFAULT_MODE, Groups, check_mode
+from sbert.search.grouping import DEFAULT_MODE, Groups, check_mode, readable_passage
 
 if TYPE_CHECKING:
     from sbert.documents import Chunking, EncodedDocuments
@@ -110,7 +110,10 @@ def search(snap: Snapshot, q: np.ndarray, k: int, rows: Rows, mode: str | None, 
         found = fuse(found, lexical, k, hybrid.fusion, hybrid.alpha, hybrid.rrf_k)
     per_query = zip(q, found.scores, found.indices, strict=True)
     if documents is None:
-        return [[Hit(snap.ids[r], float(s), snap.texts[r], int(r)) for s, r in _live(*one)] for _, *one in per_query]
+        return [
+            [Hit(snap.ids[r], float(s), snap.texts[r], int(r), title=_title(snap, r)) for s, r in _live(*one)]
+            for _, *one in per_query
+        ]
     return [[_document_hit(snap, query, int(g), float(s)) for s, g in _live(*one)] for query, *one in per_query]
 
 
@@ -162,7 +165,8 @@ def _document_hit(snap: Snapshot, query: np.ndarray, group: int, score: float) -
     docs = groups(snap)
     rows = docs.rows[group]
     best = docs.best_row(group, snap.vectors[rows] @ query)
-    return Hit(docs.names[group], score, snap.texts[best], best, snap.spans[best])
+    text, span = readable_passage(snap.texts, snap.spans, snap.docs, best)  # from a sentence or word start
+    return Hit(docs.names[group], score, text, best, span, _title(snap, best))
 
 
 def _pad(found: TopK, k: int) -> TopK:
@@ -172,3 +176,9 @@ def _pad(found: TopK, k: int) -> TopK:
     n = len(found.scores)
     scores = np.hstack([found.scores, np.full((n, extra), -np.inf, np.float32)])
     return TopK(scores, np.hstack([found.indices, np.full((n, extra), -1, np.int64)]))
+
+
+def _title(snap: Snapshot, row: int) -> str | None:
+    """Row ``row``'s title, or None (an index without titles; a snapshot-like without the list)."""
+    titles = getattr(snap, "titles", None)
+    return titles[row] if titles else None

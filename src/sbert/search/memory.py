@@ -46,6 +46,7 @@ class _Version:
         self.texts = list(rows.texts) if rows.texts is not None else [None] * len(self.ids)
         self.docs = list(rows.docs) if rows.docs is not None else [None] * len(self.ids)
         self.spans = list(rows.spans) if rows.spans is not None else [None] * len(self.ids)
+        self.titles = list(rows.titles) if rows.titles is not None else [None] * len(self.ids)
         dead = set(deleted.tolist())
         self.row_of = {i: r for r, i in enumerate(self.ids) if r not in dead}
         self._derived: dict[str, Any] = {}
@@ -57,7 +58,7 @@ class _Version:
 
     def rows(self) -> _Rows:
         docs = self.docs if self.manifest.get("documents") else None
-        return _Rows(self.ids, self.texts, docs, self.spans if docs is not None else None)
+        return _Rows(self.ids, self.texts, docs, self.spans if docs is not None else None, self.titles)
 
 
 class MemoryIndex(RecordedModel):
@@ -82,6 +83,7 @@ class MemoryIndex(RecordedModel):
         backend: str | None = None,
         documents: Documents | None = None,
         bm25: bool = False,
+        titles: Sequence[str | None] | None = None,
         **ignored: Any,
     ) -> MemoryIndex:
         """An index of (n, dim) ``embeddings`` made by ``model``; arguments as ``VectorIndex.build`` (those
@@ -93,7 +95,7 @@ class MemoryIndex(RecordedModel):
         _plan_extras(manifest, documents, bm25, texts)
         if bm25:
             manifest["lexical"] = {"file": None}  # kept in memory, built at the first hybrid search
-        rows = _Rows.of(ids, texts, documents, len(x)).named(len(x), [])
+        rows = _Rows.of(ids, texts, documents, len(x), titles).named(len(x), [])
         _check_rows(x, rows.ids, rows.texts, {})
         return cls(manifest, _prepare(x, manifest, Path("(memory)")), rows)
 
@@ -187,13 +189,14 @@ class MemoryIndex(RecordedModel):
         backend: str | None = None,
         allow_mixed_backend: bool = False,
         documents: Documents | None = None,
+        titles: Sequence[str | None] | None = None,
     ) -> None:
         """Append rows, as ``VectorIndex.add`` does."""
         old = self._version
         self.check_backend(backend, allow_mixed_backend)
         x = _prepare(embeddings, old.manifest, Path(self.path))
         _check_documents_match(Path(self.path), old, documents)
-        new = _Rows.of(ids, texts, documents, len(x)).named(len(x), old.ids)
+        new = _Rows.of(ids, texts, documents, len(x), titles).named(len(x), old.ids)
         _check_rows(x, new.ids, new.texts, old.row_of)
         if new.docs is not None:
             _check_new_documents(Path(self.path), old, new.docs)
@@ -209,6 +212,7 @@ class MemoryIndex(RecordedModel):
             [*old.texts, *(new.texts if new.texts is not None else [None] * len(x))],
             None if new.docs is None else [*before.docs, *new.docs],
             None if new.spans is None else [*before.spans, *new.spans],
+            [*old.titles, *(new.titles if new.titles is not None else [None] * len(x))],
         )
         self._version = _Version(manifest, np.concatenate([old.vectors, x]), rows, old.deleted)
         self._bm25 = None

@@ -12,6 +12,7 @@ all go through these functions, so that what is measured is what is served:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,7 @@ class Corpus:
     ids: list[str] | None
     texts: list[str]
     documents: Documents | None = None
+    titles: list[str | None] | None = None  # each row's title (a window's: its document's), or None
 
 
 def embed_corpus(
@@ -68,11 +70,15 @@ def embed_corpus(
     show_progress: bool | None = None,
     prompt_name: str | None = None,
     prompt: str | None = None,
+    titles: Sequence[str | None] | None = None,
 ) -> Corpus:
     """Embed ``texts`` as an index keeps them: whole, with the model's document prompt (``encode_document``,
     cut at the model's limit), or, with ``chunking``, window by window (``sbert.documents``). A
-    ``prompt_name``/``prompt`` chooses another prompt than the model's document prompt."""
+    ``prompt_name``/``prompt`` chooses another prompt than the model's document prompt. ``titles`` (one per
+    text, or None) are kept beside the rows (``read_corpus`` has put each before its text already)."""
     texts = list(texts)
+    if titles is not None and len(titles) != len(texts):
+        raise ValueError(f"{len(titles)} titles for {len(texts)} texts")
     if chunking is None:
         embeddings = encoder.encode_document(
             texts,
@@ -82,13 +88,17 @@ def embed_corpus(
             prompt_name=prompt_name,
             prompt=prompt,
         )
-        return Corpus(np.asarray(embeddings), None if ids is None else [str(i) for i in ids], texts)
+        kept_ids = None if ids is None else [str(i) for i in ids]
+        return Corpus(np.asarray(embeddings), kept_ids, texts, titles=None if titles is None else list(titles))
     from sbert.search.index_search import Documents
 
     ids = [str(i) for i in ids] if ids is not None else [str(i) for i in range(len(texts))]
     resolved = chunking.resolved(encoder, prompt_name, prompt)
     encoded = resolved.embed(encoder, texts, batch_size, show_progress)
-    return Corpus(encoded.vectors, None, encoded.passages, Documents.of(encoded, ids, resolved))
+    documents = Documents.of(encoded, ids, resolved)
+    by_document = dict(zip(ids, titles, strict=True)) if titles is not None else None
+    row_titles = None if by_document is None else [by_document[str(d)] for d in documents.ids]
+    return Corpus(encoded.vectors, None, encoded.passages, documents, row_titles)
 
 
 def build_index(
@@ -106,12 +116,14 @@ def build_index(
     prompt: str | None = None,
     table: str | None = None,
     overwrite: bool = False,
+    titles: Sequence[str | None] | None = None,
     **options: Any,
 ) -> Index:
     """A new index of ``texts`` embedded by ``encoder`` (``model``: its name or folder, as recorded):
     in memory (``location`` None: a ``MemoryIndex``), in a folder, or in PostgreSQL (a ``postgresql://``
     URL; ``table``). ``options``: the index class's own (``metric``, ``ann``, ``quantization``, ...). The
-    target is checked before anything is embedded."""
+    target is checked before anything is embedded. ``titles``: one per text (or None), kept beside the rows
+    of a folder or memory index and returned in ``Hit.title``; PostgreSQL keeps them in the text only."""
     target = _target(location, table, overwrite, chunking=chunking, bm25=bm25, **options)
     corpus = embed_corpus(
         encoder,
@@ -122,13 +134,16 @@ def build_index(
         show_progress=show_progress,
         prompt_name=prompt_name,
         prompt=prompt,
+        titles=titles,
     )
     backend = getattr(encoder, "runtime", None)
     common = {"model": model, "ids": corpus.ids, "texts": corpus.texts, "backend": backend, **options}
     if target is None:
         from sbert.search.memory import MemoryIndex
 
-        return MemoryIndex.build(corpus.embeddings, documents=corpus.documents, bm25=bm25, **common)
+        return MemoryIndex.build(
+            corpus.embeddings, documents=corpus.documents, bm25=bm25, titles=corpus.titles, **common
+        )
     if isinstance(target, tuple):
         from sbert.search.pgvector import PgVectorIndex
 
@@ -144,6 +159,7 @@ def build_index(
         show_progress=show_progress,
         documents=corpus.documents,
         bm25=bm25,
+        titles=corpus.titles,
         **common,
     )
     record(built.path, encoder, built.manifest)  # the torch-free query path of `sbert search` (ONNX builds)
@@ -184,6 +200,7 @@ def add_texts(
     prompt_name: str | None = None,
     prompt: str | None = None,
     allow_mixed_backend: bool = False,
+    titles: Sequence[str | None] | None = None,
 ) -> None:
     """Embed ``texts`` as the index's own rows were (an index of documents: split with its recorded
     ``Chunking``) and add them; ids default to numbers after the largest numeric id."""
@@ -205,8 +222,11 @@ def add_texts(
         show_progress=show_progress,
         prompt_name=prompt_name,
         prompt=prompt,
+        titles=titles,
     )
     options = {"documents": corpus.documents} if corpus.documents is not None else {}
+    if corpus.titles is not None and "titles" in inspect.signature(index.add).parameters:
+        options["titles"] = corpus.titles  # folder and memory indexes keep titles; PostgreSQL in the text
     index.add(
         corpus.embeddings,
         ids=corpus.ids,

@@ -83,10 +83,13 @@ class Snapshot:
         self.texts: list[str | None] = []
         self.docs: list[str | None] = []  # the document of each row, in an index of documents
         self.spans: list[tuple[int, int] | None] = []  # each row's character span of its document
+        self.titles: list[str | None] = []  # each row's (its document's) title; None in indexes without titles
         parts = []
         for seg in manifest["segments"]:
             parts.append(_read_vectors(path / seg["vectors"], seg["rows"], dim))
-            _read_records(path / seg["records"], seg["rows"], Records(self.ids, self.texts, self.docs, self.spans))
+            _read_records(
+                path / seg["records"], seg["rows"], Records(self.ids, self.texts, self.docs, self.spans, self.titles)
+            )
             if manifest.get("documents") and None in self.docs:
                 raise IndexFormatError(
                     f"{path / seg['records']}: a row without 'doc' in an index of documents; damaged"
@@ -278,6 +281,7 @@ class SegmentStore:
         texts: Sequence[str | None] | None,
         docs: Sequence[str] | None = None,
         spans: Sequence[tuple[int, int]] | None = None,
+        titles: Sequence[str | None] | None = None,
     ) -> dict:
         """Write rows ``x`` with their ids (and texts; and, for windows of documents, each row's document
         and character span) as a new segment; returns its manifest entry."""
@@ -290,6 +294,8 @@ class SegmentStore:
                 if docs is not None:
                     record["doc"] = docs[i]
                     record["span"] = [int(spans[i][0]), int(spans[i][1])] if spans is not None else None
+                if titles is not None and titles[i] is not None:
+                    record["title"] = titles[i]
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         return seg
 
@@ -432,6 +438,7 @@ class Records(NamedTuple):
     texts: list[str | None]
     docs: list[str | None]
     spans: list[tuple[int, int] | None]
+    titles: list[str | None]
 
 
 def _read_records(file: Path, rows: int, out: Records) -> None:
@@ -445,12 +452,14 @@ def _read_records(file: Path, rows: int, out: Records) -> None:
             if not _record_ok(record):
                 raise IndexFormatError(
                     f"{file}, line {number}: expected a JSON object with a string 'id', an optional string "
-                    "'text', and optionally a string 'doc' with its 'span' [start, end]; the index is damaged"
+                    "'text' and 'title', and optionally a string 'doc' with its 'span' [start, end]; the index is "
+                    "damaged"
                 )
             span = record.get("span")
             out.ids.append(record["id"])
             out.texts.append(record.get("text"))
             out.docs.append(record.get("doc"))
+            out.titles.append(record.get("title"))  # absent in indexes built before titles were kept
             out.spans.append(None if span is None else (span[0], span[1]))
     if len(out.ids) - before != rows:
         raise IndexFormatError(
@@ -465,7 +474,12 @@ def _record_ok(record: Any) -> bool:
     good_span = span is None or (
         isinstance(span, list) and len(span) == 2 and all(type(n) is int for n in span) and 0 <= span[0] <= span[1]
     )
-    return isinstance(record.get("text"), str | None) and isinstance(record.get("doc"), str | None) and good_span
+    return (
+        isinstance(record.get("text"), str | None)
+        and isinstance(record.get("doc"), str | None)
+        and isinstance(record.get("title"), str | None)
+        and good_span
+    )
 
 
 def _read_deleted(file: Path, rows: int) -> np.ndarray:

@@ -65,6 +65,7 @@ class Hit(BaseModel):
     score: float
     text: str | None = None  # in an index of documents: the document's best passage
     span: list[int] | None = None  # that passage's [start, end) characters in its document
+    title: str | None = None  # the document's title, where the corpus had one (the text begins with it too)
 
 
 class QueryResult(BaseModel):

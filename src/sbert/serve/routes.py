@@ -183,6 +183,8 @@ def _hit(hit) -> dict:
     out = {"id": hit.id, "score": hit.score, "text": hit.text}
     if hit.span is not None:
         out["span"] = list(hit.span)
+    if getattr(hit, "title", None) is not None:
+        out["title"] = hit.title
     return out
 
 

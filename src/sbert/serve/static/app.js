@@ -115,7 +115,14 @@ function element(tag, className, text) {
   return node;
 }
 
-// One result: its id and score (with a bar), its text or, in an index of documents, its best passage.
+// The text shown under a title: without the title it begins with (the index embeds "title text").
+function body(hit) {
+  if (hit.title && hit.text && hit.text.startsWith(hit.title + " ")) return hit.text.slice(hit.title.length + 1);
+  return hit.text;
+}
+
+// One result: its id and score (with a bar), its title (if any), its text or, in an index of documents, its
+// best passage. Everything is set as textContent: a title or text is never read as HTML.
 function hitItem(hit) {
   const item = element("li", "hit");
   const head = element("div", "hit-head");
@@ -123,7 +130,8 @@ function hitItem(hit) {
   const bar = element("div", "bar");
   bar.style.width = Math.max(0, Math.min(1, hit.score)) * 100 + "%";
   item.append(head, bar);
-  if (hit.text !== null && hit.text !== undefined) item.append(element("p", "hit-text", hit.text));
+  if (hit.title) item.append(element("p", "hit-title", hit.title));
+  if (hit.text !== null && hit.text !== undefined) item.append(element("p", "hit-text", body(hit)));
   if (hit.span) {
     item.append(element("p", "span", "best passage: characters " + hit.span[0] + "–" + hit.span[1] + " of the document"));
   }
