@@ -97,19 +97,21 @@ def main() -> None:
             times, cpu = _cold_runs(index, args.repeats)
             after = os.getloadavg()[0]
             path = "light (onnxruntime + tokenizers)" if backend == "onnx" else "full (torch + transformers)"
-            rows.append([f"--backend {backend}", path, f"{statistics.median(times):.2f}", f"{min(times):.2f}",
-                         f"{max(times):.2f}", f"{statistics.median(cpu):.2f}", f"{before:.1f} / {after:.1f}"])  # fmt: skip
+            seconds = [f"{statistics.median(times):.2f}", f"{min(times):.2f}", f"{max(times):.2f}"]
+            rows.append(
+                [f"--backend {backend}", path, *seconds, f"{statistics.median(cpu):.2f}", f"{before:.1f} / {after:.1f}"]
+            )
             imports.append(f"- `--backend {backend}`: " + ", ".join(_import_top(index)))
-    table = markdown_table(
-        ["index built with", "query path", "median s", "min s", "max s", "median CPU s", "load avg before / after"], rows
-    )
+    header = ["index built with", "query path", "median s", "min s", "max s", "median CPU s", "load avg before / after"]
+    table = markdown_table(header, rows)
     note = (
         f'{args.repeats} cold runs each of `sbert search IX "{QUERY}" -k 5` on a {args.rows:,}-row index '
         f"({os.cpu_count()} logical cores): wall time end to end, and the process's CPU time (user + system), "
         "which a loaded machine does not stretch and a quiet one's wall time comes close to."
     )
-    lines = ["# sbert search: cold start", "", *environment_lines(_threads(), ("torch", "onnxruntime", "tokenizers")), "",
-             note, "", *table, "", "Largest imports (`python -X importtime`, cumulative):", "", *imports]  # fmt: skip
+    machine = environment_lines(_threads(), ("torch", "onnxruntime", "tokenizers"))
+    lines = ["# sbert search: cold start", "", *machine, "", note, "", *table, "",
+             "Largest imports (`python -X importtime`, cumulative):", "", *imports]  # fmt: skip
     write_result("cold_start.md", lines)
     write_between_markers(DOC, BEGIN, END, [note, "", *table, "", *imports])
 
