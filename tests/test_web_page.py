@@ -332,3 +332,42 @@ def test_without_an_index_and_when_refused_or_gone_the_page_says_so(browser, tmp
         served.stop()
         submit(browser, "sentences", "one\ntwo")
         wait_for(browser, lambda d: "cannot be reached" in text_of(d, "#error"), "the message for a stopped server")
+
+
+TITLED = [
+    {"id": "b1", "title": "Crash when saving <b>large</b> & odd files", "text": "The editor crashes on big files."},
+    {"id": "b2", "title": "Slow start-up", "text": "Starting the application takes thirty seconds."},
+    {"id": "b3", "text": "The printer prints blank pages."},
+]
+
+
+def test_the_page_shows_each_hits_title_escaped_above_its_text(browser, tmp_path):
+    from click.testing import CliRunner
+    from selenium.webdriver.common.by import By
+
+    from sbert.cli import main
+
+    corpus = tmp_path / "bugs.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in TITLED), encoding="utf-8")
+    built = CliRunner().invoke(main, ["index", "build", str(corpus), "--out", str(tmp_path / "ix"), "--no-progress"])
+    assert built.exit_code == 0, built.output
+    with serving(tmp_path / "serve.log", "--index", str(tmp_path / "ix")) as served:
+        browser.get(served.url)
+        submit(browser, "query", "the editor crashes when saving big files")
+        shown_hits(browser)
+        items = browser.find_elements(By.CSS_SELECTOR, "#results li.hit")
+        first = items[0]
+        assert first.find_element(By.CLASS_NAME, "hit-id").text == "b1"
+        title = first.find_element(By.CLASS_NAME, "hit-title")
+        assert title.text == TITLED[0]["title"]  # the markup is shown as text, never read as HTML
+        assert title.find_elements(By.TAG_NAME, "b") == []
+        assert first.find_element(By.CLASS_NAME, "hit-text").text == TITLED[0]["text"]  # not repeated under it
+        below = browser.execute_script(
+            "const [t, p] = arguments; return !!(t.compareDocumentPosition(p) & Node.DOCUMENT_POSITION_FOLLOWING);",
+            title,
+            first.find_element(By.CLASS_NAME, "hit-text"),
+        )
+        assert below
+        untitled = next(i for i in items if i.find_element(By.CLASS_NAME, "hit-id").text == "b3")
+        assert untitled.find_elements(By.CLASS_NAME, "hit-title") == []
+        browser.save_screenshot(str(tmp_path / "titles.png"))
