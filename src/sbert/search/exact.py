@@ -134,12 +134,9 @@ def semantic_search(
         raise ValueError(f"top_k must be at least 1, got {top_k}")
     if query_chunk_size < 1 or corpus_chunk_size < 1:
         raise ValueError("chunk sizes must be at least 1")
-    if _without_torch(query_emb, corpus_emb, score, exact_scores):
+    if _without_torch(query_emb, corpus_emb, score, exact_scores):  # numpy only: same rows, same scores
         return _numpy_search(query_emb, corpus_emb, top_k, query_chunk_size, corpus_chunk_size)
-    import torch
-
-    from sbert import similarity
-
+    torch, similarity = _torch_modules()
     fn = similarity.get(score)
     queries, corpus = as_tensor(query_emb), as_tensor(corpus_emb)
     if queries.shape[1] != corpus.shape[1]:
@@ -173,6 +170,14 @@ def semantic_search(
             out_s.append(best_s)
             out_i.append(best_i)
     return TopK(np.vstack(out_s).astype(np.float32), np.vstack(out_i).astype(np.int64))
+
+
+def _torch_modules():
+    import torch
+
+    from sbert import similarity
+
+    return torch, similarity
 
 
 def _without_torch(query_emb: Array, corpus_emb: Array, score: str, exact_scores: bool) -> bool:

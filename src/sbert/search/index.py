@@ -294,8 +294,7 @@ class VectorIndex(RecordedModel):
         ``texts`` their passages); row ids are then ``<document id>#<window>`` and searches return
         documents. ``bm25``: also keep a BM25 index of ``texts`` for hybrid search. ``truncate_dim``: the
         model's ``truncate_dim`` the vectors were cut to, recorded (``fit_truncate_dim`` checks later models).
-        ``titles``: each row's title (a window's: its document's), kept beside its text and shown with its hits.
-        """
+        ``titles``: each row's title (a window's: its document's), kept beside its text and shown with its hits."""
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
         if quantization not in (None, "int8", "binary"):

@@ -122,8 +122,7 @@ def build_index(
     """A new index of ``texts`` embedded by ``encoder`` (``model``: its name or folder, as recorded):
     in memory (``location`` None: a ``MemoryIndex``), in a folder, or in PostgreSQL (a ``postgresql://``
     URL; ``table``). ``options``: the index class's own (``metric``, ``ann``, ``quantization``, ...). The
-    target is checked before anything is embedded. ``titles``: one per text (or None), kept beside the rows
-    of a folder or memory index and returned in ``Hit.title``; PostgreSQL keeps them in the text only."""
+    target is checked before anything is embedded. ``titles`` (one per text): returned in ``Hit.title``."""
     target = _target(location, table, overwrite, chunking=chunking, bm25=bm25, **options)
     corpus = embed_corpus(
         encoder,
@@ -138,16 +137,15 @@ def build_index(
     )
     backend = getattr(encoder, "runtime", None)
     common = {"model": model, "ids": corpus.ids, "texts": corpus.texts, "backend": backend, **options}
+    common["titles"] = corpus.titles  # kept by folder and memory indexes; PostgreSQL has them in the text
     if target is None:
         from sbert.search.memory import MemoryIndex
 
-        return MemoryIndex.build(
-            corpus.embeddings, documents=corpus.documents, bm25=bm25, titles=corpus.titles, **common
-        )
+        return MemoryIndex.build(corpus.embeddings, documents=corpus.documents, bm25=bm25, **common)
     if isinstance(target, tuple):
         from sbert.search.pgvector import PgVectorIndex
 
-        common = {key: value for key, value in common.items() if key not in ("ann", "lock_timeout")}
+        common = {key: value for key, value in common.items() if key not in ("ann", "lock_timeout", "titles")}
         return PgVectorIndex.build(target[0], corpus.embeddings, table=target[1], overwrite=overwrite, **common)
     from sbert.backends.onnx_query import record
     from sbert.search.index import VectorIndex
@@ -159,7 +157,6 @@ def build_index(
         show_progress=show_progress,
         documents=corpus.documents,
         bm25=bm25,
-        titles=corpus.titles,
         **common,
     )
     record(built.path, encoder, built.manifest)  # the torch-free query path of `sbert search` (ONNX builds)
