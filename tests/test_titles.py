@@ -157,3 +157,22 @@ def test_cli_build_and_search_show_titles(model, tmp_path):
     as_json = runner.invoke(main, ["search", str(tmp_path / "ix"), "editor crash", "-k", "3", "--json"])
     hits = {h["id"]: h for h in json.loads(as_json.stdout)[0]["hits"]}
     assert hits["b1"]["title"] == RECORDS[0]["title"] and "title" not in hits["b3"]
+
+
+@pytest.mark.slow
+def test_every_window_of_a_document_keeps_its_documents_title(tmp_path):
+    from conftest import make_tiny_encoder
+
+    from sbert.documents import Chunking
+    from sbert.search.retrieve import SearchOptions, add_texts, build_index, search_texts
+
+    encoder = make_tiny_encoder(dropout=0.0).eval()
+    encoder.save(tmp_path / "model")
+    long = "The oven heats up quickly. Knead the dough for ten minutes, then let it rise for an hour. " * 3
+    model = str(tmp_path / "model")
+    index = build_index(tmp_path / "ix", encoder, [long, "Cats sleep."], ["bread", "cats"], model=model,
+                        chunking=Chunking(window=12, overlap=3), titles=["Baking bread", None])  # fmt: skip
+    add_texts(index, encoder, ["Trains run late."], ["train"], titles=["Rail news"])
+    assert len(index) > 4  # the long document is several windows
+    hits = {h.id: h for h in search_texts(index, encoder, ["dough"], SearchOptions(3))[0]}
+    assert (hits["bread"].title, hits["cats"].title, hits["train"].title) == ("Baking bread", None, "Rail news")
