@@ -41,11 +41,11 @@ def _export_facts(onnx_path: Path) -> dict[str, Any]:
 
 
 def record(folder: str | Path, encoder: Any, manifest: dict) -> bool:
-    """Write the light query encoder's files into the index ``folder`` if ``encoder`` runs on ONNX with a fast
-    tokenizer and keeps its prompt (else remove stale ones); returns whether it was written."""
+    """Write the light query encoder's files into the index ``folder`` if ``encoder`` is a transformer run on
+    ONNX with a fast tokenizer that keeps its prompt (else remove stale ones); returns whether it was written."""
     folder = Path(folder)
     path = getattr(encoder, "onnx_path", None)
-    transformer = getattr(encoder, "transformer", None) if path is not None else None
+    transformer = getattr(encoder, "transformer", None) if path is not None and not encoder.is_static else None
     fast = getattr(transformer, "_fast", None)
     prompt = encoder.resolve_prompt(task="query") if fast is not None else None
     keeps_prompt = all(getattr(m, "include_prompt", True) for m in encoder) if fast is not None else False
