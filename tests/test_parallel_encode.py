@@ -36,6 +36,7 @@ def _write_folder(path, texts: list[str], vectors: np.ndarray, size: int = 2) ->
         )
         folder.record(chunk.index, record, chunk.digest)
     folder.finish(len(texts), (len(texts) + size - 1) // size)
+    folder.close()  # lets go of the folder's lock, as the end of a run does
     return folder
 
 
@@ -76,13 +77,13 @@ def test_resume_with_other_settings_or_other_texts_is_refused(tmp_path):
     _write_folder(tmp_path / "out", ["a", "b", "c"], np.ones((3, 2), dtype=np.float32))
     with pytest.raises(ShardFolderError, match=r"other settings \(precision: 'fp32' there, 'int8' now\)"):
         ShardFolder.open(tmp_path / "out", {**SETTINGS, "precision": "int8"}, resume=True)
-    folder = ShardFolder.open(tmp_path / "out", SETTINGS, resume=True)
-    with pytest.raises(ShardFolderError, match=r"shard 0 .*other texts"):
-        folder.is_done(0, next(chunks(["a", "changed"], 2)).digest)
+    with ShardFolder.open(tmp_path / "out", SETTINGS, resume=True) as folder:
+        with pytest.raises(ShardFolderError, match=r"shard 0 .*other texts"):
+            folder.is_done(0, next(chunks(["a", "changed"], 2)).digest)
     # without resume the old shards go, and nothing else in the folder
     (tmp_path / "out" / "notes.txt").write_text("mine")
-    ShardFolder.open(tmp_path / "out", SETTINGS, resume=False)
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["manifest.json", "notes.txt"]
+    ShardFolder.open(tmp_path / "out", SETTINGS, resume=False).close()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".lock", "manifest.json", "notes.txt"]
     with pytest.raises(ShardFolderError, match="has not finished"):
         load_vectors(tmp_path / "out")
 
