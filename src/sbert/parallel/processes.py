@@ -71,9 +71,12 @@ def encode_to_shards(
 
     ``options`` are ``EncodeSpec``'s: backend, precision, device, batch_size, max_tokens, normalize,
     max_seq_length, prompt_name, prompt, allow_pickle. With ``resume``, shards that a previous run with the
-    same settings finished are kept (not recomputed); the rest are encoded. ``processes=1`` encodes in this
-    process. A worker that dies raises ``WorkerDiedError``; vectors are identical to ``Encoder.encode``'s
-    and ``sbert.parallel.load_vectors(out_dir)`` gives them in input order.
+    same settings and input finished, and whose files match their checksums, are kept (not recomputed); the
+    rest are encoded. ``processes=1`` encodes in this process. The run holds ``out_dir``'s lock (another run
+    there: ``ShardFolderLockedError``); workers die with this process; SIGTERM/SIGINT stop it with
+    ``EncodeStoppedError``, and a worker that dies raises ``WorkerDiedError``, both keeping finished shards.
+    Vectors are identical to ``Encoder.encode``'s; ``sbert.parallel.load_vectors(out_dir)`` gives them in
+    input order.
     """
     from sbert.registry import canonical_name, resolve
 

@@ -189,8 +189,8 @@ class ShardFolder:
         if (path / MANIFEST).exists():
             folder = cls.read(path)
             if resume:
-                folder._check_settings(settings)
                 folder._check_source(source)
+                folder._check_settings(settings)
                 if source is not None:
                     folder.manifest["input"] = source
                     folder.save()
