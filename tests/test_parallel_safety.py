@@ -135,6 +135,8 @@ def test_a_manifest_naming_a_file_outside_the_folder_or_another_shards_is_refuse
             read(out)
     with pytest.raises(ShardFolderError, match=message):
         ShardFolder.open(out, SETTINGS, resume=True)
+    ShardFolder.open(out, SETTINGS, resume=False).close()  # starting over gets past it
+    assert _manifest(out)["shards"] == {} and not (out / "shard-000001.parquet").exists()
 
 
 def test_a_shard_file_that_is_a_link_is_refused(tmp_path):

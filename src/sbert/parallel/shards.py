@@ -186,16 +186,16 @@ class ShardFolder:
 
     @classmethod
     def _start(cls, path: Path, settings: dict[str, Any], resume: bool, source: dict[str, Any] | None) -> ShardFolder:
-        if (path / MANIFEST).exists():
+        if (path / MANIFEST).exists() and resume:
             folder = cls.read(path)
-            if resume:
-                folder._check_source(source)
-                folder._check_settings(settings)
-                if source is not None:
-                    folder.manifest["input"] = source
-                    folder.save()
-                return folder
-            folder._clear()
+            folder._check_source(source)
+            folder._check_settings(settings)
+            if source is not None:
+                folder.manifest["input"] = source
+                folder.save()
+            return folder
+        if (path / MANIFEST).exists():
+            _clear(path)
         manifest = {"format": FORMAT, "version": VERSION, "settings": settings, "input": source}
         folder = cls(path, {**manifest, "shards": {}, "complete": False})
         folder.save()
@@ -221,11 +221,6 @@ class ShardFolder:
             f"sha256 {old['sha256']}) there, {source['path']} ({source['bytes']} bytes, sha256 {source['sha256']}) "
             "now; resume with the same input, or start over (--no-resume / resume=False) or in a new folder"
         )
-
-    def _clear(self) -> None:
-        for entry in self.path.iterdir():
-            if _SHARD_FILE.match(entry.name) or entry.name == MANIFEST:
-                entry.unlink()
 
     def save(self) -> None:
         with atomic_file(self.path / MANIFEST, "w", encoding="utf-8") as handle:
@@ -311,6 +306,20 @@ def _check_writable(path: Path) -> None:
                 f"{path}: a folder that holds other files ({', '.join(others[:3])}"
                 f"{', ...' if len(others) > 3 else ''}) and no {MANIFEST}; choose a new or empty folder"
             )
+
+
+def _clear(path: Path) -> None:
+    """Remove the shard files and manifest of ``path`` (starting over), after checking that its manifest is a
+    shard folder's (its shard records may be damaged: starting over is how to get past them)."""
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ShardFolderError(f"{path / MANIFEST}: not readable JSON ({err}); not removing anything") from err
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ShardFolderError(f"{path / MANIFEST}: not an sbert shard manifest; not removing anything")
+    for entry in path.iterdir():
+        if _SHARD_FILE.match(entry.name) or entry.name == MANIFEST:
+            entry.unlink()
 
 
 def _check_manifest(file: Path, manifest: Any) -> None:
