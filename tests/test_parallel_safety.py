@@ -175,12 +175,12 @@ def test_a_folder_written_before_parquet_checksums_still_loads_and_resume_checks
 
 @pytest.fixture(scope="module")
 def texts(stsb_sentences) -> list[str]:
-    return stsb_sentences[:300] * 2
+    return stsb_sentences[:150] * 2  # 19 shards of 16: still running when the first is recorded
 
 
 @pytest.fixture(scope="module")
 def expected(model, stsb_sentences) -> np.ndarray:
-    return np.tile(model.encode(stsb_sentences[:300]), (2, 1))
+    return np.tile(model.encode(stsb_sentences[:150]), (2, 1))
 
 
 def _start(texts: list[str], tmp_path) -> tuple[subprocess.Popen, list[psutil.Process]]:
@@ -223,7 +223,7 @@ def test_killing_the_parent_with_sigkill_leaves_no_worker(texts, tmp_path):
     try:
         parent.kill()
         parent.wait(timeout=30)
-        assert _left(workers, within=5) == []
+        assert _left(workers, within=10) == []
         assert not _manifest(tmp_path / "out")["complete"]
         ShardFolder.open(tmp_path / "out", {}, resume=False).close()  # and no lock left behind
     finally:
@@ -236,7 +236,7 @@ def test_sigterm_stops_the_run_with_a_message_and_the_folder_resumes(texts, expe
     try:
         parent.send_signal(signal.SIGTERM)
         _, stderr = parent.communicate(timeout=60)
-        assert _left(workers, within=5) == []
+        assert _left(workers, within=10) == []
     finally:
         for process in _left(workers, within=0):
             process.kill()
@@ -247,6 +247,6 @@ def test_sigterm_stops_the_run_with_a_message_and_the_folder_resumes(texts, expe
     kept = {int(k) for k in _manifest(out)["shards"]}
     assert kept and not _manifest(out)["complete"]
     run = encode_to_shards("default", tmp_path / "in.txt", out, processes=1, shard_size=16, batch_size=16)
-    assert sorted(run.skipped) == sorted(kept) and sorted(run.written + run.skipped) == list(range(38))
+    assert sorted(run.skipped) == sorted(kept) and sorted(run.written + run.skipped) == list(range(19))
     np.testing.assert_allclose(load_vectors(out), expected, atol=1e-6, rtol=0)
     assert load_table(out)["text"].to_pylist() == texts
