@@ -6,14 +6,15 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-
-from torch import nn
+from typing import TYPE_CHECKING
 
 from sbert.adapt.documents import read_adapt_documents
 from sbert.adapt.methods import DEFAULT_METHOD, Method, method
 from sbert.adapt.pseudo_queries import PseudoQuery, pseudo_queries
 from sbert.data.beir import Document
 
+if TYPE_CHECKING:
+    from torch import nn
 
 @dataclass(frozen=True)
 class AdaptSettings:
