@@ -36,6 +36,7 @@ def _write_folder(path, texts: list[str], vectors: np.ndarray, size: int = 2) ->
         )
         folder.record(chunk.index, record, chunk.digest)
     folder.finish(len(texts), (len(texts) + size - 1) // size)
+    folder.close()  # lets go of the folder's lock, as the end of a run does
     return folder
 
 
@@ -76,13 +77,15 @@ def test_resume_with_other_settings_or_other_texts_is_refused(tmp_path):
     _write_folder(tmp_path / "out", ["a", "b", "c"], np.ones((3, 2), dtype=np.float32))
     with pytest.raises(ShardFolderError, match=r"other settings \(precision: 'fp32' there, 'int8' now\)"):
         ShardFolder.open(tmp_path / "out", {**SETTINGS, "precision": "int8"}, resume=True)
-    folder = ShardFolder.open(tmp_path / "out", SETTINGS, resume=True)
-    with pytest.raises(ShardFolderError, match=r"shard 0 .*other texts"):
+    with (
+        ShardFolder.open(tmp_path / "out", SETTINGS, resume=True) as folder,
+        pytest.raises(ShardFolderError, match=r"shard 0 .*other texts"),
+    ):
         folder.is_done(0, next(chunks(["a", "changed"], 2)).digest)
     # without resume the old shards go, and nothing else in the folder
     (tmp_path / "out" / "notes.txt").write_text("mine")
-    ShardFolder.open(tmp_path / "out", SETTINGS, resume=False)
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["manifest.json", "notes.txt"]
+    ShardFolder.open(tmp_path / "out", SETTINGS, resume=False).close()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".lock", "manifest.json", "notes.txt"]
     with pytest.raises(ShardFolderError, match="has not finished"):
         load_vectors(tmp_path / "out")
 
@@ -176,6 +179,29 @@ def test_resume_recomputes_only_the_deleted_shard(sharded, texts, expected, tmp_
     assert (run.written, run.skipped) == ([2], [0, 1, 3, 4])
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("shard-*") if "000002" not in p.name} == before
     np.testing.assert_allclose(load_vectors(out), expected, atol=1e-6, rtol=0)
+
+
+def test_resume_re_encodes_damaged_parquet_and_npy_shards_and_equals_a_clean_run(sharded, texts, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(sharded[0], out)
+    table = out / "shard-000001.parquet"
+    table.write_bytes(table.read_bytes()[: table.stat().st_size // 2])  # truncated
+    (out / "shard-000003.parquet").write_bytes(bytes((out / "shard-000003.parquet").stat().st_size))  # zeros
+    vectors = out / "shard-000004.npy"
+    data = bytearray(vectors.read_bytes())
+    data[-1] ^= 1
+    vectors.write_bytes(bytes(data))
+    with pytest.raises(ShardFolderError, match=r"shard-000001\.parquet: its checksum differs"):
+        load_table(out)
+    run = encode_to_shards("default", texts, out, processes=1, shard_size=64, batch_size=16)
+    assert (sorted(run.written), run.skipped) == ([1, 3, 4], [0, 2])
+    # equal to the clean run (within 1e-6: this process runs other thread counts than its workers)
+    np.testing.assert_allclose(load_vectors(out), load_vectors(sharded[0]), atol=1e-6, rtol=0)
+    got, clean = load_table(out), load_table(sharded[0])
+    assert got["id"].to_pylist() == clean["id"].to_pylist() and got["text"].to_pylist() == texts
+    np.testing.assert_allclose(
+        np.array(got["embedding"].to_pylist()), np.array(clean["embedding"].to_pylist()), atol=1e-6, rtol=0
+    )
 
 
 def _cli(args: list[str], **env: str) -> subprocess.CompletedProcess:

@@ -15,15 +15,17 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Method:
     """A label-free method: its pseudo-query generators (``pseudo_queries.GENERATORS``), its objective
-    (``mnrl``, or with a teacher ``margin-mse`` / ``distill-kl``) and a one-line help."""
+    (``mnrl``, ``tsdae``, or with a teacher ``margin-mse`` / ``distill-kl``), a one-line help, and the
+    method of a ``first`` stage trained before it (its model is this stage's base)."""
 
     generators: tuple[str, ...]
     help: str
     objective: str = "mnrl"
+    first: str | None = None
 
     @property
     def needs_teacher(self) -> bool:
-        return self.objective != "mnrl"
+        return self.objective in ("margin-mse", "distill-kl")
 
 
 METHODS: dict[str, Method] = {
@@ -41,6 +43,13 @@ METHODS: dict[str, Method] = {
         ("title", "crop"),
         "a --teacher scores BM25's and the student's candidates; learn its ranking (KL)",
         "distill-kl",
+    ),
+    # TSDAE reads each document's text once: the simcse generator's (text, text) rows give exactly that.
+    "tsdae": Method(("simcse",), "rebuild each document from the vector of its words, 60% deleted (TSDAE)", "tsdae"),
+    "tsdae+title+crop": Method(
+        ("title", "crop"),
+        "two stages of --steps each: tsdae, then title+crop from its model",
+        first="tsdae",
     ),
 }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +15,6 @@ from sbert.data.beir import Document
 
 if TYPE_CHECKING:
     from torch import nn
-
 
 @dataclass(frozen=True)
 class AdaptSettings:
@@ -52,7 +51,9 @@ def adapt(
 
     Ctrl-C or SIGTERM saves a checkpoint in ``<out>.train`` and raises ``TrainingInterrupted``; the same
     call with ``resume=True`` goes on from it (the rows are made again, identically, from the seed).
-    ``on_step(step, loss)`` is called after each step.
+    ``on_step(step, loss)`` is called after each step. A two-stage method (``Method.first``) trains its first
+    stage into ``<out>.train/first-<method>`` (a resumed run that finished it goes straight on), then itself
+    from that model.
     """
     from sbert.training.recipe import build_encoder
     from sbert.training.trainer import Objective, TrainConfig, Trainer
@@ -60,6 +61,12 @@ def adapt(
     chosen = method(settings.method)
     if chosen.needs_teacher and not settings.teacher:
         raise ValueError(f"adapt method {settings.method!r} needs a teacher model (--teacher)")
+    if chosen.first:
+        first = Path(out).with_name(Path(out).name + ".train") / f"first-{chosen.first}"
+        if not (resume and (first / "modules.json").is_file()):
+            run = {"resume": resume, "device": device, "progress": progress, "on_step": on_step}
+            adapt(model, corpus, first, replace(settings, method=chosen.first), **run)
+        model = first
     documents, source = read_adapt_documents(corpus)
     queries = pseudo_queries(documents, chosen.generators, settings.seed)
     if not queries:
@@ -87,7 +94,12 @@ def training_rows(
     chosen: Method, settings: AdaptSettings, student, documents: Sequence[Document], queries: Sequence[PseudoQuery]
 ) -> tuple[list, nn.Module]:
     """The rows the method trains on and its loss: (query, positive) pairs for in-batch negatives, or
-    teacher-scored candidates for the distillation objectives."""
+    teacher-scored candidates for the distillation objectives, or each document's text for TSDAE."""
+    if chosen.objective == "tsdae":
+        from sbert.data.examples import Text
+        from sbert.losses.denoising import DenoisingAutoEncoderLoss
+
+        return [Text(q.positive) for q in queries], DenoisingAutoEncoderLoss(student, seed=settings.seed)
     if not chosen.needs_teacher:
         from sbert.losses.in_batch import MultipleNegativesRankingLoss
 

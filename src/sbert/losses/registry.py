@@ -16,6 +16,7 @@ from torch import nn
 from sbert.data.examples import DistillationExample, LabeledPair, RetrievalExample, ScoredPair, Text, Triplet
 from sbert.losses.cached_in_batch import CachedMultipleNegativesRankingLoss
 from sbert.losses.cross_encoder import CrossEncoderClassificationLoss, CrossEncoderScoreLoss
+from sbert.losses.denoising import DELETE_RATIO, DenoisingAutoEncoderLoss
 from sbert.losses.distillation import DistillKLDivLoss, EmbeddingMSELoss, MarginMSELoss
 from sbert.losses.in_batch import MultipleNegativesRankingLoss, guide_from
 from sbert.losses.regression import CosineRegressionLoss
@@ -35,11 +36,13 @@ GUIDE_SETTINGS = {"guide": "", "guide_margin": 0.0, "margin_strategy": "absolute
 
 @dataclass(frozen=True)
 class LossInputs:
-    """What a loss is built from: the objective's settings, the model's vector width, the gold scores' scale."""
+    """What a loss is built from: the objective's settings, the model's vector width, the gold scores' scale,
+    and the bi-encoder itself (for a loss whose own modules share its weights: TSDAE's decoder)."""
 
     settings: Mapping[str, Any]
     dim: int
     score_range: ScoreRange = DEFAULT_SCORE_RANGE
+    model: Any = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,13 @@ OBJECTIVES: dict[str, ObjectiveKind] = {
         settings={"teacher": ""},
         bi_encoder=lambda x: EmbeddingMSELoss(teacher_from(x.settings["teacher"])),
         help="distillation: MSE of the student's vectors against a bi-encoder teacher's (texts alone)",
+    ),
+    "tsdae": ObjectiveKind(
+        needs=(Text,),
+        settings={"delete_ratio": DELETE_RATIO},
+        bi_encoder=lambda x: DenoisingAutoEncoderLoss(x.model, x.settings["delete_ratio"]),
+        help="TSDAE: a decoder tied to the encoder rebuilds each text from the vector of its words with "
+        "delete_ratio of them deleted (texts alone)",
     ),
 }
 

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sbert.data.lines import iter_lines
 from sbert.errors import InputFileError
@@ -23,11 +24,34 @@ class Chunk:
     @property
     def digest(self) -> str:
         """sha256 of the texts: tells on resume whether the input of a finished shard has changed."""
-        sha = hashlib.sha256()
-        for text in self.texts:
-            sha.update(text.encode("utf-8", "surrogatepass"))
-            sha.update(b"\0")
-        return sha.hexdigest()
+        return texts_digest(self.texts)
+
+
+def texts_digest(texts: Iterable[str]) -> str:
+    """sha256 of ``texts``, each followed by a NUL byte (what a shard's ``texts_sha256`` records)."""
+    sha = hashlib.sha256()
+    for text in texts:
+        sha.update(text.encode("utf-8", "surrogatepass"))
+        sha.update(b"\0")
+    return sha.hexdigest()
+
+
+def input_fingerprint(source: str | Path | Iterable[str]) -> dict[str, Any] | None:
+    """What a shard folder records of its input, so that a resume from another input is refused up front: a
+    file's absolute path, size and sha256 (read once, in blocks). Standard input and iterables have none
+    (None): for them each shard's texts are checked as the run reaches it."""
+    if not isinstance(source, (str, Path)) or str(source) == "-":
+        return None
+    path = Path(source)
+    sha, size = hashlib.sha256(), 0
+    try:
+        with open(path, "rb") as stream:
+            while block := stream.read(1 << 20):
+                sha.update(block)
+                size += len(block)
+    except OSError as err:
+        raise InputFileError(f"{path}: cannot be read ({err})") from err
+    return {"path": str(path.resolve()), "bytes": size, "sha256": sha.hexdigest()}
 
 
 def iter_file_lines(source: str | Path, *, skip_empty: bool = False) -> Iterator[str]:

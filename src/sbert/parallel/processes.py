@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,13 +15,26 @@ from typing import Any
 
 from sbert.errors import InputFileError, SbertError
 from sbert.parallel.guard import check_main_guard
-from sbert.parallel.inputs import Chunk, chunks, iter_texts
+from sbert.parallel.inputs import Chunk, chunks, input_fingerprint, iter_texts
 from sbert.parallel.shards import ShardFolder
 from sbert.parallel.worker import EncodeSpec, init_worker, run_chunk
 
 
 class WorkerDiedError(SbertError, RuntimeError):
     """A worker process died (killed, out of memory, ...): finished shards are kept; resume redoes the rest."""
+
+
+class EncodeStoppedError(SbertError, RuntimeError):
+    """The run was stopped by SIGTERM or SIGINT: finished shards are kept, workers ended; resume redoes the rest."""
+
+
+class _Stop(BaseException):
+    """Raised in the main thread by the SIGTERM/SIGINT handler of a run (a BaseException, like KeyboardInterrupt,
+    so that no ``except Exception`` on the way swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 @dataclass
@@ -56,9 +71,12 @@ def encode_to_shards(
 
     ``options`` are ``EncodeSpec``'s: backend, precision, device, batch_size, max_tokens, normalize,
     max_seq_length, prompt_name, prompt, allow_pickle. With ``resume``, shards that a previous run with the
-    same settings finished are kept (not recomputed); the rest are encoded. ``processes=1`` encodes in this
-    process. A worker that dies raises ``WorkerDiedError``; vectors are identical to ``Encoder.encode``'s
-    and ``sbert.parallel.load_vectors(out_dir)`` gives them in input order.
+    same settings and input finished, and whose files match their checksums, are kept (not recomputed); the
+    rest are encoded. ``processes=1`` encodes in this process. The run holds ``out_dir``'s lock (another run
+    there: ``ShardFolderLockedError``); workers die with this process; SIGTERM/SIGINT stop it with
+    ``EncodeStoppedError``, and a worker that dies raises ``WorkerDiedError``, both keeping finished shards.
+    Vectors are identical to ``Encoder.encode``'s; ``sbert.parallel.load_vectors(out_dir)`` gives them in
+    input order.
     """
     from sbert.registry import canonical_name, resolve
 
@@ -69,16 +87,50 @@ def encode_to_shards(
     if processes > 1:
         check_main_guard()
     stream = _non_empty(iter_texts(texts, skip_empty=skip_empty), texts)
-    folder = ShardFolder.open(out_dir, _settings(spec, canonical_name(spec.model), shard_size), resume)
-    run = ShardRun(folder.path)
-    with _bar(show_progress) as bar:
-        todo = _todo(folder, chunks(stream, shard_size), run, bar)
-        if processes == 1:
-            _run_here(folder, spec, todo, run, bar)
-        else:
-            _run_pool(folder, spec, todo, run, bar, processes)
-    folder.finish(run.rows, run.shards)
+    source = input_fingerprint(texts)
+    settings = _settings(spec, canonical_name(spec.model), shard_size)
+    with ShardFolder.open(out_dir, settings, resume, source) as folder, _bar(show_progress) as bar:
+        run = ShardRun(folder.path)
+        try:
+            with stop_on_signals():
+                todo = _todo(folder, chunks(stream, shard_size), run, bar)
+                if processes == 1:
+                    _run_here(folder, spec, todo, run, bar)
+                else:
+                    _run_pool(folder, spec, todo, run, bar, processes)
+        except _Stop as stop:
+            raise EncodeStoppedError(
+                f"{folder.path}: stopped by {stop}{'; the worker processes were ended' if processes > 1 else ''}; "
+                f"the {len(run.written) + len(run.skipped)} finished shards are kept: run the same command again "
+                "(resume is the default; --resume) to encode the rest"
+            ) from None
+        folder.finish(run.rows, run.shards)
     return run
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """While inside, SIGTERM and SIGINT raise ``_Stop`` in the main thread (once; a second signal while the run
+    winds down is ignored), so the run ends its workers and keeps what it finished. Elsewhere than the main
+    thread (where Python allows no handlers) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signums = (signal.SIGTERM, signal.SIGINT)
+    before = {signum: signal.getsignal(signum) for signum in signums}
+
+    def stop(signum: int, frame: Any) -> None:
+        for other in signums:
+            signal.signal(other, signal.SIG_IGN)
+        raise _Stop(signum)
+
+    for signum in signums:
+        signal.signal(signum, stop)
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def _settings(spec: EncodeSpec, model: str, shard_size: int) -> dict[str, Any]:
@@ -145,7 +197,9 @@ def _run_pool(folder: ShardFolder, spec: EncodeSpec, todo: Iterator, run: ShardR
 
     threads = max(1, cpu_count() // processes)
     context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(processes, mp_context=context, initializer=init_worker, initargs=(spec, threads))
+    pool = ProcessPoolExecutor(
+        processes, mp_context=context, initializer=init_worker, initargs=(spec, threads, os.getpid())
+    )
     pending: dict[Any, tuple[Chunk, str]] = {}
 
     def collect(block_until: int) -> None:
@@ -176,5 +230,18 @@ def _run_pool(folder: ShardFolder, spec: EncodeSpec, todo: Iterator, run: ShardR
             f"shards {', '.join(map(str, lost))} were being encoded; the {len(run.written) + len(run.skipped)} "
             "finished shards are kept: run again with resume (the default; --resume) to redo the rest"
         ) from err
+    except BaseException:  # stopped (SIGTERM, SIGINT) or failed here: keep what finished, end the workers now
+        with contextlib.suppress(Exception):
+            record_finished()
+        _kill_workers(pool)
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _kill_workers(pool: Any) -> None:
+    """SIGKILL the pool's worker processes (their shards in flight are lost; resume redoes them).
+    ``ProcessPoolExecutor`` has no public way before Python 3.14 (``kill_workers``)."""
+    for process in list(getattr(pool, "_processes", {}).values()):
+        with contextlib.suppress(OSError, ValueError):
+            process.kill()

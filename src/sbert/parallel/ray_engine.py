@@ -24,7 +24,7 @@ import numpy as np
 
 from sbert.errors import SbertError
 from sbert.parallel import ray_watch
-from sbert.parallel.inputs import Chunk, chunks, iter_texts
+from sbert.parallel.inputs import Chunk, chunks, input_fingerprint, iter_texts
 from sbert.parallel.processes import ShardRun, _bar, _non_empty, _settings, _todo
 from sbert.parallel.shards import ShardFolder, write_shard_files
 from sbert.parallel.worker import EncodeSpec
@@ -118,24 +118,25 @@ def encode_with_ray(
     spec = EncodeSpec(str(model_name_or_path), **options)
     resolve(spec.model)  # a model missing on this node fails here, before the cluster is asked
     stream = _non_empty(iter_texts(texts, skip_empty=skip_empty), texts)
-    folder = ShardFolder.open(out_dir, _settings(spec, canonical_name(spec.model), shard_size), resume)
-    run = ShardRun(folder.path)
-    started, session = _connect(address)
-    try:
-        with _bar(show_progress) as bar:
-            todo = _todo(folder, chunks(stream, shard_size), run, bar)
-            for part in _windows(todo, window or 4 * num_actors):
-                pool = (num_actors, cpus_per_actor, gpus_per_actor)
-                for index, vectors in _encode_window(spec, [chunk for chunk, _ in part], pool):
-                    chunk, digest = part[index]
-                    record = write_shard_files(folder.path, chunk.index, chunk.start, chunk.texts, vectors)
-                    folder.record(chunk.index, record, digest)
-                    run.written.append(chunk.index)
-                    bar.update(len(chunk.texts))
-    finally:
-        if started:
-            stop_ray(session)
-    folder.finish(run.rows, run.shards)
+    settings = _settings(spec, canonical_name(spec.model), shard_size)
+    with ShardFolder.open(out_dir, settings, resume, input_fingerprint(texts)) as folder:
+        run = ShardRun(folder.path)
+        started, session = _connect(address)
+        try:
+            with _bar(show_progress) as bar:
+                todo = _todo(folder, chunks(stream, shard_size), run, bar)
+                for part in _windows(todo, window or 4 * num_actors):
+                    pool = (num_actors, cpus_per_actor, gpus_per_actor)
+                    for index, vectors in _encode_window(spec, [chunk for chunk, _ in part], pool):
+                        chunk, digest = part[index]
+                        record = write_shard_files(folder.path, chunk.index, chunk.start, chunk.texts, vectors)
+                        folder.record(chunk.index, record, digest)
+                        run.written.append(chunk.index)
+                        bar.update(len(chunk.texts))
+        finally:
+            if started:
+                stop_ray(session)
+        folder.finish(run.rows, run.shards)
     run.written.sort()
     return run
 

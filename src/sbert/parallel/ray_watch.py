@@ -6,8 +6,8 @@ Run as a script by path (``python -I ray_watch.py DRIVER_PID TOKEN``), standard 
 in milliseconds and needs no ``sbert`` on its path. It blocks reading its standard input, a pipe whose only
 writer is the driver: end of file means the driver closed it or died. Then, for up to ``SWEEP_S`` seconds,
 it SIGKILLs every process whose environment holds ``JOB_ENV=TOKEN`` (set while the driver ran
-``ray.init``, so the GCS, raylet, agents and every worker inherit it), until three sweeps in a row find
-none. Linux only (``/proc``); elsewhere it finds nothing and exits.
+``ray.init``, so the GCS, raylet, agents and every worker inherit it), until none has been seen for
+``QUIET_S`` seconds. Linux only (``/proc``); elsewhere it finds nothing and exits.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import time
 # Set, with a fresh token, in the environment of every process of a local cluster the driver starts.
 JOB_ENV = "SBERT_RAY_JOB"
 SWEEP_S = 10.0
+QUIET_S = 2.0  # a sweep ends once no process of the job has been seen for this long
 
 
 def job_processes(token: str, spare: set[int]) -> list[int]:
@@ -45,12 +46,14 @@ def job_processes(token: str, spare: set[int]) -> list[int]:
 
 
 def sweep(token: str, spare: set[int], limit_s: float = SWEEP_S) -> None:
-    """SIGKILL the job's processes until three sweeps in a row find none (a dying raylet may still be
-    starting a worker) or ``limit_s`` has passed."""
-    deadline, quiet = time.monotonic() + limit_s, 0
-    while quiet < 3 and time.monotonic() < deadline:
+    """SIGKILL the job's processes until none has been seen for ``QUIET_S`` seconds (a dying raylet may
+    still be starting a worker or an agent; on a loaded machine that takes a while) or ``limit_s`` has passed."""
+    now = time.monotonic()
+    deadline, last_seen = now + limit_s, now
+    while time.monotonic() - last_seen < QUIET_S and time.monotonic() < deadline:
         pids = job_processes(token, spare)
-        quiet = 0 if pids else quiet + 1
+        if pids:
+            last_seen = time.monotonic()
         for pid in pids:
             with contextlib.suppress(OSError):  # gone already
                 os.kill(pid, signal.SIGKILL)

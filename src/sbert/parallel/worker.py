@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,13 +67,39 @@ class EncodeSpec:
 _state: dict[str, Any] = {}
 
 
-def init_worker(spec: EncodeSpec, threads: int) -> None:
-    """Process-pool initializer: ``threads`` intra-op threads (torch and ONNX Runtime), then the model."""
+def init_worker(spec: EncodeSpec, threads: int, parent: int) -> None:
+    """Process-pool initializer: die with the ``parent`` process, leave SIGINT (Ctrl-C in the terminal) to it,
+    use ``threads`` intra-op threads (torch and ONNX Runtime), then load the model."""
+    die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ["OMP_NUM_THREADS"] = str(threads)
     import torch
 
     torch.set_num_threads(threads)
     _state["spec"], _state["encoder"] = spec, spec.load()
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(parent: int) -> None:
+    """End this process when ``parent`` dies, however it dies (SIGKILL included): on Linux the kernel sends
+    SIGKILL at once (``prctl(PR_SET_PDEATHSIG)``); everywhere a daemon thread checks once a second that the
+    parent is still this process's parent. A parent already gone ends it now."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent,), name="watch-parent", daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 def run_chunk(folder: str, chunk: Chunk) -> dict[str, Any]:

@@ -28,13 +28,11 @@ structures' business: the store names, opens, writes and removes their files.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
 import re
 import threading
-import time
 import uuid
 import weakref
 import zipfile
@@ -47,6 +45,7 @@ import numpy as np
 
 from sbert.atomic import FolderNotReplaceableError, atomic_file
 from sbert.errors import IndexExistsError, IndexFormatError, SbertError
+from sbert.locks import hold_lock
 
 FORMAT = "sbert-vector-index"
 VERSION = 1
@@ -251,16 +250,8 @@ class SegmentStore:
         """Hold the folder's write lock, waiting up to ``timeout`` seconds for another writer to finish."""
         self.path.mkdir(parents=True, exist_ok=True)
         file = self.path / LOCK
-        with open(file, "a+", encoding="utf-8") as lock:
-            _acquire(lock, file, timeout)
-            try:
-                lock.seek(0)
-                lock.truncate()
-                lock.write(f"{os.getpid()}\n")
-                lock.flush()
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with hold_lock(file, timeout, lambda holder: _locked_error(file, holder, timeout), _log):
+            yield
 
     def newest(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` if it is still the committed version, else the committed one (re-read under the lock)."""
@@ -584,40 +575,9 @@ def _file_name(value: Any) -> bool:
     return isinstance(value, str) and value not in ("", ".", "..") and "/" not in value and "\\" not in value
 
 
-# -- the lock ----------------------------------------------------------------------------------------------
-def _acquire(lock: IO[str], file: Path, timeout: float) -> None:
-    """Take the exclusive lock on ``file``, waiting up to ``timeout`` seconds for its holder to finish."""
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return
-    except BlockingIOError:
-        pass
-    holder = _holder(file)
-    if timeout > 0:
-        _log.warning(
-            "%s: another writer (%s) holds the lock %s; waiting up to %g s for it to finish",
-            file.parent,
-            holder,
-            file,
-            timeout,
-        )
-    deadline, delay = time.monotonic() + timeout, 0.02
-    while True:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise IndexLockedError(
-                    f"{file.parent}: another writer ({holder}) still holds the lock {file} after {timeout:g} s; "
-                    "try again when it has finished, or wait longer (lock_timeout=, --lock-timeout)"
-                ) from None
-            time.sleep(min(delay, left))
-            delay = min(delay * 2, 0.5)
-
-
-def _holder(file: Path) -> str:
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        return f"process {int(file.read_text(encoding='utf-8').split()[0])}"
-    return "another process"
+# -- the lock (sbert.locks) -------------------------------------------------------------------------------
+def _locked_error(file: Path, holder: str, timeout: float) -> IndexLockedError:
+    return IndexLockedError(
+        f"{file.parent}: another writer ({holder}) still holds the lock {file} after {timeout:g} s; "
+        "try again when it has finished, or wait longer (lock_timeout=, --lock-timeout)"
+    )

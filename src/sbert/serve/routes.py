@@ -128,7 +128,7 @@ async def search(request: Request) -> Response:
     if service.index is None:
         raise ApiError(404, "no index is loaded: start the server with --index DIR", code="no_index")
     body = await service.read(request, SearchRequest)
-    _check_search(service, body)
+    await run_in_threadpool(_check_search, service, body)  # refresh() may wait on a database: not on the loop
     queries = await service.engine.embed(body.query, _prompt(service, task="query"))  # as Encoder.encode_query
     hits = await _hits(service, body, queries.vectors)
     limit = service.context.limits.max_response_bytes

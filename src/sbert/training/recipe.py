@@ -67,7 +67,7 @@ def make_loss(objective: ObjectiveSpec, model, cross_encoder: bool = False) -> n
     kind = OBJECTIVES[objective.objective]
     if cross_encoder:
         return kind.cross_encoder(LossInputs(objective.settings, 0, objective.score_range))
-    return kind.bi_encoder(LossInputs(objective.settings, model.model_dim, objective.score_range))
+    return kind.bi_encoder(LossInputs(objective.settings, model.model_dim, objective.score_range, model))
 
 
 def matryoshka(loss: nn.Module, spec: RunSpec) -> nn.Module:

@@ -1,0 +1,168 @@
+"""Choose how to search a collection from its documents alone (``--auto``): never from judged queries.
+
+Pseudo-queries are held out from the corpus: for ``queries`` documents drawn by a seed, the query is the
+document's title (its document is then indexed without it) or, for a document without a title, a span of
+~16 words cut out of it (its document indexed without the span). Every way of searching in ``CHOICES``
+(dense, BM25, their weighted and reciprocal-rank fusions, each over whole or chunked documents) is scored
+by NDCG@10 on these queries, and the best is chosen; ties go to the earlier (simpler) choice.
+
+The choice and its evidence are plain data (``AutoResult.record``): an index keeps them in its manifest
+and ``sbert search`` applies them; ``sbert eval --auto`` reports the test-query score of the choice.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sbert.data.beir import Document
+
+SPAN_WORDS = 16  # a held-out span's length, for documents without a title
+MIN_WORDS = 24  # an untitled document shorter than this is never held out
+
+
+@dataclass(frozen=True)
+class SearchChoice:
+    """One way of searching: ``chunk`` documents into windows (scored by the best window), ``hybrid``
+    with BM25 fused by ``fusion`` at dense weight ``alpha`` (``alpha`` 0: BM25's ranking alone)."""
+
+    name: str
+    chunk: bool = False
+    hybrid: bool = False
+    fusion: str = "weighted"
+    alpha: float = 0.5
+
+    def search_settings(self) -> dict[str, Any]:
+        """What ``sbert search`` applies: hybrid, fusion and alpha."""
+        return {"hybrid": self.hybrid, "fusion": self.fusion, "alpha": self.alpha}
+
+
+CHOICES: tuple[SearchChoice, ...] = (
+    SearchChoice("dense"),
+    SearchChoice("bm25", hybrid=True, alpha=0.0),
+    SearchChoice("hybrid weighted 0.3", hybrid=True, alpha=0.3),
+    SearchChoice("hybrid weighted 0.5", hybrid=True, alpha=0.5),
+    SearchChoice("hybrid weighted 0.7", hybrid=True, alpha=0.7),
+    SearchChoice("hybrid rrf", hybrid=True, fusion="rrf"),
+    SearchChoice("chunked dense", chunk=True),
+    SearchChoice("chunked hybrid weighted 0.5", chunk=True, hybrid=True, alpha=0.5),
+    SearchChoice("chunked hybrid weighted 0.7", chunk=True, hybrid=True, alpha=0.7),
+)
+
+
+@dataclass
+class HeldOut:
+    """Pseudo-queries and the corpus to search them in: ``queries`` (id -> text), ``relevant`` (query id
+    -> its document's id) and ``documents`` (the corpus, held-out documents without their query)."""
+
+    queries: dict[str, str]
+    relevant: dict[str, str]
+    documents: list[Document]
+
+
+@dataclass
+class AutoResult:
+    """The chosen way of searching, each choice's NDCG@10 on the pseudo-queries, and how many there were."""
+
+    choice: SearchChoice
+    scores: dict[str, float]
+    queries: int
+    seed: int
+    kinds: dict[str, int] = field(default_factory=dict)  # pseudo-queries by kind: title, span
+
+    def record(self) -> dict[str, Any]:
+        """For a manifest or a JSON report."""
+        return {
+            "choice": asdict(self.choice),
+            "ndcg@10": {name: round(score, 4) for name, score in self.scores.items()},
+            "pseudo_queries": self.queries,
+            "kinds": self.kinds,
+            "seed": self.seed,
+        }
+
+    def summary(self) -> str:
+        """One line a person reads: the choice, its score and the runner-up's."""
+        ranked = sorted(self.scores.items(), key=lambda kv: -kv[1])
+        runner = f"; next {ranked[1][0]} {ranked[1][1]:.2f}" if len(ranked) > 1 else ""
+        return (
+            f"auto: chose {self.choice.name} (NDCG@10 {self.scores[self.choice.name]:.2f} on {self.queries} "
+            f"pseudo-queries held out from the corpus{runner})"
+        )
+
+
+def held_out_queries(documents: Sequence[Document], queries: int = 200, seed: int = 0) -> HeldOut:
+    """Draw up to ``queries`` pseudo-queries (titles, or spans of untitled documents) and the corpus without them."""
+    rng = random.Random(seed)
+    order = list(range(len(documents)))
+    rng.shuffle(order)
+    chosen: dict[int, tuple[str, Document]] = {}
+    for i in order:
+        if len(chosen) >= queries:
+            break
+        found = _hold_out(documents[i], rng)
+        if found is not None:
+            chosen[i] = found
+    if not chosen:
+        raise ValueError(
+            f"none of the {len(documents)} documents can give a pseudo-query: --auto needs titles or documents "
+            f"of at least {MIN_WORDS} words"
+        )
+    corpus = [chosen[i][1] if i in chosen else d for i, d in enumerate(documents)]
+    ids = {i: f"auto-{n}" for n, i in enumerate(sorted(chosen))}
+    return HeldOut(
+        {ids[i]: chosen[i][0] for i in sorted(chosen)}, {ids[i]: documents[i].id for i in sorted(chosen)}, corpus
+    )
+
+
+def _hold_out(document: Document, rng: random.Random) -> tuple[str, Document] | None:
+    """(query, the document without it), or None for a document that gives none."""
+    title, words = document.title.strip(), document.text.split()
+    if title and words:
+        return title, Document(document.id, "", document.text)
+    if len(words) < MIN_WORDS:
+        return None
+    start = rng.randrange(len(words) - SPAN_WORDS + 1)
+    rest = words[:start] + words[start + SPAN_WORDS :]
+    return " ".join(words[start : start + SPAN_WORDS]), Document(document.id, "", " ".join(rest))
+
+
+def choose_search(
+    encoder: Any,
+    documents: Sequence[Document],
+    *,
+    model: str = "auto",
+    queries: int = 200,
+    seed: int = 0,
+    choices: Sequence[SearchChoice] = CHOICES,
+    batch_size: int = 32,
+    show_progress: bool | None = None,
+) -> AutoResult:
+    """Score every choice on pseudo-queries held out from ``documents`` (one in-memory index per chunking,
+    with BM25) and return the best, by NDCG@10; ties go to the earlier choice."""
+    from sbert.documents import Chunking
+    from sbert.evaluation.retrieval import ndcg_at_k
+    from sbert.search.retrieve import SearchOptions, build_index, search_texts
+
+    held = held_out_queries(documents, queries, seed)
+    texts, ids = [d.joined() for d in held.documents], [d.id for d in held.documents]
+    query_ids, query_texts = list(held.queries), list(held.queries.values())
+    scores: dict[str, float] = {}
+    for chunk in dict.fromkeys(c.chunk for c in choices):
+        index = build_index(
+            None, encoder, texts, ids, model=model, chunking=Chunking() if chunk else None, bm25=True,
+            batch_size=batch_size, show_progress=show_progress,
+        )  # fmt: skip
+        for choice in (c for c in choices if c.chunk == chunk):
+            options = SearchOptions(10, hybrid=choice.hybrid, fusion=choice.fusion, alpha=choice.alpha)
+            hits = search_texts(index, encoder, query_texts, options, batch_size=batch_size)
+            found = [
+                ndcg_at_k([h.id for h in h_], {held.relevant[q]}, 10) for q, h_ in zip(query_ids, hits, strict=True)
+            ]
+            scores[choice.name] = 100 * sum(found) / len(found)
+    best = max(choices, key=lambda c: (scores[c.name], -choices.index(c)))
+    titled = {d.id for d in documents if d.title.strip()}
+    kinds = {"title": sum(1 for q in held.relevant if held.relevant[q] in titled)}
+    kinds["span"] = len(held.queries) - kinds["title"]
+    return AutoResult(best, scores, len(held.queries), seed, kinds)

@@ -1,0 +1,72 @@
+"""--auto: the way of searching chosen on pseudo-queries held out from the corpus, never on judged queries."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from conftest import make_tiny_encoder
+
+import sbert
+from sbert.data.beir import Document
+from sbert.search.auto import CHOICES, SPAN_WORDS, choose_search, held_out_queries
+
+
+def test_held_out_queries_take_titles_or_spans_out_of_their_documents():
+    words = [f"w{i}" for i in range(40)]
+    docs = [Document("a", "printer crash", "the printer crashes"), Document("b", "", " ".join(words))]
+    held = held_out_queries(docs, queries=5, seed=1)
+    assert held.relevant == {"auto-0": "a", "auto-1": "b"}
+    assert held.queries["auto-0"] == "printer crash"
+    span = held.queries["auto-1"].split()
+    assert len(span) == SPAN_WORDS and " ".join(span) in " ".join(words)
+    by_id = {d.id: d for d in held.documents}
+    assert by_id["a"].joined() == "the printer crashes"  # indexed without its title
+    assert by_id["b"].text.split() == [w for w in words if w not in span]  # and without the span
+    assert held_out_queries(docs, queries=5, seed=1) == held
+
+
+def test_a_corpus_that_gives_no_pseudo_query_is_refused():
+    with pytest.raises(ValueError, match="--auto needs titles"):
+        held_out_queries([Document("a", "", "too short")])
+
+
+def _rare_word_corpus() -> list[Document]:
+    """Each title is a made-up word found only in its own body: BM25 finds every one, a random model none."""
+    rng = random.Random(0)
+    common = ["the", "a", "printer", "crash", "calc", "sheet", "font", "page", "save", "load", "when", "with"]
+    docs = []
+    for i in range(30):
+        code = f"zx{i}q{rng.randrange(10**6)}"
+        body = " ".join([*rng.choices(common, k=12), code, *rng.choices(common, k=12)])
+        docs.append(Document(str(i), code, body))
+    return docs
+
+
+@pytest.mark.slow
+def test_bm25_wins_where_only_exact_words_find_the_documents():
+    whole = tuple(c for c in CHOICES if not c.chunk)  # the tiny model's 32 tokens leave no room for windows
+    result = choose_search(make_tiny_encoder(), _rare_word_corpus(), queries=30, choices=whole)
+    assert result.scores["bm25"] == pytest.approx(100.0)
+    assert result.scores["dense"] < 60
+    assert result.choice.name == "bm25"  # the first choice at the best score
+    record = result.record()
+    assert record["choice"]["alpha"] == 0.0 and record["choice"]["hybrid"] is True
+    assert set(record["ndcg@10"]) == {c.name for c in whole} and record["kinds"] == {"title": 30, "span": 0}
+    assert "chose bm25" in result.summary()
+
+
+@pytest.mark.slow
+def test_dense_wins_where_titles_share_no_word_with_their_documents():
+    pairs = [
+        ("automobile", "my car will not start in the morning and the engine makes noise"),
+        ("feline", "the cat sleeps on the sofa all day long"),
+        ("physician", "the doctor examined the patient at the hospital"),
+        ("canine", "our dog barks at the mailman every afternoon"),
+        ("beverage", "i drink hot coffee and tea every morning"),
+        ("currency", "dollars and euros are exchanged at the bank"),
+    ]
+    docs = [Document(str(i), title, body) for i, (title, body) in enumerate(pairs)]
+    result = choose_search(sbert.load("default", device="cpu"), docs, queries=6, choices=CHOICES[:2])
+    assert result.scores["dense"] == pytest.approx(100.0) and result.scores["bm25"] < 100
+    assert result.choice.name == "dense"
