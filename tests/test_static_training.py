@@ -39,7 +39,7 @@ def folders(tmp_path_factory):
 
 def _loss_over_all(model, folders) -> float:
     loss = EmbeddingMSELoss(Teacher(folders / "teacher"))
-    loss.prepare([Text(t) for t in TEXTS], model.model_dim)
+    loss.prepare([Text(t) for t in TEXTS], model)
     with torch.no_grad():
         return float(loss(model, [Text(t) for t in TEXTS]))
 
@@ -59,9 +59,20 @@ def test_prepared_targets_are_the_teacher_s_vectors_projected_by_a_pca_fitted_on
         EmbeddingMSELoss(teacher).prepare(TEXTS, 32)
 
 
+def test_given_the_student_the_projected_targets_are_turned_towards_its_own_vectors(folders):
+    student = sbert.load(folders / "static", device="cpu")
+    plain, turned = EmbeddingMSELoss(Teacher(folders / "teacher")), EmbeddingMSELoss(Teacher(folders / "teacher"))
+    plain.prepare(TEXTS, 8)
+    turned.prepare(TEXTS, student)
+    a, b = (loss.targets(TEXTS, torch.device("cpu")).numpy() for loss in (plain, turned))
+    np.testing.assert_allclose(a @ a.T, b @ b.T, rtol=1e-4, atol=1e-4)  # the same geometry: a rotation
+    with torch.no_grad():
+        assert float(turned(student, TEXTS)) < float(plain(student, TEXTS)) - 0.05  # training starts nearer
+
+
 def test_an_unprepared_loss_refuses_a_narrower_student_saying_what_to_do(folders):
     student = sbert.load(folders / "static", device="cpu")
-    with pytest.raises(ValueError, match=r"16 wide and the student's 8.*prepare\(texts, dim\)"):
+    with pytest.raises(ValueError, match=r"16 wide and the student's 8.*prepare\(texts, model\)"):
         EmbeddingMSELoss(Teacher(folders / "teacher"))(student, [Text(t) for t in TEXTS[:4]])
 
 

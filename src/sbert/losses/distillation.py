@@ -19,7 +19,9 @@ may carry different numbers of negatives.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -130,10 +132,11 @@ class DistillKLDivLoss(_CandidateLoss):
 class EmbeddingMSELoss(nn.Module):
     """The student's vector of each text against the teacher's: mean squared error, or ``1 - cosine``.
 
-    ``prepare(texts, dim)`` (the trainer calls it before the first step) embeds every training text with the
-    teacher once; where the teacher is wider than the student (a static model distilled to 256 dimensions,
-    a 384-wide teacher), a PCA of those vectors, fitted once on them, projects them to the student's width
-    (tokenlearn's way). Unprepared, the teacher embeds each batch as it is drawn (same width only).
+    ``prepare(texts, model)`` (the trainer calls it before the first step) embeds every training text with
+    the teacher once; where the teacher is wider than the student (a static model distilled to 256
+    dimensions, a 384-wide teacher), a PCA of those vectors, fitted once on them, projects them to the
+    student's width (tokenlearn's way), turned by an orthogonal map towards the student's own vectors.
+    Unprepared, the teacher embeds each batch as it is drawn (same width only).
     ``target_loss="auto"``: MSE for the teacher's own vectors, cosine for projected ones (the student is unit
     length, the centred projections are not)."""
 
@@ -151,13 +154,17 @@ class EmbeddingMSELoss(nn.Module):
         self._rows: dict[str, int] = {}
         self._targets: torch.Tensor | None = None
 
-    def prepare(self, examples: Sequence[Text | str], dim: int | None, device: torch.device | str = "cpu") -> None:
-        """The teacher's vectors of every distinct text of ``examples``, once, projected to ``dim`` (PCA) if
-        the teacher is wider; then each batch's targets are looked up, not computed."""
-        from sbert.distill import fit_pca
+    def prepare(self, examples: Sequence[Text | str], student: Any, device: torch.device | str = "cpu") -> None:
+        """The teacher's vectors of every distinct text of ``examples``, once; where the teacher is wider than
+        ``student`` (a model, or its width), projected to the student's width by a PCA fitted on them and
+        turned (an orthogonal map: the targets' geometry is unchanged) to lie nearest the student's own
+        current vectors, so that training starts from where the student is. Then each batch's targets are
+        looked up, not computed."""
+        from sbert.distill import Projection, fit_pca
 
         texts = list(dict.fromkeys(_text_of(e) for e in examples))
         vectors = self._teacher[0].vectors(texts, torch.device(device)).cpu().numpy()
+        dim = student if isinstance(student, int) or student is None else student.model_dim
         dim = vectors.shape[1] if dim is None else dim
         if vectors.shape[1] < dim:
             raise ValueError(
@@ -165,8 +172,13 @@ class EmbeddingMSELoss(nn.Module):
                 "distil the student at the teacher's width or narrower"
             )
         if vectors.shape[1] > dim:
-            self.projection = fit_pca(vectors, dim)
-            vectors = self.projection.apply(vectors)
+            projection = fit_pca(vectors, dim)
+            if hasattr(student, "encode"):
+                own = student.encode(texts, batch_size=256, on_truncation="ignore", show_progress=False)
+                turn = nearest_rotation(projection.apply(vectors), np.asarray(own, dtype=np.float32))
+                projection = Projection(projection.mean, projection.components @ turn)
+            self.projection = projection
+            vectors = projection.apply(vectors)
         self._rows = {t: i for i, t in enumerate(texts)}
         self._targets = torch.from_numpy(vectors).to(device)
 
@@ -188,12 +200,21 @@ class EmbeddingMSELoss(nn.Module):
             raise ValueError(
                 f"the teacher's vectors are {target.shape[1]} wide and the student's {student.shape[1]}: "
                 "embedding distillation needs the same width (sbert train projects them by PCA to the "
-                "student's width; in Python, call the loss's prepare(texts, dim) first)"
+                "student's width; in Python, call the loss's prepare(texts, model) first)"
             )
         cosine = self.target_loss == "cosine" or (self.target_loss == "auto" and self.projection is not None)
         if cosine:
             return (1 - F.cosine_similarity(student, target, dim=-1)).mean()
         return F.mse_loss(student, target)
+
+
+def nearest_rotation(source: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The orthogonal (dim, dim) matrix R minimising ||source @ R - target|| (orthogonal Procrustes: from the
+    SVD of source^T target), rows compared at unit length."""
+    a = source / np.maximum(np.linalg.norm(source, axis=1, keepdims=True), 1e-12)
+    b = target / np.maximum(np.linalg.norm(target, axis=1, keepdims=True), 1e-12)
+    u, _, vt = np.linalg.svd(a.astype(np.float64).T @ b.astype(np.float64))
+    return u @ vt
 
 
 def _text_of(example: object) -> str:

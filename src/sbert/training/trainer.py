@@ -593,11 +593,11 @@ def _call_evaluator(evaluator: Evaluator, model: TrainableModel, show_progress: 
 
 def _prepare_losses(objectives: Sequence[Objective], model: nn.Module, device: torch.device) -> None:
     """Losses that take a pass over their examples first (``EmbeddingMSELoss``: the teacher's vectors of
-    every text, once) get it: ``loss.prepare(examples, model width, device)``."""
+    every text, once) get it: ``loss.prepare(examples, model, device)``."""
     for objective in objectives:
         prepare = getattr(objective.loss, "prepare", None)
         if callable(prepare):
-            prepare(objective.examples, getattr(model, "model_dim", None), device)
+            prepare(objective.examples, model, device)
 
 
 def _unique_params(modules: Sequence[nn.Module]) -> list[nn.Parameter]:
