@@ -48,6 +48,7 @@ PLOT = ROOT / "docs" / "img" / "static-speed-quality.png"
 PARTS = ("models", "quality", "speed", "matryoshka", "query")
 MRL_DIMS = (384, 256, 128, 64)
 QUORA = 40_000_000
+ONE_THREAD = "the same, torch.set_num_threads(1)"  # a speed-only row after the trained static model
 ROWS = {  # row -> (kind, what it loads)
     "sentence-transformers torch": ("st", "default"),
     "sbert torch": ("sbert", "torch"),
@@ -136,7 +137,8 @@ def build_models(args, work: Path) -> dict:  # long: one step per model, each sk
 
 def models_part(args, work: Path) -> tuple[list[str], dict]:
     facts = build_models(args, work)
-    lines = [f"- {key}: {value}" for key, value in facts.items()] or ["- (all models were there already)"]
+    lines = [f"- {key}: {f'{value:,.0f}' if isinstance(value, float) else value}" for key, value in facts.items()]
+    lines = lines or ["- (all models were there already)"]
     return lines, facts
 
 
@@ -298,6 +300,20 @@ def speed_part(args, work: Path) -> tuple[list[str], dict]:
             "disk_mb": size / 2**20,
             "dim": dim,
         }
+    import torch
+
+    threads, name = torch.get_num_threads(), list(ROWS)[6]
+    encode, size, dim = load_row(name, work)
+    torch.set_num_threads(1)  # a static model's ops are tiny: threads cost more than they give on a busy CPU
+    try:
+        facts[ONE_THREAD] = {
+            "rate": rate(encode, texts, args.min_seconds),
+            "p50_ms": latency_ms(lambda t: encode([t]), texts[: args.latency])[0],
+            "disk_mb": size / 2**20,
+            "dim": dim,
+        }
+    finally:
+        torch.set_num_threads(threads)
     return [], facts
 
 
@@ -370,9 +386,15 @@ def query_part(args, work: Path) -> tuple[list[str], dict]:
 # -- the table, the plot, the docs -------------------------------------------------------------------
 def main_table(facts: dict) -> list[str]:
     quality_facts, speed_facts = facts.get("quality", {}), facts.get("speed", {})
-    rows = []
-    for name in ROWS:
-        q, s = quality_facts.get(name), speed_facts.get(name)
+    rows, names = [], list(ROWS)
+    names.insert(7, ONE_THREAD)
+    for name in names:
+        if name == ONE_THREAD and name not in speed_facts:
+            continue
+        q, s = (
+            quality_facts.get(name, quality_facts.get(names[6]) if name == ONE_THREAD else None),
+            speed_facts.get(name),
+        )
         scores = [f"{q[k]:.2f}" for k in ("stsb", "scifact_ndcg10", "openoffice_mrr10")] if q else ["-"] * 3
         speed = [f"{s['rate']:,.0f}", f"{s['p50_ms']:.2f}", f"{s['disk_mb']:,.1f}"] if s else ["-"] * 3
         index = [f"{1e6 * s['dim'] * 4 / 2**30:.2f} / {1e6 * s['dim'] / 2**30:.2f}", str(s["dim"])] if s else ["-"] * 2
@@ -432,13 +454,17 @@ def scale_lines(facts: dict) -> list[str]:
         return ["(benchmarks/static.py has not measured the static model's speed yet.)"]
     cores = os.cpu_count() or 1
     hours = QUORA / static["rate"] / 3600
-    return [
+    lines = [
         f"- **Static model** (benchmarks/static.py, {cpu_name()}, {cores} cores): the distilled and trained static "
         f"model embeds {static['rate']:,.0f} sentences/s at batch 32 here, {static['rate'] / torch_row['rate']:,.0f}x "
         f"sbert torch in the same run ({torch_row['rate']:,.0f}/s): 40M questions in {hours:,.2f} h on this one "
         f"machine, no cluster; {static['dim']} dimensions: {QUORA * static['dim'] * 4 / 2**30:.1f} GiB float32, "
         f"{QUORA * static['dim'] / 2**30:.1f} GiB int8. Its quality is in docs/cpu-inference.md's table.",
     ]
+    if ONE_THREAD in speed:
+        one = speed[ONE_THREAD]["rate"]
+        lines[-1] += f" With one torch thread per process it ran {one:,.0f}/s: {QUORA / one / 3600:,.2f} h."
+    return lines
 
 
 def run_parts(args, work: Path) -> tuple[dict, dict]:
