@@ -142,19 +142,8 @@ def index() -> None:
 @prompt_options("document")
 @friendly_errors
 def index_build(
-    corpus,
-    out,
-    model,
-    runtime,
-    allow_pickle,
-    metric,
-    overwrite,
-    batch_size,
-    skip_empty,
-    progress,
-    prompts,
-    truncate_dim,
-    **opts,
+    corpus, out, model, runtime, allow_pickle, metric, overwrite, batch_size, skip_empty, progress, prompts,
+    truncate_dim, **opts
 ):
     """Embed CORPUS (text, one per line; or .jsonl with 'text' and optional 'id') into an index at --out."""
     from sbert.data.corpus import read_corpus
