@@ -128,17 +128,39 @@ def token_vectors(transformer: Transformer, runs: Sequence[Sequence[int]], batch
     return out
 
 
-def pca(vectors: np.ndarray, dim: int) -> np.ndarray:
-    """``vectors`` centred and projected on their ``dim`` leading principal components (eigenvectors of the
-    covariance, float64), each component's sign such that its largest-magnitude score is positive."""
+@dataclass(frozen=True)
+class Projection:
+    """A PCA fitted once: ``apply(x) = (x - mean) @ components`` (``components``: (width, dim))."""
+
+    mean: np.ndarray
+    components: np.ndarray
+
+    @property
+    def dim(self) -> int:
+        return int(self.components.shape[1])
+
+    def apply(self, vectors: np.ndarray) -> np.ndarray:
+        """``vectors`` (n, width) projected to (n, dim), float32."""
+        return ((vectors.astype(np.float64) - self.mean) @ self.components).astype(np.float32)
+
+
+def fit_pca(vectors: np.ndarray, dim: int) -> Projection:
+    """The ``dim`` leading principal components of ``vectors`` (eigenvectors of the covariance, float64), each
+    component's sign such that its largest-magnitude score on ``vectors`` is positive (model2vec's rule)."""
     if not 1 <= dim <= min(vectors.shape):
-        raise ValueError(f"dim must be from 1 to {min(vectors.shape)} (the model's width and the tokens), got {dim}")
-    centred = vectors.astype(np.float64) - vectors.mean(axis=0)
+        raise ValueError(f"dim must be from 1 to {min(vectors.shape)} (the model's width and the rows), got {dim}")
+    mean = vectors.astype(np.float64).mean(axis=0)
+    centred = vectors.astype(np.float64) - mean
     values, vectors_ = np.linalg.eigh(centred.T @ centred)
     components = vectors_[:, np.argsort(values)[::-1][:dim]]
     scores = centred @ components
     signs = np.sign(scores[np.abs(scores).argmax(axis=0), np.arange(dim)])
-    return (scores * np.where(signs == 0, 1, signs)).astype(np.float32)
+    return Projection(mean, components * np.where(signs == 0, 1, signs))
+
+
+def pca(vectors: np.ndarray, dim: int) -> np.ndarray:
+    """``vectors`` centred and projected on their ``dim`` leading principal components (``fit_pca``)."""
+    return fit_pca(vectors, dim).apply(vectors)
 
 
 def zipf_weights(n: int, sif: float = SIF) -> np.ndarray:

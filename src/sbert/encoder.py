@@ -22,10 +22,10 @@ from sbert.atomic import atomic_dir, recover
 from sbert.backends.onnx import ExportSource, OnnxBackend
 from sbert.device import resolve_device
 from sbert.errors import ModelFormatError, ModelNotFoundError
-from sbert.modules import MODULE_TYPES, Module, Pooling, StaticEmbedding, Transformer, module_class
+from sbert.modules import MODULE_TYPES, Module, Normalize, Pooling, StaticEmbedding, Transformer, module_class
 from sbert.modules.base import Features, write_json
 from sbert.modules.folder import check_links, module_folder, read_json, refuse_remote_code
-from sbert.modules.static import is_model2vec_folder, model2vec_modules
+from sbert.modules.static import is_model2vec_folder, model2vec_modules, save_model2vec
 from sbert.pipeline import PACKED_TOKENS, Batching, Runner, Tokenized, TorchRunner, finish, token_vectors
 from sbert.progress import ENCODE_FROM, progress_bar
 from sbert.prompts import Prompts, Task, prompt_length, prompted
@@ -445,11 +445,15 @@ class Encoder(nn.Sequential):
 
     # -- disk ------------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
-        """Write the sentence-transformers folder format atomically; returns the folder's path.
+        """Write the sentence-transformers folder format atomically; returns the folder's path. A static model
+        that drops unknown tokens (model2vec's behaviour), with at most Normalize after it, is written in
+        model2vec's layout, which sentence-transformers reads too.
 
         config_sentence_transformers.json keeps every setting read from the loaded folder (keys sbert does not
         use too), with this encoder's ``prompts``, ``default_prompt_name``, similarity and ``truncate_dim``.
         """
+        if self._model2vec_layout():
+            return self._save_model2vec(path)
         with atomic_dir(path) as tmp:
             entries = []
             for idx, module in enumerate(self):
@@ -458,6 +462,20 @@ class Encoder(nn.Sequential):
                 module.save(tmp / folder)
                 entries.append({"idx": idx, "name": str(idx), "path": folder, "type": module.type_name})
             write_json(tmp / "modules.json", entries)
+            write_json(tmp / ST_CONFIG, self._settings_to_save())
+        return Path(path)
+
+    def _model2vec_layout(self) -> bool:
+        """Whether this is a static model with model2vec's behaviour (unknown tokens dropped) and nothing but
+        Normalize after its table: saved in model2vec's layout, which model2vec reads the same (and
+        sentence-transformers and sbert too)."""
+        rest = list(self)[1:]
+        only_normalize = len(rest) <= 1 and all(isinstance(m, Normalize) for m in rest)
+        return self.is_static and self[0].skip_unknown and only_normalize
+
+    def _save_model2vec(self, path: str | Path) -> Path:
+        with atomic_dir(path) as tmp:
+            save_model2vec(self[0], tmp, normalize=len(self) == 2, config={"saved_by": "sbert"})
             write_json(tmp / ST_CONFIG, self._settings_to_save())
         return Path(path)
 

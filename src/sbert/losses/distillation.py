@@ -4,8 +4,10 @@
   margin s(q, p) - s(q, n_k) against the teacher's, mean squared error over all margins of the batch.
 - ``DistillKLDivLoss``: the teacher's softmax over each row's candidates (positive, negatives) at a
   temperature, and the student's; KL(teacher || student) averaged over rows, times temperature^2.
-- ``EmbeddingMSELoss``: the student's vector of each text against the teacher's (same width), mean
-  squared error (sentence-transformers' MSELoss, Reimers & Gurevych 2020).
+- ``EmbeddingMSELoss``: the student's vector of each text against the teacher's, mean squared error
+  (sentence-transformers' MSELoss, Reimers & Gurevych 2020); a narrower student (a static model) against
+  the teacher's vectors projected to its width by a PCA fitted once on the training texts (tokenlearn's
+  way), by cosine.
 
 The teacher's scores come with the rows (``DistillationExample``: a ``distill`` file) or from a
 ``Teacher`` (``sbert train --teacher MODEL``: a bi-encoder or a cross-encoder) that scores each row's
@@ -17,7 +19,9 @@ may carry different numbers of negatives.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -126,24 +130,91 @@ class DistillKLDivLoss(_CandidateLoss):
 
 
 class EmbeddingMSELoss(nn.Module):
-    """Mean squared error between the student's vector of each text and the teacher's."""
+    """The student's vector of each text against the teacher's: mean squared error, or ``1 - cosine``.
 
-    def __init__(self, teacher: Teacher) -> None:
+    ``prepare(texts, model)`` (the trainer calls it before the first step) embeds every training text with
+    the teacher once; where the teacher is wider than the student (a static model distilled to 256
+    dimensions, a 384-wide teacher), a PCA of those vectors, fitted once on them, projects them to the
+    student's width (tokenlearn's way), turned by an orthogonal map towards the student's own vectors.
+    Unprepared, the teacher embeds each batch as it is drawn (same width only).
+    ``target_loss="auto"``: MSE for the teacher's own vectors, cosine for projected ones (the student is unit
+    length, the centred projections are not)."""
+
+    TARGET_LOSSES = ("auto", "mse", "cosine")
+
+    def __init__(self, teacher: Teacher, target_loss: str = "auto") -> None:
         super().__init__()
         if teacher is None:
             raise ValueError("embedding distillation needs a teacher (sbert train --teacher MODEL)")
+        if target_loss not in self.TARGET_LOSSES:
+            raise ValueError(f"target_loss {target_loss!r}: expected one of {', '.join(self.TARGET_LOSSES)}")
         self._teacher = (teacher,)
+        self.target_loss = target_loss
+        self.projection = None  # sbert.distill.Projection, once prepared for a narrower student
+        self._rows: dict[str, int] = {}
+        self._targets: torch.Tensor | None = None
+
+    def prepare(self, examples: Sequence[Text | str], student: Any, device: torch.device | str = "cpu") -> None:
+        """The teacher's vectors of every distinct text of ``examples``, once; where the teacher is wider than
+        ``student`` (a model, or its width), projected to the student's width by a PCA fitted on them and
+        turned (an orthogonal map: the targets' geometry is unchanged) to lie nearest the student's own
+        current vectors, so that training starts from where the student is. Then each batch's targets are
+        looked up, not computed."""
+        from sbert.distill import Projection, fit_pca
+
+        texts = list(dict.fromkeys(_text_of(e) for e in examples))
+        vectors = self._teacher[0].vectors(texts, torch.device(device)).cpu().numpy()
+        dim = student if isinstance(student, int) or student is None else student.model_dim
+        dim = vectors.shape[1] if dim is None else dim
+        if vectors.shape[1] < dim:
+            raise ValueError(
+                f"the teacher's vectors are {vectors.shape[1]} wide, narrower than the student's {dim}: "
+                "distil the student at the teacher's width or narrower"
+            )
+        if vectors.shape[1] > dim:
+            projection = fit_pca(vectors, dim)
+            if hasattr(student, "encode"):
+                own = student.encode(texts, batch_size=256, on_truncation="ignore", show_progress=False)
+                turn = nearest_rotation(projection.apply(vectors), np.asarray(own, dtype=np.float32))
+                projection = Projection(projection.mean, projection.components @ turn)
+            self.projection = projection
+            vectors = projection.apply(vectors)
+        self._rows = {t: i for i, t in enumerate(texts)}
+        self._targets = torch.from_numpy(vectors).to(device)
+
+    def targets(self, texts: Sequence[str], device: torch.device) -> torch.Tensor:
+        """(len(texts), width): the prepared targets of ``texts``, or the teacher's vectors of them."""
+        if self._targets is None:
+            return self._teacher[0].vectors(texts, device)
+        try:
+            rows = torch.tensor([self._rows[t] for t in texts], device=self._targets.device)
+        except KeyError as err:
+            raise ValueError(f"text {str(err)[:80]} was not among the texts the loss was prepared with") from None
+        return self._targets[rows].to(device)
 
     def forward(self, encoder: TrainableEncoder, batch: Sequence[Text]) -> torch.Tensor:
         texts = [_text_of(e) for e in batch]
         (student,) = encoder.embed_with_grad(texts)
-        target = self._teacher[0].vectors(texts, student.device)
+        target = self.targets(texts, student.device).to(student.dtype)
         if target.shape != student.shape:
             raise ValueError(
                 f"the teacher's vectors are {target.shape[1]} wide and the student's {student.shape[1]}: "
-                "embedding distillation needs the same width"
+                "embedding distillation needs the same width (sbert train projects them by PCA to the "
+                "student's width; in Python, call the loss's prepare(texts, model) first)"
             )
-        return F.mse_loss(student, target.to(student.dtype))
+        cosine = self.target_loss == "cosine" or (self.target_loss == "auto" and self.projection is not None)
+        if cosine:
+            return (1 - F.cosine_similarity(student, target, dim=-1)).mean()
+        return F.mse_loss(student, target)
+
+
+def nearest_rotation(source: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The orthogonal (dim, dim) matrix R minimising ||source @ R - target|| (orthogonal Procrustes: from the
+    SVD of source^T target), rows compared at unit length."""
+    a = source / np.maximum(np.linalg.norm(source, axis=1, keepdims=True), 1e-12)
+    b = target / np.maximum(np.linalg.norm(target, axis=1, keepdims=True), 1e-12)
+    u, _, vt = np.linalg.svd(a.astype(np.float64).T @ b.astype(np.float64))
+    return u @ vt
 
 
 def _text_of(example: object) -> str:

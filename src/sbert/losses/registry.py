@@ -117,9 +117,12 @@ OBJECTIVES: dict[str, ObjectiveKind] = {
     ),
     "embedding-mse": ObjectiveKind(
         needs=(Text,),
-        settings={"teacher": ""},
-        bi_encoder=lambda x: EmbeddingMSELoss(teacher_from(x.settings["teacher"])),
-        help="distillation: MSE of the student's vectors against a bi-encoder teacher's (texts alone)",
+        settings={"teacher": "", "target_loss": "auto"},
+        bi_encoder=lambda x: EmbeddingMSELoss(
+            teacher_from(x.settings["teacher"]), x.settings.get("target_loss", "auto")
+        ),
+        help="distillation: MSE of the student's vectors against a bi-encoder teacher's (texts alone; a narrower "
+        "student, a static model: cosine to the teacher's vectors PCA-projected to its width)",
     ),
     "tsdae": ObjectiveKind(
         needs=(Text,),

@@ -281,6 +281,7 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         model = self.encoder.to(self.device)
         losses = nn.ModuleList([o.loss for o in self.objectives]).to(self.device)
+        _prepare_losses(self.objectives, model, self.device)
         params = _unique_params([model, losses])
         optimizer = torch.optim.AdamW(
             _param_groups(params, cfg.weight_decay),
@@ -588,6 +589,15 @@ def _call_evaluator(evaluator: Evaluator, model: TrainableModel, show_progress: 
     except (TypeError, ValueError):  # a callable without a signature
         takes = False
     return evaluator(model, show_progress=show_progress) if takes else evaluator(model)
+
+
+def _prepare_losses(objectives: Sequence[Objective], model: nn.Module, device: torch.device) -> None:
+    """Losses that take a pass over their examples first (``EmbeddingMSELoss``: the teacher's vectors of
+    every text, once) get it: ``loss.prepare(examples, model, device)``."""
+    for objective in objectives:
+        prepare = getattr(objective.loss, "prepare", None)
+        if callable(prepare):
+            prepare(objective.examples, model, device)
 
 
 def _unique_params(modules: Sequence[nn.Module]) -> list[nn.Parameter]:

@@ -1,0 +1,561 @@
+"""The speed and size dial: transformer backends, static models, Matryoshka widths, on one CPU in one run.
+
+Parts (``--parts``, each cached in benchmarks/.work/static/<part>.json and re-runnable alone, as in
+benchmarks/scale.py; the tables are assembled from whatever parts are there):
+
+- models: the static models and the Matryoshka model, each built once (folders under .work/static/models):
+  ``sbert distill default`` (model2vec's defaults: 256 dims); the same with the collections' words added
+  (``--vocabulary``: SciFact and openoffice-dups corpora); that one trained on the teacher's own sentence
+  vectors (``sbert train --objective embedding-mse --format texts --teacher default``: every text of the data
+  folder: STSb, SICK, SNLI sentences, the SciFact and openoffice-dups corpora); the default model trained
+  with ``--matryoshka 384,256,128,64`` (mnrl on the STSb train pairs, ``--matryoshka-steps``).
+- quality: per row, STSb test Spearman x 100 (cosine), SciFact test NDCG@10, openoffice-dups MRR@10 (the
+  newer part of its split in time: benchmarks/retrieval.py's ``test_part``), documents cut at each model's
+  limit (``RetrievalEvaluator`` + ``DenseRetriever``).
+- speed: sentences per second (batch 32, STSb/SICK sentences), batch-1 latency p50, size on disk, and the
+  index size at 1M vectors (1M x dim x 4 bytes float32, x 1 byte int8: computed).
+- matryoshka: the Matryoshka-trained model against plain truncation of today's model at 384/256/128/64.
+- query: whole bug reports (openoffice-dups test queries) as queries, warm hybrid search (windows + BM25,
+  reciprocal rank fusion) over the corpus in windows: p50 per query (query embedding + search) for torch,
+  ONNX int8 and the static model, and the NDCG@10 / MRR@10 each costs.
+
+Rows: sentence-transformers torch (the default model); sbert torch, onnx, onnx-int8; the distilled static
+models; distilled + trained; model2vec's ``StaticModel.encode`` of the distilled folder; wordllama.
+
+    python benchmarks/static.py [--parts models,quality,speed,matryoshka,query] [--data DIR]
+    python benchmarks/static.py --quick   # tiny sizes: checks that every part runs (no docs written)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from common import WORK, cpu_name, environment_lines, markdown_table, write_between_markers, write_result
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC, SCALE_DOC = ROOT / "docs" / "cpu-inference.md", ROOT / "docs" / "scale.md"
+BEGIN, END = "<!-- benchmarks/static.py: begin -->", "<!-- benchmarks/static.py: end -->"
+PLOT = ROOT / "docs" / "img" / "static-speed-quality.png"
+PARTS = ("models", "quality", "speed", "matryoshka", "query")
+MRL_DIMS = (384, 256, 128, 64)
+QUORA = 40_000_000
+ONE_THREAD = "the same, torch.set_num_threads(1)"  # a speed-only row after the trained static model
+ROWS = {  # row -> (kind, what it loads)
+    "sentence-transformers torch": ("st", "default"),
+    "sbert torch": ("sbert", "torch"),
+    "sbert onnx": ("sbert", "onnx"),
+    "sbert onnx-int8": ("sbert", "onnx-int8"),
+    "distilled (model2vec defaults, 256 d)": ("static", "distilled"),
+    "distilled + corpus vocabulary": ("static", "vocab"),
+    "distilled + vocabulary + trained on the teacher's vectors": ("static", "trained"),
+    "model2vec StaticModel.encode (distilled folder)": ("model2vec", "distilled"),
+    "wordllama 0.4 (l2_supercat_256)": ("wordllama", ""),
+}
+
+
+def work_dir(args) -> Path:
+    path = WORK / ("static-quick" if args.quick else "static")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# -- models ------------------------------------------------------------------------------------------
+def sbert_cli(*args: str) -> float:
+    """Run ``sbert ARGS`` (this checkout's) and return its wall time; its output goes to ours."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "sbert", *args], check=True, env=env)
+    return time.perf_counter() - began
+
+
+def collection_texts(args) -> list[str]:
+    """Every document of the SciFact and openoffice-dups corpora (title and text)."""
+    from sbert.data.beir import read_beir
+    from sbert.data.paths import data_dir
+
+    texts = []
+    for name in ("scifact", "openoffice-dups"):
+        collection = read_beir(data_dir(args.data) / "retrieval" / name, "test")
+        texts += [d.joined() for d in collection.corpus.values()]
+    return texts
+
+
+def write_jsonl(path: Path, texts: list[str]) -> Path:
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    return path
+
+
+def build_models(args, work: Path) -> dict:  # long: one step per model, each skipped when it is there
+    """The static and Matryoshka models (each skipped when its folder is there); what building each cost."""
+    from corpus import sentences
+
+    from sbert.data.paths import data_dir
+
+    models, facts = work / "models", {}
+    models.mkdir(exist_ok=True)
+    data = data_dir(args.data)
+    documents = collection_texts(args)
+    if not (models / "distilled").is_dir():
+        facts["distil seconds"] = sbert_cli("distill", "default", "--out", str(models / "distilled"))
+    if not (models / "vocab").is_dir():
+        corpus = write_jsonl(work / "collections.jsonl", documents)
+        facts["distil + vocabulary seconds"] = sbert_cli(
+            "distill", "default", "--out", str(models / "vocab"), "--vocabulary", str(corpus)
+        )
+    if not (models / "trained").is_dir():
+        texts = sentences(data, ("stsb", "sick", "snli")) + documents
+        texts = texts[: args.static_texts] if args.static_texts else texts
+        source = write_jsonl(work / "all-texts.jsonl", texts)
+        train = ["train", "--objective", "embedding-mse", "--format", "texts", "--train", str(source)]
+        train += ["--teacher", "default", "--model", str(models / "vocab"), "--out", str(models / "trained")]
+        train += ["--lr", str(args.static_lr), "--batch-size", str(args.static_batch), "--warmup", "0.05"]
+        train += ["--epochs", str(args.static_epochs), "--no-progress", "--checkpoint-every", "100000"]
+        facts["trained: seconds"] = sbert_cli(*train)
+        summary = json.loads((models / "trained.train" / "log.jsonl").read_text().splitlines()[-1])["summary"]
+        facts["trained: texts, steps, texts/s of the loop"] = [
+            len(texts),
+            summary["steps"],
+            round(summary["steps_per_second"] * args.static_batch),
+        ]
+    if not (models / "mrl").is_dir():
+        pairs = str(data / "stsbenchmark" / "sts-train.csv")
+        train = ["train", "--objective", "mnrl", "--format", "stsb", "--train", pairs, "--model", "default"]
+        train += ["--matryoshka", ",".join(map(str, MRL_DIMS)), "--out", str(models / "mrl"), "--no-progress"]
+        train += ["--batch-size", "64", "--max-steps", str(args.matryoshka_steps), "--checkpoint-every", "100000"]
+        facts["matryoshka training seconds"] = sbert_cli(*train)
+    return facts
+
+
+def models_part(args, work: Path) -> tuple[list[str], dict]:
+    facts = build_models(args, work)
+    lines = [f"- {key}: {f'{value:,.0f}' if isinstance(value, float) else value}" for key, value in facts.items()]
+    lines = lines or ["- (all models were there already)"]
+    return lines, facts
+
+
+# -- loading each row ------------------------------------------------------------------------------------
+class Embedder:
+    """What the evaluators call on a model, for any encode function: unit vectors, cut to ``dim`` where
+    given, cached on disk by the texts (quality parts only: timing never goes through it)."""
+
+    similarity_fn_name = "cosine"
+
+    def __init__(self, name: str, encode: Callable[[list[str]], np.ndarray], cache: Path, dim: int | None = None):
+        self.name, self._encode, self.cache, self.dim = name, encode, cache, dim
+
+    def encode(self, texts, batch_size: int = 32, convert_to: str = "numpy", **_) -> np.ndarray:
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        key = hashlib.sha1("\x00".join([self.name, *texts]).encode()).hexdigest()[:20]
+        path = self.cache / f"{key}.npy"
+        if path.is_file():
+            vectors = np.load(path)
+        else:
+            vectors = np.asarray(self._encode(texts), dtype=np.float32)
+            self.cache.mkdir(parents=True, exist_ok=True)
+            np.save(path, vectors)
+        if self.dim is not None:
+            vectors = vectors[:, : self.dim]
+        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        if convert_to == "torch":
+            import torch
+
+            return torch.from_numpy(np.ascontiguousarray(vectors))
+        return vectors
+
+    encode_query = encode_document = encode
+
+
+def load_row(name: str, work: Path):  # long: one branch per kind of row
+    """(encode function: texts -> vectors at batch 32, size on disk in bytes, dim) of row ``name``."""
+    import sbert
+    from sbert.registry import resolve
+
+    kind, what = ROWS[name]
+    models = work / "models"
+    if kind == "st":
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(resolve("default")), device="cpu")
+        return (lambda t: model.encode(t, batch_size=32)), folder_bytes(resolve("default")), 384
+    if kind == "sbert":
+        options = {"torch": {}, "onnx": {"backend": "onnx"}, "onnx-int8": {"backend": "onnx", "precision": "int8"}}
+        model = sbert.load("default", device="cpu", **options[what])
+        size = model.onnx_path.stat().st_size if model.onnx_path else folder_bytes(resolve("default"))
+        return (lambda t: model.encode(t, batch_size=32, on_truncation="ignore")), size, model.dim
+    if kind == "static":
+        model = sbert.load(models / what, device="cpu")
+        return (
+            (lambda t: model.encode(t, batch_size=32, on_truncation="ignore")),
+            folder_bytes(models / what),
+            model.dim,
+        )
+    if kind == "model2vec":
+        from model2vec import StaticModel
+
+        model = StaticModel.from_pretrained(models / what)
+        return (lambda t: model.encode(t, batch_size=32)), folder_bytes(models / what), model.dim
+    import wordllama
+    from wordllama import WordLlama
+
+    model = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+    weights = next(Path(wordllama.__file__).parent.rglob("*.safetensors"))
+    return (lambda t: model.embed(t, norm=True, batch_size=32)), weights.stat().st_size, 256
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file() and ".onnx" not in p.name)
+
+
+# -- quality -----------------------------------------------------------------------------------------
+def collections(args) -> dict:
+    """SciFact's test split and openoffice-dups' newer (test) part, sampled in quick runs."""
+    from retrieval import sample, test_part
+
+    parts = {}
+    for name in ("scifact", "openoffice-dups"):
+        parts[name] = sample(test_part(name, args), args.queries, args.documents)
+    return parts
+
+
+def retrieval_scores(model, collection, retriever=None, latency: int = 0) -> dict[str, float]:
+    """NDCG@10, MRR@10 (and the per-query latency when ``latency`` > 0) of ``model`` on ``collection``: the
+    one place that calls the retrieval evaluation API (DenseRetriever by default)."""
+    from sbert.evaluation.retrieval import DenseRetriever, RetrievalEvaluator
+
+    retriever = retriever or DenseRetriever()
+    return RetrievalEvaluator(collection, retriever=retriever, latency_queries=latency)(model)
+
+
+def stsb_pairs(args) -> tuple[list[str], list[float]]:
+    from sbert.data.paths import data_dir
+    from sbert.data.sts import read_stsb
+
+    pairs = list(read_stsb(data_dir(args.data) / "stsbenchmark" / "sts-test.csv"))[: args.sts_pairs]
+    return [t for p in pairs for t in (p.sentence1, p.sentence2)], [p.score for p in pairs]
+
+
+def quality(model: Embedder, args, parts: dict) -> dict[str, float]:
+    from cpu_backends import stsb_spearman
+
+    texts, gold = stsb_pairs(args)
+    return {
+        "stsb": stsb_spearman(model.encode(texts), gold),
+        "scifact_ndcg10": retrieval_scores(model, parts["scifact"])["ndcg@10"],
+        "openoffice_mrr10": retrieval_scores(model, parts["openoffice-dups"])["mrr@10"],
+    }
+
+
+def quality_part(args, work: Path) -> tuple[list[str], dict]:
+    parts, facts = collections(args), {}
+    for name in ROWS:
+        print(f"quality: {name}", flush=True)
+        encode, _, _ = load_row(name, work)
+        facts[name] = quality(Embedder(name, encode, work / "vectors" / slug(name)), args, parts)
+    return [], facts
+
+
+def slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")[:60]
+
+
+# -- speed -------------------------------------------------------------------------------------------
+def speed_texts(args) -> list[str]:
+    from corpus import sentences
+
+    from sbert.data.paths import data_dir
+
+    return sentences(data_dir(args.data), ("stsb", "sick"))[: args.speed_texts]
+
+
+def rate(encode, texts: list[str], min_seconds: float) -> float:
+    """Sentences per second of ``encode(texts)``, repeated until ``min_seconds`` have passed (one warm-up)."""
+    encode(texts[:64])
+    done, began = 0, time.perf_counter()
+    while True:
+        encode(texts)
+        done += len(texts)
+        if time.perf_counter() - began >= min_seconds:
+            return done / (time.perf_counter() - began)
+
+
+def speed_part(args, work: Path) -> tuple[list[str], dict]:
+    from cpu_backends import latency_ms
+
+    texts, facts = speed_texts(args), {}
+    for name in ROWS:
+        print(f"speed: {name}", flush=True)
+        encode, size, dim = load_row(name, work)
+        facts[name] = {
+            "rate": rate(encode, texts, args.min_seconds),
+            "p50_ms": latency_ms(lambda t, e=encode: e([t]), texts[: args.latency])[0],
+            "disk_mb": size / 2**20,
+            "dim": dim,
+        }
+    import torch
+
+    threads, name = torch.get_num_threads(), list(ROWS)[6]
+    encode, size, dim = load_row(name, work)
+    torch.set_num_threads(1)  # a static model's ops are tiny: threads cost more than they give on a busy CPU
+    try:
+        facts[ONE_THREAD] = {
+            "rate": rate(encode, texts, args.min_seconds),
+            "p50_ms": latency_ms(lambda t: encode([t]), texts[: args.latency])[0],
+            "disk_mb": size / 2**20,
+            "dim": dim,
+        }
+    finally:
+        torch.set_num_threads(threads)
+    return [], facts
+
+
+# -- matryoshka --------------------------------------------------------------------------------------
+def matryoshka_part(args, work: Path) -> tuple[list[str], dict]:
+    import sbert
+
+    parts, facts = collections(args), {}
+    for label, folder in (("today's model, truncated", "default"), ("Matryoshka-trained", work / "models" / "mrl")):
+        model = sbert.load(folder, device="cpu")
+        for dim in MRL_DIMS:
+            print(f"matryoshka: {label} at {dim}", flush=True)
+
+            def encode(t, m=model):
+                return m.encode(t, batch_size=32, on_truncation="ignore")
+
+            embedder = Embedder(f"mrl-{label}", encode, work / "vectors" / slug(f"mrl-{label}"), dim)
+            facts[f"{label}|{dim}"] = quality(embedder, args, parts)
+    rows = [
+        [label, dim, *(f"{q[k]:.2f}" for k in ("stsb", "scifact_ndcg10", "openoffice_mrr10"))]
+        for key, q in facts.items()
+        for label, dim in [key.split("|")]
+    ]
+    header = ["model", "dims", "STSb Spearman", "SciFact NDCG@10", "openoffice MRR@10"]
+    intro = (
+        f"The default model cut to each width (and re-normalised) against the default model trained "
+        f"{args.matryoshka_steps} steps with `--matryoshka {','.join(map(str, MRL_DIMS))}` (mnrl on STSb train "
+        "pairs, batch 64), the same evaluation as above."
+    )
+    return [intro, "", *markdown_table(header, rows)], facts
+
+
+# -- query latency -----------------------------------------------------------------------------------
+def query_part(args, work: Path) -> tuple[list[str], dict]:
+    from retrieval import sample, test_part
+
+    import sbert
+    from sbert.evaluation.retrievers import ChunkedRetriever, HybridRetriever
+
+    collection = sample(test_part("openoffice-dups", args), args.queries, args.documents)
+    models = {
+        "sbert torch": sbert.load("default", device="cpu"),
+        "sbert onnx-int8": sbert.load("default", device="cpu", backend="onnx", precision="int8"),
+        "static (distilled + vocabulary + trained)": sbert.load(work / "models" / "trained", device="cpu"),
+    }
+    facts, rows = {}, []
+    for name, model in models.items():
+        print(f"query: {name}", flush=True)
+        windows = ChunkedRetriever(window=args.window)
+        scores = retrieval_scores(model, collection, HybridRetriever(windows, fusion="rrf"), args.query_latency)
+        facts[name] = {k: scores[k] for k in ("ndcg@10", "mrr@10", "query_ms_p50", "query_ms_p99")}
+        facts[name]["windows"] = len(windows.encoded.vectors)
+        f = facts[name]
+        rows.append([name, f"{f['query_ms_p50']:.1f} / {f['query_ms_p99']:.1f}", f"{f['ndcg@10']:.2f}"])
+        rows[-1] += [f"{f['mrr@10']:.2f}", f"{f['windows']:,}"]
+    tokenizer = models["sbert torch"].transformer.tokenizer
+    tokens = [len(ids) for ids in tokenizer(list(collection.queries.values()))["input_ids"]]
+    header = ["query encoder", "p50 / p99 ms per query", "NDCG@10", "MRR@10", "windows indexed"]
+    intro = (
+        f"openoffice-dups test part: {len(collection.queries):,} whole bug reports as queries (the default "
+        f"tokenizer's tokens: median {np.median(tokens):.0f}, 10-90% {np.percentile(tokens, 10):.0f}-"
+        f"{np.percentile(tokens, 90):.0f}; the transformer reads the first 256), hybrid search "
+        f"(windows of {args.window} tokens scored by their best window, + BM25, reciprocal rank fusion), warm "
+        f"(one query first, untimed); latency over the first {args.query_latency} queries, one at a time: "
+        "embedding the query and searching. Each row indexes the documents with its own model."
+    )
+    return [intro, "", *markdown_table(header, rows)], facts
+
+
+# -- the table, the plot, the docs -------------------------------------------------------------------
+def main_table(facts: dict) -> list[str]:
+    quality_facts, speed_facts = facts.get("quality", {}), facts.get("speed", {})
+    rows, names = [], list(ROWS)
+    names.insert(7, ONE_THREAD)
+    for name in names:
+        if name == ONE_THREAD and name not in speed_facts:
+            continue
+        q, s = (
+            quality_facts.get(name, quality_facts.get(names[6]) if name == ONE_THREAD else None),
+            speed_facts.get(name),
+        )
+        scores = [f"{q[k]:.2f}" for k in ("stsb", "scifact_ndcg10", "openoffice_mrr10")] if q else ["-"] * 3
+        speed = [f"{s['rate']:,.0f}", f"{s['p50_ms']:.2f}", f"{s['disk_mb']:,.1f}"] if s else ["-"] * 3
+        index = [f"{1e6 * s['dim'] * 4 / 2**30:.2f} / {1e6 * s['dim'] / 2**30:.2f}", str(s["dim"])] if s else ["-"] * 2
+        rows.append([name, *scores, *speed, *index])
+    header = ["model", "STSb", "SciFact NDCG@10", "openoffice MRR@10", "sentences/s (batch 32)"]
+    header += ["batch-1 p50 ms", "size on disk MB", "index at 1M: float32 / int8 GiB", "dims"]
+    return markdown_table(header, rows)
+
+
+def retrieval_mean(q: dict) -> float:
+    return (q["scifact_ndcg10"] + q["openoffice_mrr10"]) / 2
+
+
+def plot(facts: dict, path: Path) -> bool:
+    """Quality against sentences per second (log x): STSb, and the mean of the two retrieval scores."""
+    if not (facts.get("quality") and facts.get("speed")):
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, (label, score) in zip(
+        axes,
+        (
+            ("STSb test Spearman x 100", lambda q: q["stsb"]),
+            (
+                "retrieval: mean of SciFact NDCG@10\nand openoffice MRR@10",
+                lambda q: (q["scifact_ndcg10"] + q["openoffice_mrr10"]) / 2,
+            ),
+        ),
+        strict=True,
+    ):
+        for name in ROWS:
+            if name in facts["quality"] and name in facts["speed"]:
+                x, y = facts["speed"][name]["rate"], score(facts["quality"][name])
+                ax.scatter(x, y, s=30)
+                ax.annotate(name.split(" (")[0], (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_xlabel("sentences per second, batch 32 (log)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"Quality against speed on {cpu_name()}")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def scale_lines(facts: dict) -> list[str]:
+    """The static row of docs/scale.md's 40M plan, from the measured rates."""
+    speed = facts.get("speed", {})
+    static, torch_row = speed.get(list(ROWS)[6]), speed.get("sbert torch")
+    if not static or not torch_row:
+        return ["(benchmarks/static.py has not measured the static model's speed yet.)"]
+    cores = os.cpu_count() or 1
+    hours = QUORA / static["rate"] / 3600
+    lines = [
+        f"- **Static model** (benchmarks/static.py, {cpu_name()}, {cores} cores): the distilled and trained static "
+        f"model embeds {static['rate']:,.0f} sentences/s at batch 32 here, {static['rate'] / torch_row['rate']:,.0f}x "
+        f"sbert torch in the same run ({torch_row['rate']:,.0f}/s): 40M questions in {hours:,.2f} h on this one "
+        f"machine, no cluster; {static['dim']} dimensions: {QUORA * static['dim'] * 4 / 2**30:.1f} GiB float32, "
+        f"{QUORA * static['dim'] / 2**30:.1f} GiB int8. Its quality is in docs/cpu-inference.md's table.",
+    ]
+    if ONE_THREAD in speed:
+        one = speed[ONE_THREAD]["rate"]
+        lines[-1] += f" With one torch thread per process it ran {one:,.0f}/s: {QUORA / one / 3600:,.2f} h."
+    return lines
+
+
+def run_parts(args, work: Path) -> tuple[dict, dict]:
+    """Each part run (``--parts``) or read back from its cache; returns (facts, lines) by part."""
+    runs = {
+        "models": models_part,
+        "quality": quality_part,
+        "speed": speed_part,
+        "matryoshka": matryoshka_part,
+        "query": query_part,
+    }
+    facts, lines, wanted = {}, {}, args.parts.split(",")
+    if any(p in wanted for p in ("quality", "speed", "matryoshka", "query")) and "models" not in wanted:
+        build_models(args, work)  # whatever is missing
+    for name, part in runs.items():
+        saved = work / f"{name}.json"
+        if name in wanted:
+            lines[name], facts[name] = part(args, work)
+            saved.write_text(json.dumps({"lines": lines[name], "facts": facts[name]}, indent=1))
+        elif saved.is_file():
+            earlier = json.loads(saved.read_text())
+            lines[name], facts[name] = earlier["lines"], earlier["facts"]
+    return facts, lines
+
+
+def main() -> None:
+    args = arguments()
+    work = work_dir(args)
+    began = time.perf_counter()
+    facts, lines = run_parts(args, work)
+    body = [
+        f"One run on {cpu_name()} ({os.cpu_count()} logical cores), torch fp32 on the CPU. STSb: Spearman x 100 "
+        "of cosine on STSb test; SciFact NDCG@10 on its test split; openoffice-dups MRR@10 on the newer part of "
+        "its split in time; documents cut at each model's limit. Speed: STSb/SICK sentences, batch 32; "
+        "latency: one sentence per call. Index: computed, 1M vectors x dims x 4 (float32) or 1 (int8) bytes.",
+        "",
+        *main_table(facts),
+        "",
+    ]
+    if "models" in lines:
+        body += ["Building the models:", "", *lines["models"], ""]
+    if "matryoshka" in lines:
+        body += ["**Matryoshka against truncation.**", "", *lines["matryoshka"], ""]
+    if "query" in lines:
+        body += ["**Query latency with whole bug reports.**", "", *lines["query"], ""]
+    if plot(facts, work / "static-speed-quality.png" if args.quick else PLOT):
+        body += ["![quality against speed](img/static-speed-quality.png)", ""]
+    body += [
+        f"Wall time of this invocation {time.perf_counter() - began:,.0f} s (parts not run are read from "
+        "benchmarks/.work/static).",
+        "",
+        *environment_lines(
+            __import__("torch").get_num_threads(),
+            ("sbert", "torch", "onnxruntime", "sentence-transformers", "model2vec", "wordllama"),
+        ),
+    ]
+    lines = ["# Static models: measured", "", *body]
+    if args.quick:  # tiny sizes: never in benchmarks/results or the docs
+        (work / "static-quick.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        print("\n".join(lines) + f"\nwrote {work / 'static-quick.md'}")
+    else:
+        write_result("static.md", lines)
+        write_between_markers(DOC, BEGIN, END, body)
+        write_between_markers(SCALE_DOC, BEGIN, END, scale_lines(facts))
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--data", default=None)
+    parser.add_argument("--static-texts", type=int, default=None, help="cap the static model's training texts")
+    parser.add_argument("--static-epochs", type=int, default=3)
+    parser.add_argument("--static-lr", type=float, default=1e-3)
+    parser.add_argument("--static-batch", type=int, default=256)
+    parser.add_argument("--matryoshka-steps", type=int, default=1000)
+    parser.add_argument("--speed-texts", type=int, default=10_000)
+    parser.add_argument("--min-seconds", type=float, default=5.0, help="each speed measurement runs this long")
+    parser.add_argument("--latency", type=int, default=500, help="single-sentence calls for the batch-1 latency")
+    parser.add_argument("--sts-pairs", type=int, default=None)
+    parser.add_argument("--queries", type=int, default=None, help="quick runs: only the first N test queries")
+    parser.add_argument("--documents", type=int, default=None, help="quick runs: relevant documents + N others")
+    parser.add_argument("--window", type=int, default=128, help="query part: tokens per window")
+    parser.add_argument("--query-latency", type=int, default=200, help="query part: queries timed")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, own cache (.work/static-quick), no docs")
+    args = parser.parse_args()
+    if args.quick:
+        args.static_texts, args.static_epochs, args.matryoshka_steps = 2000, 1, 4
+        args.speed_texts, args.min_seconds, args.latency, args.sts_pairs = 256, 0.2, 20, 100
+        args.queries, args.documents, args.query_latency = 10, 60, 10
+    return args
+
+
+if __name__ == "__main__":
+    main()
