@@ -153,3 +153,17 @@ def test_cluster_prints_at_most_limit_clusters_and_texts(runner, corpus):
     assert "3 clusters; 0 texts in none (2 more not shown: --limit 0 shows all" in out.stderr
     everything = run(runner, "cluster", corpus, "--method", "kmeans", "--k", "3", "--limit", "0").stdout
     assert len(everything.splitlines()) == 3 + 6
+
+
+def test_search_threshold_answers_is_this_already_here(runner, model, corpus, tmp_path):
+    """--threshold keeps the hits scoring at least T, and says so when none does."""
+    folder = tmp_path / "ix"
+    run(runner, "index", "build", corpus, "--out", folder)
+    everything = json.loads(run(runner, "search", folder, "A man plays guitar", "-k", "6", "--json").stdout)[0]["hits"]
+    cut = (everything[0]["score"] + everything[1]["score"]) / 2  # between the best hit and the next
+    kept = json.loads(
+        run(runner, "search", folder, "A man plays guitar", "-k", "6", "--threshold", cut, "--json").stdout
+    )
+    assert [h["id"] for h in kept[0]["hits"]] == [everything[0]["id"]]
+    text = run(runner, "search", folder, "A man plays guitar", "--threshold", "0.999").stdout
+    assert "no hit scores 0.999 or more" in text and "--threshold" in text

@@ -319,6 +319,11 @@ def _info_rows(summary: dict) -> list[tuple[str, str]]:
     type=click.Choice(["maxp", "mean"]),
     help="Index built with --chunk: score a document by its best window or its mean vector [default: the index's].",
 )
+@click.option(
+    "--threshold",
+    type=float,
+    help="Show only hits scoring at least this (cosine, for a dense search): is this already in the index?",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @device_options
 @_mixed_option
@@ -355,11 +360,12 @@ def search(folder, queries, k, model, method, ef_search, rescore, rerank, candid
         method,
         ef_search,
         rescore,
+        flags["threshold"],
     )
     hits = search_texts(
         existing, encoder, queries, options, allow_mixed_backend=flags["allow_mixed_backend"], **flags["prompts"]
     )
-    _print_hits(queries, hits, as_json)
+    _print_hits(queries, hits, as_json, flags["threshold"])
 
 
 def _light_encoder(existing, queries, runtime, rerank, prompts: dict):
@@ -381,7 +387,7 @@ def _light_encoder(existing, queries, runtime, rerank, prompts: dict):
     return light if light is not None and light.accepts(queries) else None
 
 
-def _print_hits(queries, hits, as_json: bool) -> None:
+def _print_hits(queries, hits, as_json: bool, threshold: float | None = None) -> None:
     """Each query's hits; a document's hit shows its best passage (and, in JSON, the passage's span)."""
     if as_json:
         _echo_json(
@@ -396,6 +402,8 @@ def _print_hits(queries, hits, as_json: bool) -> None:
         return
     for query, found in zip(queries, hits, strict=True):
         click.echo(f"query: {query}")
+        if not found and threshold is not None:
+            click.echo(f"      no hit scores {threshold:g} or more: nothing like it is indexed (lower --threshold)")
         for rank, hit in enumerate(found, 1):
             where = f" (chars {hit.span[0]}-{hit.span[1]})" if hit.span else ""
             if not hit.title:

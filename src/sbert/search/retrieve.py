@@ -13,6 +13,7 @@ all go through these functions, so that what is measured is what is served:
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,7 +242,8 @@ class SearchOptions:
     """How to search: the best ``k``; ``mode`` (an index of documents: ``maxp``/``mean``, default the
     index's); ``hybrid`` BM25 fused by ``fusion`` (``alpha``: the dense side's weight); ``rerank``, a
     one-label cross-encoder (``PairScorer``) re-scoring the first stage's best ``candidates`` (also the
-    results each side gives the fusion); ``method``, ``ef_search``, ``rescore``: the index structure's."""
+    results each side gives the fusion); ``method``, ``ef_search``, ``rescore``: the index structure's;
+    ``threshold``: keep only hits scoring at least this (a dense search's cosine: "is this already here?")."""
 
     k: int = 10
     mode: str | None = None
@@ -253,8 +255,11 @@ class SearchOptions:
     method: str | None = None
     ef_search: int | None = None
     rescore: int | None = None
+    threshold: float | None = None
 
     def __post_init__(self) -> None:
+        if self.threshold is not None and not math.isfinite(self.threshold):
+            raise ValueError(f"threshold must be a finite number, got {self.threshold}")
         if self.k < 1 or self.candidates < 1:
             raise ValueError(f"k and candidates must be at least 1, got {self.k} and {self.candidates}")
         if self.fusion not in FUSIONS:
@@ -311,6 +316,8 @@ def search_vectors(
         mode=options.mode,
         hybrid=hybrid,
     )
-    if options.rerank is None:
+    if options.rerank is not None:
+        hits = [rerank(options.rerank, q, found, options.k) for q, found in zip(queries, hits, strict=True)]
+    if options.threshold is None:
         return hits
-    return [rerank(options.rerank, q, found, options.k) for q, found in zip(queries, hits, strict=True)]
+    return [[h for h in found if h.score >= options.threshold] for found in hits]
