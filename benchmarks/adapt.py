@@ -83,6 +83,7 @@ def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
     command = [sys.executable, "-m", "sbert", "adapt", "default", "--corpus", str(corpus), "--out", str(out)]
     command += ["--method", method, "--steps", str(args.steps), "--no-progress"]
     command += ["--teacher", teacher] if teacher else []
+    command += ["--resume"] if (out.with_name(out.name + ".train") / "checkpoint.pt").is_file() else []  # a killed run
     print(f"  adapting: {' '.join(command[2:])}", flush=True)
     began, load = time.perf_counter(), os.getloadavg()[0]
     subprocess.run(command, check=True)
