@@ -278,6 +278,7 @@ class VectorIndex(RecordedModel):
         documents: Documents | None = None,
         bm25: bool = False,
         truncate_dim: int | None = None,
+        document_prompt: str | None = None,
     ) -> VectorIndex:
         """Write a new index at ``path`` from (n, dim) embeddings made by ``model`` (a name or folder).
 
@@ -293,6 +294,8 @@ class VectorIndex(RecordedModel):
         ``texts`` their passages); row ids are then ``<document id>#<window>`` and searches return
         documents. ``bm25``: also keep a BM25 index of ``texts`` for hybrid search. ``truncate_dim``: the
         model's ``truncate_dim`` the vectors were cut to, recorded (``fit_truncate_dim`` checks later models).
+        ``document_prompt``: the prompt the texts were embedded with ("": none), recorded; later adds use it
+        (``sbert.search.retrieve.add_texts``). Windows of documents record theirs in ``documents``.
         """
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
@@ -309,6 +312,8 @@ class VectorIndex(RecordedModel):
         if quantization:
             manifest["structures"][quantization] = {}
         _plan_extras(manifest, documents, bm25, texts)
+        if document_prompt is not None and documents is None:
+            manifest["document_prompt"] = document_prompt
         store.path.mkdir(parents=True, exist_ok=True)
         index = cls(store, Snapshot.empty(store.path, manifest), lock_timeout)
         rows = _Rows.of(ids, texts, documents, len(x))

@@ -82,6 +82,7 @@ class MemoryIndex(RecordedModel):
         backend: str | None = None,
         documents: Documents | None = None,
         bm25: bool = False,
+        document_prompt: str | None = None,
         **ignored: Any,
     ) -> MemoryIndex:
         """An index of (n, dim) ``embeddings`` made by ``model``; arguments as ``VectorIndex.build`` (those
@@ -91,6 +92,8 @@ class MemoryIndex(RecordedModel):
         x = as_float32(embeddings)
         manifest = _model_manifest(model, backend, int(x.shape[1]), metric)
         _plan_extras(manifest, documents, bm25, texts)
+        if document_prompt is not None and documents is None:
+            manifest["document_prompt"] = document_prompt
         if bm25:
             # kept in memory, built at the first hybrid search
             manifest["lexical"] = {**manifest["lexical"], "file": None}
