@@ -292,11 +292,9 @@ class VectorIndex(RecordedModel):
 
         ``documents``: the rows are windows of documents (``Documents.of(encode_documents(...), ...)``;
         ``texts`` their passages); row ids are then ``<document id>#<window>`` and searches return
-        documents. ``bm25``: also keep a BM25 index of ``texts`` for hybrid search. ``truncate_dim``: the
-        model's ``truncate_dim`` the vectors were cut to, recorded (``fit_truncate_dim`` checks later models).
-        ``document_prompt``: the prompt the texts were embedded with ("": none), recorded; later adds use it
-        (``sbert.search.retrieve.add_texts``). Windows of documents record theirs in ``documents``.
-        """
+        documents. ``bm25``: also keep a BM25 index of ``texts`` for hybrid search. ``truncate_dim`` (the
+        model's, ``fit_truncate_dim`` checks later models), ``document_prompt`` (the texts', "": none; later
+        adds use it, ``retrieve.add_texts``): recorded."""
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
         if quantization not in (None, "int8", "binary"):
@@ -311,9 +309,7 @@ class VectorIndex(RecordedModel):
             manifest["structures"]["hnsw"] = {"M": hnsw_m, "ef_construction": ef_construction, "ef_search": ef_search}
         if quantization:
             manifest["structures"][quantization] = {}
-        _plan_extras(manifest, documents, bm25, texts)
-        if document_prompt is not None and documents is None:
-            manifest["document_prompt"] = document_prompt
+        _plan_extras(manifest, documents, bm25, texts, document_prompt)
         store.path.mkdir(parents=True, exist_ok=True)
         index = cls(store, Snapshot.empty(store.path, manifest), lock_timeout)
         rows = _Rows.of(ids, texts, documents, len(x))
@@ -599,10 +595,15 @@ def _window_ids(docs: list[str]) -> list[str]:
     return out
 
 
-def _plan_extras(manifest: dict, documents: Documents | None, bm25: bool, texts) -> None:
-    """Record in a new index's manifest that it holds documents and/or keeps a BM25 index."""
+def _plan_extras(
+    manifest: dict, documents: Documents | None, bm25: bool, texts, document_prompt: str | None = None
+) -> None:
+    """Record in a new index's manifest that it holds documents and/or keeps a BM25 index, and the
+    document prompt its texts were embedded with (windows of documents: in ``documents``)."""
     if documents is not None:
         manifest["documents"] = documents.settings()
+    elif document_prompt is not None:
+        manifest["document_prompt"] = document_prompt
     if bm25:
         if texts is None:
             raise ValueError("a BM25 index needs the rows' texts; give texts")

@@ -91,9 +91,7 @@ class MemoryIndex(RecordedModel):
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
         x = as_float32(embeddings)
         manifest = _model_manifest(model, backend, int(x.shape[1]), metric)
-        _plan_extras(manifest, documents, bm25, texts)
-        if document_prompt is not None and documents is None:
-            manifest["document_prompt"] = document_prompt
+        _plan_extras(manifest, documents, bm25, texts, document_prompt)
         if bm25:
             # kept in memory, built at the first hybrid search
             manifest["lexical"] = {**manifest["lexical"], "file": None}
