@@ -432,14 +432,29 @@ class Encoder(nn.Sequential):
             features = module(features)
         return features
 
-    def embed_with_grad(self, *groups: Sequence[str]) -> tuple[torch.Tensor, ...]:
+    def embed_with_grad(
+        self, *groups: Sequence[str], roles: Task | Sequence[Task | None] | None = None
+    ) -> tuple[torch.Tensor, ...]:
         """Sentence vectors with gradients, for training: one forward pass over all groups, split back.
 
-        ``embed_with_grad(firsts, seconds)`` gives ``(u, v)``, each (len(group), dim). Truncation is silent here.
+        ``embed_with_grad(firsts, seconds)`` gives ``(u, v)``, each (len(group), dim). ``roles`` says which
+        side each group is on, so that a model with prompts is trained with them: "query" (the prompt
+        ``encode_query`` uses), "document" (``encode_document``'s), None (``encode``'s default prompt); one
+        role for every group or one per group. Truncation is silent here.
         """
+        per_group = list(roles) if isinstance(roles, (list, tuple)) else [roles] * len(groups)
+        if len(per_group) != len(groups):
+            raise ValueError(f"{len(per_group)} roles for {len(groups)} groups of texts")
         sizes = [len(group) for group in groups]
-        ids, _ = self.transformer.tokenize([text for group in groups for text in group])
+        ids: list[list[int]] = []
+        lengths: list[int] = []
+        for group, role in zip(groups, per_group, strict=True):
+            tokens = self._tokens(list(group), self.resolve_prompt(task=role))
+            ids.extend(tokens.ids)
+            lengths.extend(tokens.prompt_lengths or [0] * len(group))
         features = self.transformer.collate(ids)
+        if any(lengths):  # a pooling that leaves the prompt out
+            features["prompt_length"] = torch.tensor(lengths)
         vectors = self({k: v.to(self.device) for k, v in features.items()})["sentence_embedding"]
         return vectors.split(sizes)
 
