@@ -26,7 +26,49 @@ class _TableChoice(click.Choice):
         return tuple(getattr(importlib.import_module(self.module), self.table))
 
 
-@click.command()
+class _WithObjectiveSettings(click.Command):
+    """``sbert train``: its own options, and one per objective setting (``--<setting-name>``, read from
+    ``sbert.losses.registry.OBJECTIVES``' settings when the command's options are first looked at, so
+    importing the CLI stays fast): a setting added to an objective is an option with no change here."""
+
+    @property
+    def params(self) -> list[click.Parameter]:
+        if not self._settings_added:
+            self._settings_added = True
+            self._params.extend(_setting_options({p.name for p in self._params}))
+        return self._params
+
+    @params.setter
+    def params(self, value: list[click.Parameter]) -> None:
+        self._params, self._settings_added = value, False
+
+
+def _setting_options(taken: set[str | None]) -> list[click.Option]:
+    """One option per objective setting not already an option: its type from its default (or its choices),
+    its help from ``SETTING_HELP`` plus the objectives that use it and their defaults."""
+    from sbert.losses.registry import SETTING_CHOICES, SETTING_HELP, setting_defaults
+
+    options = []
+    for name, defaults in setting_defaults().items():
+        if name in taken:
+            continue
+        first = next(iter(defaults.values()))
+        kind: click.ParamType | type = str
+        if name in SETTING_CHOICES:
+            kind = click.Choice(SETTING_CHOICES[name])
+        elif isinstance(first, bool):
+            kind = bool
+        elif isinstance(first, int):
+            kind = click.IntRange(min=1)
+        elif isinstance(first, float):
+            kind = float
+        shown = ", ".join(f"{objective} {default!r}" for objective, default in defaults.items())
+        text = f"{SETTING_HELP.get(name, '')} [objectives and defaults: {shown}]".strip()
+        options.append(click.Option([f"--{name.replace('_', '-')}", name], type=kind, default=None, help=text))
+    return options
+
+
+@click.command(cls=_WithObjectiveSettings)
 @click.option(
     "--config",
     "run_file",
@@ -66,17 +108,6 @@ class _TableChoice(click.Choice):
     default=None,
     help="Add or remove a final Normalize layer (default: keep the model's). The paper has none.",
 )
-@click.option("--concat", help="Classification features, e.g. 'u,v,|u-v|' (default) or 'u,v,|u-v|,u*v'.")
-@click.option("--margin", type=float, help="Triplet margin [default: 1, the paper's].")
-@click.option("--distance", type=_TableChoice("sbert.losses.triplet", "DISTANCES"), help="Triplet distance.")
-@click.option("--mini-batch-size", type=click.IntRange(min=1), help="cached-mnrl: texts per pass [default: 32].")
-@click.option(
-    "--guide", help="mnrl, cached-mnrl, simcse: a local bi-encoder; drops negatives it scores above the positive."
-)
-@click.option("--guide-margin", type=float, help="--guide: slack below the positive's guide score [default: 0].")
-@click.option("--margin-strategy", type=click.Choice(["absolute", "relative"]), help="--guide-margin: how.")
-@click.option("--teacher", help="margin-mse, distill-kl, embedding-mse: a local bi- or cross-encoder scoring rows.")
-@click.option("--temperature", type=float, help="distill-kl: softmax temperature [default: 1].")
 @click.option(
     "--matryoshka",
     metavar="DIMS",
