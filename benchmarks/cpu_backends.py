@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from common import markdown_table
 from scipy.stats import spearmanr
+from timing import throughput
 
 import sbert
 
@@ -49,8 +50,6 @@ def st_onnx(python: str, model: Path, texts: list[str], args) -> tuple[dict, str
 
 
 def backends_section(args, texts: list[str], ours, theirs) -> list[str]:
-    from encode_throughput import throughput
-
     from sbert.data.paths import data_dir
     from sbert.data.sts import read_stsb
 

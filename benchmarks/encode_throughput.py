@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
 import torch
 from common import WORK, environment_lines, markdown_table, write_result
+from timing import throughput as throughput  # kept importable from here
+from timing import timings
 
 import sbert
 from sbert.batching import padding_ratio
@@ -28,25 +29,6 @@ from sbert.data.sts import read_stsb
 def stsb_test_sentences(folder) -> list[str]:
     pairs = read_stsb(folder / "stsbenchmark" / "sts-test.csv")
     return [s for p in pairs for s in (p.sentence1, p.sentence2)]
-
-
-def timings(variants: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
-    """Seconds per call of each variant over ``rounds`` alternating rounds (after the caller's warm-up)."""
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for r in range(rounds):
-        for name, run in variants.items():
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
-        print(f"round {r + 1}/{rounds}: " + ", ".join(f"{n} {t[-1]:.2f}s" for n, t in times.items()), flush=True)
-    return times
-
-
-def throughput(variants: dict[str, Callable[[], object]], n_texts: int, rounds: int) -> dict[str, float]:
-    """Median texts per second of each variant: one warm-up call each, then alternating rounds."""
-    for run in variants.values():
-        run()
-    return {name: n_texts / statistics.median(t) for name, t in timings(variants, rounds).items()}
 
 
 def main() -> None:

@@ -74,7 +74,7 @@ class FixedEncoder:
     def __init__(self, vectors: dict[str, list[float]]) -> None:
         self.vectors = vectors
 
-    def embed_with_grad(self, *groups):
+    def embed_with_grad(self, *groups, roles=None):
         return tuple(torch.tensor([self.vectors[t] for t in group], dtype=torch.float32) for group in groups)
 
 

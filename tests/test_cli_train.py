@@ -313,3 +313,17 @@ def test_options_override_a_run_file_and_cannot_add_an_objective_to_it(files, ti
     assert not (files / "from-file").exists()
     result = CliRunner().invoke(main, ["train", "--config", str(run), "--objective", "mnrl"])
     assert result.exit_code == 2 and "--objective, --format and --train describe one objective" in result.output
+
+
+def test_every_objective_setting_is_a_train_option():
+    """The loss options are made from OBJECTIVES' settings: each one is reachable, e.g. mnrl's scale."""
+    from sbert.cli import train
+    from sbert.losses.registry import setting_defaults
+    from sbert.training.spec import values_from_options
+
+    names = {p.name for p in train.params}
+    assert set(setting_defaults()) <= names
+    args = ["--objective", "mnrl", "--scale", "7", "--margin", "0.5", "--mini-batch-size", "8", "--guide-margin", "1"]
+    context = train.make_context("train", args)
+    objective = values_from_options(context.params)["objectives"][0]
+    assert objective == {"objective": "mnrl", "scale": 7.0, "margin": 0.5, "mini_batch_size": 8, "guide_margin": 1.0}

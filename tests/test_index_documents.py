@@ -178,14 +178,61 @@ def test_the_bm25_file_follows_adds_and_deletes(tmp_path):
     )
 
 
-def test_hybrid_search_over_documents_scores_a_document_by_its_best_window(tmp_path):
+def test_hybrid_search_over_documents_fuses_at_the_document_level(tmp_path):
     index = _build(tmp_path / "ix", bm25=True)
+    assert index.manifest["lexical"]["over"] == "documents"
     hits = index.search(_query(0, -1), k=3, hybrid=Hybrid(["mat"], fusion="weighted", alpha=0.0))[0]
     assert [h.id for h in hits] == ["A", "B", "C"] and hits[0].text == "the cat sat"  # passage: closest to the vector
     assert [h.score for h in hits] == [1.0, 0.0, 0.0]  # only BM25 counts; B and C: found by the dense side only
     rrf = index.search(_query(0, -1), k=3, hybrid=Hybrid(["mat"], fusion="rrf"))[0]
     assert [h.id for h in rrf] == ["A", "C", "B"]  # dense (maxp): C 1, A 0, B -0.6; BM25: A
     assert [h.score for h in rrf] == pytest.approx([1 / 62 + 1 / 61, 1 / 61, 1 / 63])
+
+
+# A's words "cat" and "mat" lie in different windows; D holds both in one longer window; Z neither.
+SPLIT_PASSAGES = ["cat sat", "mat rug", "cat mat dog dog dog", "zebra"]
+SPLIT_DOCS, SPLIT_SPANS = ["A", "A", "D", "Z"], np.array([[0, 7], [8, 15], [0, 19], [0, 5]])
+
+
+def _split_index(kind, path, **options):
+    from sbert.search.memory import MemoryIndex
+
+    documents = Documents(SPLIT_DOCS, SPLIT_SPANS, window=4, overlap=0)
+    x = _vectors([[1, 0], [0, 1], [0.6, 0.8], [-1, 0]])
+    if kind == "memory":
+        return MemoryIndex.build(x, model="default", texts=SPLIT_PASSAGES, documents=documents, **options)
+    return VectorIndex.build(path, x, model="default", texts=SPLIT_PASSAGES, documents=documents, **options)
+
+
+@pytest.mark.parametrize("kind", ["folder", "memory"])
+def test_the_bm25_side_of_a_chunked_hybrid_search_scores_whole_documents(tmp_path, kind):
+    index = _split_index(kind, tmp_path / "ix", bm25=True)
+    lexical_only = Hybrid(["cat mat"], fusion="weighted", alpha=0.0)  # the BM25 side alone
+    whole = BM25.build(["cat sat mat rug", SPLIT_PASSAGES[2], "zebra"]).scores("cat mat")
+    windows = BM25.build(SPLIT_PASSAGES).scores("cat mat")
+    assert whole[0] > whole[1] and max(windows[:2]) < windows[2]  # whole documents: A first; per window: D
+    dense_tie = _query(0, 0)
+    hits = index.search(dense_tie, k=2, hybrid=lexical_only)[0]
+    assert [h.id for h in hits] == ["A", "D"] and hits[0].score == 1.0
+    index.delete(["A"])
+    assert index.search(dense_tie, k=2, hybrid=lexical_only)[0][0].id == "D"
+    index.add(_vectors([[1, 1]]), texts=["mat cat"], documents=Documents(["E"], np.array([[0, 7]]), 4, 0))
+    assert [h.id for h in index.search(dense_tie, k=2, hybrid=lexical_only)[0]] == ["E", "D"]  # E: shortest
+
+
+def test_an_older_index_of_documents_keeps_bm25_per_window(tmp_path):
+    """Indexes written before BM25 over whole documents: BM25 per window, a document scored by its best."""
+    _split_index("folder", tmp_path / "ix", bm25=True)
+    manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
+    BM25.build(SPLIT_PASSAGES).save(tmp_path / "ix" / manifest["lexical"]["file"])
+    manifest["lexical"] = {"file": manifest["lexical"]["file"]}
+    (tmp_path / "ix" / "manifest.json").write_text(json.dumps(manifest))
+    old = VectorIndex.open(tmp_path / "ix")
+    lexical_only = Hybrid(["cat mat"], fusion="weighted", alpha=0.0)
+    assert [h.id for h in old.search(_query(0, 0), k=2, hybrid=lexical_only)[0]] == ["D", "A"]
+    old.add(_vectors([[1, 1]]), texts=["zebra"], documents=Documents(["E"], np.array([[0, 5]]), 4, 0))
+    assert "over" not in old.manifest["lexical"]  # stays per window until rebuilt
+    assert [h.id for h in old.search(_query(0, 0), k=2, hybrid=lexical_only)[0]] == ["D", "A"]
 
 
 def test_a_damaged_bm25_file_names_itself(tmp_path):

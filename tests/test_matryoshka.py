@@ -78,7 +78,7 @@ def test_the_loss_sums_the_wrapped_loss_at_each_width_from_one_forward_pass(part
     encoder = Encoder([StaticEmbedding(*parts)])
     calls = []
     real = encoder.embed_with_grad
-    encoder.embed_with_grad = lambda *groups: calls.append(groups) or real(*groups)
+    encoder.embed_with_grad = lambda *groups, roles=None: calls.append(groups) or real(*groups, roles=roles)
     total = MatryoshkaLoss(MultipleNegativesRankingLoss(20.0), DIMS)(encoder, batch)
     assert len(calls) == 1
     alone = []

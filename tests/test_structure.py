@@ -1,4 +1,6 @@
-"""The shape of the code: no import cycles inside sbert, no long functions without a stated reason."""
+"""The shape of the code (docs/architecture.md, "Rules the tests keep"): no import cycles inside sbert or
+among the benchmarks, no upward imports between layers, a CLI free of library logic, no long functions
+without a stated reason."""
 
 from __future__ import annotations
 
@@ -98,3 +100,91 @@ def test_no_function_over_60_lines_without_a_reason():
                 if size > MAX_LINES and not known and not any(REASON in line for line in first):
                     long.append(f"{name}.{node.name} ({size} lines)")
     assert not long, "functions over 60 lines without a '# long: why' comment: " + ", ".join(long)
+
+
+# -- layers -------------------------------------------------------------------------------------------------
+# Lowest first. A module may import modules of its own layer or below, never above: the order of
+# docs/architecture.md ("Layers"). Keys are sbert's top-level modules and packages.
+LAYERS: list[set[str]] = [
+    {"errors", "versions", "arrays", "atomic", "device", "progress", "protocols", "distributed", "locks"},
+    {"data", "split_models", "registry", "batching", "prompts", "similarity"},
+    {"modules", "pipeline", "backends"},
+    {"encoder"},
+    {"losses", "evaluation", "search", "documents", "cross_encoder", "distill", "embeddings_io", "parallel"},
+    {"training", "plot"},
+    {"adapt"},
+    {"serve"},
+    {"cli", "__main__"},
+]
+
+
+def _layer_of(name: str) -> int | None:
+    """The layer of module ``name`` (None: the package ``sbert`` itself, a facade over every layer)."""
+    parts = name.split(".")
+    if len(parts) == 1:
+        return None
+    for number, members in enumerate(LAYERS):
+        if parts[1] in members:
+            return number
+    raise AssertionError(f"{name}: not in any layer of tests/test_structure.py's LAYERS; add it (and to the docs)")
+
+
+def test_no_module_imports_a_higher_layer():
+    modules = _modules()
+    known = set(modules)
+    upward = []
+    for name, path in modules.items():
+        mine = _layer_of(name)
+        for target in _imports(name, path, known):
+            theirs = _layer_of(target)
+            if mine is not None and theirs is not None and theirs > mine:
+                upward.append(f"{name} -> {target}")
+    assert not upward, "imports of a higher layer: " + ", ".join(sorted(upward))
+
+
+# -- benchmarks -------------------------------------------------------------------------------------------
+BENCHMARKS = SRC.parent / "benchmarks"
+
+
+def test_no_import_cycles_among_the_benchmarks():
+    """benchmarks/*.py import each other as top-level modules (``from common import ...``)."""
+    scripts = {p.stem: p for p in sorted(BENCHMARKS.glob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for stem, path in scripts.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name.partition(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                found.add(node.module.partition(".")[0])
+        graph[stem] = {t for t in found if t in scripts and t != stem}
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle among benchmarks/: " + " -> ".join(cycle)
+
+
+# -- the command line ---------------------------------------------------------------------------------------
+CLI = PACKAGE / "cli"
+CLI_HELPER_LINES = 25  # a cli function that does not use click may be at most this long
+CLI_REFUSED_IMPORTS = ("numpy", "torch", "sbert.atomic")  # arrays, tensors and file writing are the library's
+
+
+def test_the_cli_only_parses_and_prints():
+    """The rule of docs/architecture.md: a ``cli`` module imports neither numpy, torch nor ``sbert.atomic``
+    and opens no file itself, and a function there that does not use click (no ``click`` in it or its
+    decorators) is at most CLI_HELPER_LINES lines: anything longer is library logic, and goes into the library."""
+    found = []
+    for path in sorted(CLI.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found += [f"{path.name} imports {a.name}" for a in node.names if a.name.startswith(CLI_REFUSED_IMPORTS)]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(CLI_REFUSED_IMPORTS):
+                found.append(f"{path.name} imports {node.module}")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+                found.append(f"{path.name}:{node.lineno} opens a file")
+            elif isinstance(node, ast.FunctionDef):
+                names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                size = node.end_lineno - node.lineno + 1
+                if "click" not in names and size > CLI_HELPER_LINES:
+                    found.append(f"{path.name}: {node.name} ({size} lines, no click)")
+    assert not found, "library logic in the CLI: " + "; ".join(found)

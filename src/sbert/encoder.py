@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from sbert.atomic import atomic_dir, recover
-from sbert.backends.onnx import ExportSource, OnnxBackend
+from sbert.backends.onnx import ExportSource
 from sbert.device import resolve_device
 from sbert.errors import ModelFormatError, ModelNotFoundError
 from sbert.modules import MODULE_TYPES, Module, Normalize, Pooling, StaticEmbedding, Transformer, module_class
@@ -223,27 +223,30 @@ class Encoder(nn.Sequential):
         others it warns, as bf16 is then emulated and several times slower than fp32), or
         ``onnx`` with ``fp32`` or ``int8`` (ONNX Runtime on the CPU; the export is cached, see
         ``sbert.backends.onnx``). Token output and training always use torch. Call it again after
-        changing the weights: an ONNX session is a snapshot of the weights it was exported from.
+        changing the weights: an ONNX session is a snapshot of the weights it was exported from. The
+        choices are ``sbert.backends.BACKENDS``'.
         """
-        if backend == "torch":
-            if precision not in ("fp32", "bf16"):
-                raise ValueError(f"torch precision must be 'fp32' or 'bf16', got {precision!r}")
-            if precision == "bf16" and self.device.type == "cpu" and cpu_has_native_bf16() is False:
-                warnings.warn(
-                    "precision='bf16' on a CPU without native bfloat16 (no AVX512-BF16 or AMX in /proc/cpuinfo) is "
-                    "emulated and several times slower than fp32 (measured 6.7x on an AVX2-only AMD EPYC); use "
-                    "fp32, or backend='onnx' with precision='int8' for speed",
-                    UserWarning,
-                    stacklevel=_caller_stacklevel(),
-                )
-            self._torch.precision = precision
-            self._runner = self._torch
-        elif backend == "onnx":
-            self._runner = OnnxBackend(self.export_source(), precision, cache_dir)
+        from sbert.backends import backend as backend_named
+
+        runner = backend_named(backend, precision).runner(self, precision, cache_dir)
+        if backend != "torch":
             self._torch.precision = "fp32"  # token output, which stays on torch
-        else:
-            raise ValueError(f"backend must be 'torch' or 'onnx', got {backend!r}")
+        self._runner = runner
         return self
+
+    def torch_runner(self, precision: str = "fp32") -> TorchRunner:
+        """The torch runner at ``precision`` (``sbert.backends.BACKENDS["torch"]``): bf16 warns on a CPU
+        without native bfloat16."""
+        if precision == "bf16" and self.device.type == "cpu" and cpu_has_native_bf16() is False:
+            warnings.warn(
+                "precision='bf16' on a CPU without native bfloat16 (no AVX512-BF16 or AMX in /proc/cpuinfo) is "
+                "emulated and several times slower than fp32 (measured 6.7x on an AVX2-only AMD EPYC); use "
+                "fp32, or backend='onnx' with precision='int8' for speed",
+                UserWarning,
+                stacklevel=_caller_stacklevel(),
+            )
+        self._torch.precision = precision
+        return self._torch
 
     # -- inference: tokenise -> collate (padded or packed) -> run (torch or ONNX) -> finish ----------------
     def tokenize(self, texts: Sequence[str], prompt_name: str | None = None, prompt: str | None = None) -> Tokenized:
@@ -432,14 +435,29 @@ class Encoder(nn.Sequential):
             features = module(features)
         return features
 
-    def embed_with_grad(self, *groups: Sequence[str]) -> tuple[torch.Tensor, ...]:
+    def embed_with_grad(
+        self, *groups: Sequence[str], roles: Task | Sequence[Task | None] | None = None
+    ) -> tuple[torch.Tensor, ...]:
         """Sentence vectors with gradients, for training: one forward pass over all groups, split back.
 
-        ``embed_with_grad(firsts, seconds)`` gives ``(u, v)``, each (len(group), dim). Truncation is silent here.
+        ``embed_with_grad(firsts, seconds)`` gives ``(u, v)``, each (len(group), dim). ``roles`` says which
+        side each group is on, so that a model with prompts is trained with them: "query" (the prompt
+        ``encode_query`` uses), "document" (``encode_document``'s), None (``encode``'s default prompt); one
+        role for every group or one per group. Truncation is silent here.
         """
+        per_group = list(roles) if isinstance(roles, (list, tuple)) else [roles] * len(groups)
+        if len(per_group) != len(groups):
+            raise ValueError(f"{len(per_group)} roles for {len(groups)} groups of texts")
         sizes = [len(group) for group in groups]
-        ids, _ = self.transformer.tokenize([text for group in groups for text in group])
+        ids: list[list[int]] = []
+        lengths: list[int] = []
+        for group, role in zip(groups, per_group, strict=True):
+            tokens = self._tokens(list(group), self.resolve_prompt(task=role))
+            ids.extend(tokens.ids)
+            lengths.extend(tokens.prompt_lengths or [0] * len(group))
         features = self.transformer.collate(ids)
+        if any(lengths):  # a pooling that leaves the prompt out
+            features["prompt_length"] = torch.tensor(lengths)
         vectors = self({k: v.to(self.device) for k, v in features.items()})["sentence_embedding"]
         return vectors.split(sizes)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -39,8 +39,9 @@ class TrainableEncoder(TextEncoder, Protocol):
     @property
     def device(self) -> torch.device: ...
 
-    def embed_with_grad(self, *groups: Sequence[str]) -> tuple[torch.Tensor, ...]:
-        """Vectors with gradients for each group of texts, from one forward pass."""
+    def embed_with_grad(self, *groups: Sequence[str], roles: Any = None) -> tuple[torch.Tensor, ...]:
+        """Vectors with gradients for each group of texts, from one forward pass; ``roles``: "query",
+        "document" or None (the default prompt), one for all groups or one per group."""
         ...
 
     def parameters(self) -> Iterator[torch.nn.Parameter]: ...

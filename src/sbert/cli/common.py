@@ -9,6 +9,8 @@ from functools import wraps
 
 import click
 
+from sbert.backends import ALIASES, BACKENDS, PRECISIONS, runtime_of
+
 MODEL_HELP = "Model name ('default' = all-MiniLM-L6-v2) or path to a local model folder."
 
 
@@ -100,8 +102,7 @@ def device_options(func: Callable) -> Callable:
 
     @wraps(func)
     def wrapper(*args, device, backend, precision, **kwargs):
-        precision = precision or ("int8" if backend == "onnx-int8" else "fp32")
-        backend = "onnx" if backend == "onnx-int8" else backend
+        backend, precision = runtime_of(backend, precision)
         return func(*args, runtime=Runtime(device, backend, precision), **kwargs)
 
     wrapper = click.option("--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code).")(
@@ -109,12 +110,13 @@ def device_options(func: Callable) -> Callable:
     )
     wrapper = click.option(
         "--precision",
-        type=click.Choice(["fp32", "bf16", "int8"]),
-        help="torch: fp32 or bf16; onnx: fp32 or int8 [default: fp32].",
+        type=click.Choice(list(PRECISIONS)),
+        help="; ".join(f"{name}: {' or '.join(b.precisions)}" for name, b in BACKENDS.items())
+        + " [default: the first].",
     )(wrapper)
     wrapper = click.option(
         "--backend",
-        type=click.Choice(["torch", "onnx", "onnx-int8"]),
+        type=click.Choice([*BACKENDS, *ALIASES]),
         default="torch",
         show_default=True,
         help="How to run the model on the CPU: torch, or ONNX Runtime (export cached beside the model).",

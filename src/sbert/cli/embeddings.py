@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from functools import partial, wraps
 from pathlib import Path
@@ -20,6 +19,8 @@ from sbert.cli.common import (
     one_model,
 )
 from sbert.data.corpus import read_corpus
+from sbert.embeddings_io import embedding_meta as embedding_meta  # kept importable from here
+from sbert.embeddings_io import meta_path as meta_path
 
 _PROMPT_DEFAULTS = {
     "text": "the model's default_prompt_name, if it has one",
@@ -130,7 +131,7 @@ def encode(
     columns,
 ) -> None:
     """Embed FILE (one text per line, UTF-8; '-' or nothing = standard input; .jsonl, .csv, .tsv: its 'text')."""
-    from sbert.atomic import atomic_file
+    from sbert.embeddings_io import embedding_meta, format_of, write_embeddings
 
     if processes is not None or engine == "ray" or address is not None or (out is not None and out.is_dir()):
         run = (processes, shard_size, resume, skip_empty, progress, engine, address)
@@ -138,7 +139,10 @@ def encode(
             batch_size=batch_size, max_tokens=max_tokens, normalize=normalize, max_seq_length=max_seq_length
         )
         return _encode_to_folder(source, (model, runtime, allow_pickle), out, fmt, run, {**encoding, **prompts})
-    fmt = fmt or _format_of(out)
+    try:
+        fmt = fmt or format_of(out)
+    except ValueError as err:
+        raise click.UsageError(str(err)) from None
     if fmt == "npy" and out is None:
         raise click.UsageError("--format npy needs --out FILE.npy")
     texts = read_corpus(source, skip_empty=skip_empty, columns=columns)[1]
@@ -149,24 +153,9 @@ def encode(
     embeddings = encoder.encode(
         texts, batch_size=batch_size, max_tokens=max_tokens, normalize=normalize, show_progress=progress, prompt=prompt
     )
-    if fmt == "npy":
-        import numpy as np
-
-        with atomic_file(out, "wb") as handle:
-            np.save(handle, embeddings)
-    else:
-        lines = (
-            json.dumps({"text": t, "embedding": e.tolist()}, ensure_ascii=False) + "\n"
-            for t, e in zip(texts, embeddings, strict=True)
-        )
-        if out is None:
-            sys.stdout.writelines(lines)
-        else:
-            with atomic_file(out, "w", encoding="utf-8") as handle:
-                handle.writelines(lines)
+    meta = embedding_meta(model, encoder, len(texts), normalize, fmt, prompt)
+    write_embeddings(texts, embeddings, fmt, out, meta)
     if out is not None:
-        with atomic_file(meta_path(out), "w", encoding="utf-8") as handle:
-            json.dump(embedding_meta(model, encoder, len(texts), normalize, fmt, prompt), handle, indent=2)
         click.echo(f"wrote {len(texts)} embeddings of dimension {encoder.dim} to {out}", err=True)
 
 
@@ -224,44 +213,6 @@ def _encode_to_folder(source, loading: tuple, out, fmt, run: tuple, options: dic
         f"wrote {result.rows} embeddings in {result.shards} shards to {out}: {len(result.written)} encoded now{kept}",
         err=True,
     )
-
-
-def _format_of(out: Path | None) -> str:
-    """The output format an --out file's extension names; an unknown extension is refused, not guessed."""
-    if out is None:
-        return "jsonl"
-    formats = {".npy": "npy", ".jsonl": "jsonl", ".ndjson": "jsonl"}
-    if out.suffix.lower() not in formats:
-        raise click.UsageError(
-            f"--out {out}: unknown extension {out.suffix or '(none)'!r}; sbert writes .npy (a numpy array) or "
-            ".jsonl (a text and its embedding per line); or name the format with --format"
-        )
-    return formats[out.suffix.lower()]
-
-
-def meta_path(out: Path) -> Path:
-    """Where the description of an embeddings file lies: ``FILE.meta.json`` beside it."""
-    return out.with_name(out.name + ".meta.json")
-
-
-def embedding_meta(model: str, encoder, count: int, normalize: bool, fmt: str, prompt: str | None = None) -> dict:
-    """What produced a file of embeddings: vectors from another backend or precision are not comparable
-    (int8 vectors can be far from float ones; docs/cpu-inference.md), nor vectors made with another prompt."""
-    from sbert.registry import canonical_name
-    from sbert.versions import package_version
-
-    return {
-        "format": fmt,
-        "count": count,
-        "dim": encoder.dim,
-        "model": canonical_name(model),
-        "backend": encoder.backend_name,
-        "precision": encoder.precision,
-        "normalized": normalize,
-        "max_seq_length": encoder.max_seq_length,
-        "prompt": prompt or None,
-        "sbert": package_version("sbert"),
-    }
 
 
 @click.command()

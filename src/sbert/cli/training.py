@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import click
 
 from sbert.cli.common import MODEL_HELP, device_options, friendly_errors, load_model, one_model
 from sbert.data.formats import FORMATS
-from sbert.evaluation.tasks import GROUPS, RETRIEVAL, TASKS
+from sbert.evaluation.tasks import GROUPS, TASKS
 
 
 class _TableChoice(click.Choice):
@@ -27,7 +26,49 @@ class _TableChoice(click.Choice):
         return tuple(getattr(importlib.import_module(self.module), self.table))
 
 
-@click.command()
+class _WithObjectiveSettings(click.Command):
+    """``sbert train``: its own options, and one per objective setting (``--<setting-name>``, read from
+    ``sbert.losses.registry.OBJECTIVES``' settings when the command's options are first looked at, so
+    importing the CLI stays fast): a setting added to an objective is an option with no change here."""
+
+    @property
+    def params(self) -> list[click.Parameter]:
+        if not self._settings_added:
+            self._settings_added = True
+            self._params.extend(_setting_options({p.name for p in self._params}))
+        return self._params
+
+    @params.setter
+    def params(self, value: list[click.Parameter]) -> None:
+        self._params, self._settings_added = value, False
+
+
+def _setting_options(taken: set[str | None]) -> list[click.Option]:
+    """One option per objective setting not already an option: its type from its default (or its choices),
+    its help from ``SETTING_HELP`` plus the objectives that use it and their defaults."""
+    from sbert.losses.registry import SETTING_CHOICES, SETTING_HELP, setting_defaults
+
+    options = []
+    for name, defaults in setting_defaults().items():
+        if name in taken:
+            continue
+        first = next(iter(defaults.values()))
+        kind: click.ParamType | type = str
+        if name in SETTING_CHOICES:
+            kind = click.Choice(SETTING_CHOICES[name])
+        elif isinstance(first, bool):
+            kind = bool
+        elif isinstance(first, int):
+            kind = click.IntRange(min=1)
+        elif isinstance(first, float):
+            kind = float
+        shown = ", ".join(f"{objective} {default!r}" for objective, default in defaults.items())
+        text = f"{SETTING_HELP.get(name, '')} [objectives and defaults: {shown}]".strip()
+        options.append(click.Option([f"--{name.replace('_', '-')}", name], type=kind, default=None, help=text))
+    return options
+
+
+@click.command(cls=_WithObjectiveSettings)
 @click.option(
     "--config",
     "run_file",
@@ -67,17 +108,6 @@ class _TableChoice(click.Choice):
     default=None,
     help="Add or remove a final Normalize layer (default: keep the model's). The paper has none.",
 )
-@click.option("--concat", help="Classification features, e.g. 'u,v,|u-v|' (default) or 'u,v,|u-v|,u*v'.")
-@click.option("--margin", type=float, help="Triplet margin [default: 1, the paper's].")
-@click.option("--distance", type=_TableChoice("sbert.losses.triplet", "DISTANCES"), help="Triplet distance.")
-@click.option("--mini-batch-size", type=click.IntRange(min=1), help="cached-mnrl: texts per pass [default: 32].")
-@click.option(
-    "--guide", help="mnrl, cached-mnrl, simcse: a local bi-encoder; drops negatives it scores above the positive."
-)
-@click.option("--guide-margin", type=float, help="--guide: slack below the positive's guide score [default: 0].")
-@click.option("--margin-strategy", type=click.Choice(["absolute", "relative"]), help="--guide-margin: how.")
-@click.option("--teacher", help="margin-mse, distill-kl, embedding-mse: a local bi- or cross-encoder scoring rows.")
-@click.option("--temperature", type=float, help="distill-kl: softmax temperature [default: 1].")
 @click.option(
     "--matryoshka",
     metavar="DIMS",
@@ -253,22 +283,25 @@ def evaluate(
 ) -> None:
     """Score MODEL on STS (Spearman x 100 of cosine), SentEval transfer tasks (accuracy x 100) and
     retrieval (NDCG@10 x 100)."""
-    import time
+    from sbert.evaluation import suite
 
     model = one_model(model_arg, model)
-
-    from sbert.atomic import atomic_file
-    from sbert.evaluation.tasks import task_evaluator
-
-    folders = _task_folders(tasks, retrieval_dirs, data)
-    if cross_encoder and (retrieval_dirs or set(RETRIEVAL) & set(folders)):
+    folders = suite.task_folders(tasks, retrieval_dirs, data)
+    if cross_encoder and suite.needs_embeddings(folders, retrieval_dirs):
         raise click.UsageError("retrieval needs an embedding model; a cross-encoder only scores pairs")
     how = _retrieval_settings(batch_size, **retrieval_options)
-    evaluators = {name: task_evaluator(name, f, tokenized, inner_folds, batch_size, how) for name, f in folders.items()}
-    evaluators.update(_retrieval_evaluators(retrieval_dirs, split, skip_empty_documents, how))
-    if not evaluators:
+    found = suite.evaluators(
+        folders,
+        retrieval_dirs,
+        split=split,
+        skip_empty_documents=skip_empty_documents,
+        tokenized=tokenized,
+        inner_folds=inner_folds,
+        retrieval=how,
+    )
+    if not found:
         raise click.UsageError("nothing to evaluate: give --tasks or --retrieval")
-    if run_out is not None and not any(hasattr(e, "run") for e in evaluators.values()):
+    if run_out is not None and not suite.has_rankings(found):
         raise click.UsageError("--run writes retrieval rankings: give --retrieval or a retrieval task")
     if cross_encoder:
         from sbert.cross_encoder import CrossEncoder
@@ -276,40 +309,18 @@ def evaluate(
         encoder = CrossEncoder.load(model, device=runtime.device, allow_pickle=allow_pickle)
     else:
         encoder = load_model(model, runtime, allow_pickle)
-    results, rows = {}, []
-    for name, evaluator in evaluators.items():
-        began = time.perf_counter()
-        click.echo(f"evaluating {name} ...", err=True)
-        results[name] = evaluator(encoder, show_progress=progress)
-        metric = evaluator.primary_metric(encoder)
-        rows.append((name, metric, results[name][metric], time.perf_counter() - began))
-    width = max(len(r[0]) for r in rows)
+    results, rows = suite.run_evaluators(
+        found, encoder, progress, starting=lambda name: click.echo(f"evaluating {name} ...", err=True)
+    )
+    width = max(len(r.name) for r in rows)
     click.echo(f"{'task':<{width}}  {'score':>7}  {'seconds':>7}  metric")
-    for name, metric, value, seconds in rows:
-        click.echo(f"{name:<{width}}  {value:7.2f}  {seconds:7.1f}  {metric}")
+    for row in rows:
+        click.echo(f"{row.name:<{width}}  {row.value:7.2f}  {row.seconds:7.1f}  {row.metric}")
     if json_out is not None:
-        with atomic_file(json_out, "w", encoding="utf-8") as handle:
-            json.dump({"model": model, "tasks": results}, handle, indent=2)
+        suite.save_results(json_out, model, results)
     if run_out is not None:
-        _write_runs(run_out, evaluators)
-
-
-def _write_runs(path: Path, evaluators: dict) -> None:
-    """The rankings of the retrieval evaluations as TREC run files (``--run``)."""
-    from sbert.evaluation.retrieval import write_runs
-
-    for written in write_runs(path, {name: e.run for name, e in evaluators.items() if hasattr(e, "run")}):
-        click.echo(f"wrote {written}", err=True)
-
-
-def _task_folders(tasks: str | None, retrieval_dirs: tuple[Path, ...], data: Path | None) -> dict[str, Path]:
-    """Each named task -> the data folder (none asked for: stsb,sick-r, unless --retrieval is given)."""
-    from sbert.data.paths import data_dir
-    from sbert.evaluation.tasks import expand
-
-    names = expand(tasks if tasks is not None else "" if retrieval_dirs else "stsb,sick-r")
-    folder = data_dir(data) if names else None
-    return dict.fromkeys(names, folder)
+        for written in suite.write_rankings(run_out, found):
+            click.echo(f"wrote {written}", err=True)
 
 
 def _retrieval_settings(batch_size: int, **options):
@@ -320,17 +331,3 @@ def _retrieval_settings(batch_size: int, **options):
         return RetrievalSettings(batch_size=batch_size, **options)
     except ValueError as err:
         raise click.UsageError(str(err).replace("lexical", "--bm25")) from None
-
-
-def _retrieval_evaluators(folders: tuple[Path, ...], split: str, skip_empty: bool, how) -> dict:
-    """name -> RetrievalEvaluator of each --retrieval folder (named by the folder, or its path if two share a name)."""
-    from sbert.data.beir import read_beir
-    from sbert.evaluation.retrieval import RetrievalEvaluator
-
-    names = [f.name for f in folders]
-    evaluators = {}
-    for folder, name in zip(folders, names, strict=True):
-        name = str(folder) if names.count(name) > 1 else name
-        collection = read_beir(folder, split, skip_empty)
-        evaluators[name] = RetrievalEvaluator(collection, name, retriever=how.retriever(), batch_size=how.batch_size)
-    return evaluators

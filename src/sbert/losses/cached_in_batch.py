@@ -29,9 +29,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sbert import distributed
 from sbert.losses.in_batch import (
     Guide,
     InBatchExample,
+    column_roles,
     gather_columns,
     masked,
     ranking_logits,
@@ -39,7 +41,6 @@ from sbert.losses.in_batch import (
     text_columns,
 )
 from sbert.protocols import TrainableEncoder
-from sbert.training import distributed
 
 
 @dataclass
@@ -91,6 +92,7 @@ class _MiniBatch:
     """Texts of one column embedded together, their random-number state, and their embeddings' gradient."""
 
     texts: list[str]
+    role: str  # "query" (anchors) or "document": which prompt the model puts before them
     rng: _RngState
     embeddings: torch.Tensor  # (len(texts), dim), without a graph
     grad: torch.Tensor | None = None  # (len(texts), dim): d loss / d embeddings, from step 2
@@ -114,7 +116,12 @@ class CachedMultipleNegativesRankingLoss(nn.Module):
         training = torch.is_grad_enabled()
         autocast = _Autocast.current(encoder.device)
         columns = text_columns(batch)  # under torchrun: this rank embeds its share, gathers the rest
-        pieces = [piece for texts in share_of_columns(columns) for piece in self._embed_without_graph(encoder, texts)]
+        mine = share_of_columns(columns)
+        pieces = [
+            piece
+            for texts, role in zip(mine, column_roles(len(mine)), strict=True)
+            for piece in self._embed_without_graph(encoder, texts, role)
+        ]
         local = torch.cat([p.embeddings for p in pieces]) if pieces else torch.zeros(0, 0, device=encoder.device)
         vectors = torch.cat(gather_columns(local, columns)).requires_grad_(training)
         dropped = self._guide[0].mask(columns, vectors.device) if self._guide[0] else None
@@ -128,15 +135,15 @@ class CachedMultipleNegativesRankingLoss(nn.Module):
         loss.register_hook(lambda grad: self._replay(encoder, pieces, autocast, grad))
         return loss
 
-    def _embed_without_graph(self, encoder: TrainableEncoder, texts: list[str]) -> list[_MiniBatch]:
+    def _embed_without_graph(self, encoder: TrainableEncoder, texts: list[str], role: str) -> list[_MiniBatch]:
         """Step 1: one column (or this rank's part of it), ``mini_batch_size`` texts at a time, without a graph."""
         pieces = []
         for start in range(0, len(texts), self.mini_batch_size):
             chunk = texts[start : start + self.mini_batch_size]
             rng = _RngState.capture(encoder.device)
             with torch.no_grad():
-                (vectors,) = encoder.embed_with_grad(chunk)
-            pieces.append(_MiniBatch(chunk, rng, vectors.detach()))
+                (vectors,) = encoder.embed_with_grad(chunk, roles=role)
+            pieces.append(_MiniBatch(chunk, role, rng, vectors.detach()))
         return pieces
 
     def _loss_and_cache(
@@ -166,6 +173,6 @@ class CachedMultipleNegativesRankingLoss(nn.Module):
         with torch.enable_grad():
             for piece in pieces:
                 with piece.rng.replayed(), autocast.context():
-                    (vectors,) = encoder.embed_with_grad(piece.texts)
+                    (vectors,) = encoder.embed_with_grad(piece.texts, roles=piece.role)
                 surrogate = torch.dot(vectors.flatten().float(), piece.grad.flatten().float()) * grad
                 surrogate.backward()

@@ -68,7 +68,7 @@ class _CandidateLoss(nn.Module):
         widths = [len(c) for _, c, _ in rows]
         queries = [q for q, _, _ in rows]
         candidates = [t for _, c, _ in rows for t in c]
-        q, c = encoder.embed_with_grad(queries, candidates)
+        q, c = encoder.embed_with_grad(queries, candidates, roles=("query", "document"))
         if self.similarity == "cosine":
             q, c = F.normalize(q, dim=-1), F.normalize(c, dim=-1)
         owner = torch.repeat_interleave(torch.arange(len(rows), device=c.device), torch.tensor(widths, device=c.device))

@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sbert import distributed
 from sbert.data.examples import LabeledPair, RetrievalExample, ScoredPair, Text, Triplet
 from sbert.losses.teachers import Teacher
 from sbert.protocols import TrainableEncoder
-from sbert.training import distributed
 
 InBatchExample = RetrievalExample | Triplet | LabeledPair | ScoredPair | Text
 MARGIN_STRATEGIES = ("absolute", "relative")
@@ -58,6 +58,11 @@ def text_columns(batch: Sequence[InBatchExample]) -> list[list[str]]:
     width = max(len(n) for n in negatives)
     columns = [[row[k] for row in negatives if len(row) > k] for k in range(width)]
     return [list(anchors), list(positives), *columns]
+
+
+def column_roles(columns: int) -> list[str]:
+    """Which side each column is on, for the model's prompts: the anchors are queries, the rest documents."""
+    return ["query"] + ["document"] * (columns - 1)
 
 
 def share_of_columns(columns: Sequence[list[str]]) -> list[list[str]]:
@@ -129,7 +134,10 @@ class MultipleNegativesRankingLoss(nn.Module):
     def forward(self, encoder: TrainableEncoder, batch: Sequence[InBatchExample]) -> torch.Tensor:
         columns = text_columns(batch)
         mine = share_of_columns(columns)
-        local = torch.cat(encoder.embed_with_grad(*mine)) if any(mine) else torch.zeros(0, 0, device=encoder.device)
+        if any(mine):
+            local = torch.cat(encoder.embed_with_grad(*mine, roles=column_roles(len(mine))))
+        else:
+            local = torch.zeros(0, 0, device=encoder.device)
         a, *candidates = gather_columns(local, columns)
         scores = ranking_logits(a, torch.cat(candidates), self.scale)
         dropped = self.guide.mask(columns, scores.device) if self.guide else None

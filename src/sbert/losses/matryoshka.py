@@ -40,9 +40,9 @@ class _Cut:
         self._encoder, self._recorded, self._dim, self._record = encoder, recorded, dim, record
         self._calls = 0
 
-    def embed_with_grad(self, *groups: Sequence[str]) -> tuple[torch.Tensor, ...]:
+    def embed_with_grad(self, *groups: Sequence[str], roles: Any = None) -> tuple[torch.Tensor, ...]:
         if self._record:
-            self._recorded.append(self._encoder.embed_with_grad(*groups))
+            self._recorded.append(self._encoder.embed_with_grad(*groups, roles=roles))
         vectors = self._recorded[self._calls]
         self._calls += 1
         return tuple(F.normalize(v[..., : self._dim], p=2, dim=-1) for v in vectors)

@@ -2,7 +2,9 @@
 bi-encoder (an ``Encoder``) and, where there is one, for a cross-encoder.
 
 Adding a loss: a module in ``sbert/losses`` and one entry in ``OBJECTIVES``; run files and
-``sbert train --objective`` then know it, and its settings are keys of ``[[objectives]]`` tables.
+``sbert train --objective`` then know it, its settings are keys of ``[[objectives]]`` tables, and each
+setting is an ``sbert train`` option (``--<setting-name>``, made from ``settings``, ``SETTING_HELP`` and
+``SETTING_CHOICES``).
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ from sbert.data.examples import DistillationExample, LabeledPair, RetrievalExamp
 from sbert.losses.cached_in_batch import CachedMultipleNegativesRankingLoss
 from sbert.losses.cross_encoder import CrossEncoderClassificationLoss, CrossEncoderScoreLoss
 from sbert.losses.denoising import DELETE_RATIO, DenoisingAutoEncoderLoss
-from sbert.losses.distillation import DistillKLDivLoss, EmbeddingMSELoss, MarginMSELoss
+from sbert.losses.distillation import SIMILARITIES, DistillKLDivLoss, EmbeddingMSELoss, MarginMSELoss
 from sbert.losses.in_batch import MultipleNegativesRankingLoss, guide_from
 from sbert.losses.regression import CosineRegressionLoss
 from sbert.losses.softmax import SoftmaxLoss
 from sbert.losses.teachers import teacher_from
-from sbert.losses.triplet import TripletLoss
+from sbert.losses.triplet import DISTANCES, TripletLoss
 
 ScoreRange = tuple[float, float]
 DEFAULT_SCORE_RANGE: ScoreRange = (0.0, 5.0)  # for scored pairs of a format that names no scale
@@ -139,6 +141,38 @@ def objective_kind(name: str) -> ObjectiveKind:
     if name not in OBJECTIVES:
         raise ValueError(f"objective {name!r}: expected one of {', '.join(OBJECTIVES)}")
     return OBJECTIVES[name]
+
+
+# What the command line says of each setting (``sbert train --<name>``); the objectives using it and their
+# defaults are added from ``OBJECTIVES``. A setting without an entry is shown by its objectives alone.
+SETTING_HELP = {
+    "concat": "Classification features, e.g. 'u,v,|u-v|' or 'u,v,|u-v|,u*v'.",
+    "num_labels": "Classification: the number of labels.",
+    "margin": "Triplet margin (1: the paper's).",
+    "distance": "Triplet distance.",
+    "scale": "In-batch objectives: the factor on cosine scores before the softmax.",
+    "mini_batch_size": "cached-mnrl: texts per pass.",
+    "guide": "A local bi-encoder; drops in-batch negatives it scores above the positive.",
+    "guide_margin": "--guide: slack below the positive's guide score.",
+    "margin_strategy": "--guide-margin: absolute, or relative to the positive's score.",
+    "teacher": "A local bi- or cross-encoder scoring rows.",
+    "similarity": "Distillation: the student's score, dot product or cosine.",
+    "temperature": "distill-kl: softmax temperature.",
+}
+SETTING_CHOICES = {
+    "distance": tuple(DISTANCES),
+    "margin_strategy": ("absolute", "relative"),
+    "similarity": tuple(SIMILARITIES),
+}
+
+
+def setting_defaults() -> dict[str, dict[str, Any]]:
+    """Each setting -> {objective: its default there}, settings in the order ``OBJECTIVES`` first names them."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, kind in OBJECTIVES.items():
+        for key, default in kind.settings.items():
+            out.setdefault(key, {})[name] = default
+    return out
 
 
 def setting_names() -> set[str]:

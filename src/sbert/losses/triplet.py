@@ -30,7 +30,10 @@ class TripletLoss(nn.Module):
 
     def forward(self, encoder: TrainableEncoder, batch: Sequence[Triplet]) -> torch.Tensor:
         a, p, n = encoder.embed_with_grad(
-            [t.anchor for t in batch], [t.positive for t in batch], [t.negative for t in batch]
+            [t.anchor for t in batch],
+            [t.positive for t in batch],
+            [t.negative for t in batch],
+            roles=("query", "document", "document"),
         )
         d = DISTANCES[self.distance]
         return F.relu(d(a, p) - d(a, n) + self.margin).mean()

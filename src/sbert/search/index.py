@@ -279,6 +279,7 @@ class VectorIndex(RecordedModel):
         bm25: bool = False,
         truncate_dim: int | None = None,
         titles: Sequence[str | None] | None = None,
+        document_prompt: str | None = None,
     ) -> VectorIndex:
         """Write a new index at ``path`` from (n, dim) embeddings made by ``model`` (a name or folder).
 
@@ -292,9 +293,10 @@ class VectorIndex(RecordedModel):
 
         ``documents``: the rows are windows of documents (``Documents.of(encode_documents(...), ...)``;
         ``texts`` their passages); row ids are then ``<document id>#<window>`` and searches return
-        documents. ``bm25``: also keep a BM25 index of ``texts`` for hybrid search. ``truncate_dim``: the
-        model's ``truncate_dim`` the vectors were cut to, recorded (``fit_truncate_dim`` checks later models).
-        ``titles``: each row's title (a window's: its document's), kept beside its text and shown with its hits."""
+        documents. ``bm25``: also keep a BM25 index of ``texts`` for hybrid search. ``truncate_dim`` (the
+        model's, ``fit_truncate_dim`` checks later models), ``document_prompt`` (the texts', "": none; later
+        adds use it, ``retrieve.add_texts``): recorded. ``titles``: each row's title (a window's: its
+        document's), kept beside its text and shown with its hits."""
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
         if quantization not in (None, "int8", "binary"):
@@ -309,7 +311,7 @@ class VectorIndex(RecordedModel):
             manifest["structures"]["hnsw"] = {"M": hnsw_m, "ef_construction": ef_construction, "ef_search": ef_search}
         if quantization:
             manifest["structures"][quantization] = {}
-        _plan_extras(manifest, documents, bm25, texts)
+        _plan_extras(manifest, documents, bm25, texts, document_prompt)
         store.path.mkdir(parents=True, exist_ok=True)
         index = cls(store, Snapshot.empty(store.path, manifest), lock_timeout)
         rows = _Rows.of(ids, texts, documents, len(x), titles)
@@ -405,7 +407,7 @@ class VectorIndex(RecordedModel):
             config = {key: value for key, value in entry.items() if key != "file"}
             built = STORED[name].build(x, config, show_progress)
             structures[name] = {**config, "file": self._store.write_structure(name, tag, built.to_bytes())}
-        lexical = self._write_lexical(manifest, tag, rows.texts)
+        lexical = self._write_lexical(manifest, tag, rows)
         self._commit(
             {
                 **manifest,
@@ -431,7 +433,10 @@ class VectorIndex(RecordedModel):
             structures[name] = {**entry, "file": self._store.write_structure(name, tag, structure.to_bytes())}
         segments = [*snap.manifest["segments"], seg]
         texts = None if rows.texts is None else [*snap.texts, *rows.texts]
-        lexical = self._write_lexical(snap.manifest, tag, texts)
+        every = _Rows(None, texts)
+        if rows.docs is not None and rows.spans is not None:
+            every = _Rows(None, texts, [*snap.docs, *rows.docs], [*snap.spans, *rows.spans])
+        lexical = self._write_lexical(snap.manifest, tag, every, snap.deleted)
         manifest = {**snap.manifest, "segments": segments, "structures": structures, "updated": _now()}
         if lexical is not None:
             manifest["lexical"] = lexical
@@ -439,15 +444,14 @@ class VectorIndex(RecordedModel):
             manifest["backend"] = backend
         self._commit(manifest)
 
-    def _write_lexical(self, manifest: dict, tag: str, texts: Sequence[str | None] | None) -> dict | None:
-        """A BM25 index of every row's text, written as a new file, if the index keeps one."""
+    def _write_lexical(self, manifest: dict, tag: str, rows: _Rows, deleted: np.ndarray | None = None) -> dict | None:
+        """The BM25 index (``index_search.lexical_index``: of every row's text, or of whole documents),
+        written as a new file, if the index keeps one."""
         if manifest.get("lexical") is None:
             return None
-        from sbert.search.lexical import BM25
-
-        if texts is None or any(t is None for t in texts):
-            raise ValueError("a BM25 index needs the rows' texts; give texts")
-        return {"file": self._store.write_structure(LEXICAL, tag, BM25.build(texts).to_bytes())}
+        bm25 = index_search.lexical_index(manifest, rows.texts, rows.docs, rows.spans, deleted)
+        over = {key: value for key, value in manifest["lexical"].items() if key != "file"}
+        return {**over, "file": self._store.write_structure(LEXICAL, tag, bm25.to_bytes())}
 
     def _commit(self, manifest: dict) -> None:
         self._snap = self._store.commit(manifest)
@@ -602,14 +606,19 @@ def _window_ids(docs: list[str]) -> list[str]:
     return out
 
 
-def _plan_extras(manifest: dict, documents: Documents | None, bm25: bool, texts) -> None:
-    """Record in a new index's manifest that it holds documents and/or keeps a BM25 index."""
+def _plan_extras(
+    manifest: dict, documents: Documents | None, bm25: bool, texts, document_prompt: str | None = None
+) -> None:
+    """Record in a new index's manifest that it holds documents and/or keeps a BM25 index, and the
+    document prompt its texts were embedded with (windows of documents: in ``documents``)."""
     if documents is not None:
         manifest["documents"] = documents.settings()
+    elif document_prompt is not None:
+        manifest["document_prompt"] = document_prompt
     if bm25:
         if texts is None:
             raise ValueError("a BM25 index needs the rows' texts; give texts")
-        manifest["lexical"] = {}  # its file is written with the rows
+        manifest["lexical"] = index_search.plan_lexical(documents is not None)  # its file is written with the rows
 
 
 def _check_documents_match(path: Path, snap: Snapshot, documents: Documents | None) -> None:
@@ -630,7 +639,8 @@ def _lexical(snap: Snapshot):
     from sbert.search.lexical import BM25
 
     def read(handle, file: Path) -> BM25:
+        over_documents = snap.manifest["lexical"].get("over") == "documents"
         with handle:
-            return BM25.from_bytes(handle.read(), file, rows=len(snap.ids))
+            return BM25.from_bytes(handle.read(), file, rows=None if over_documents else len(snap.ids))
 
     return snap.structure(LEXICAL, read)

@@ -4,8 +4,16 @@ In an index of documents (built from ``sbert.documents`` windows) every row is a
 its document; a search returns documents, each scored by its best window (``maxp``: the structure's
 best windows are fetched, more and more, until ``k`` documents are among them) or by the mean of its
 windows' vectors (``mean``: an exact search over the documents' mean vectors, computed once per
-version), each with its best passage: the window closest to the query. With ``Hybrid``, BM25 results
-(a document scores its best window's BM25) are fused with the dense ones (``sbert.search.fusion``).
+version), each with its best passage: the window closest to the query.
+
+With ``Hybrid``, BM25 results are fused with the dense ones (``sbert.search.fusion``). In an index of
+documents BM25 scores WHOLE documents (each reassembled from its windows' passages: the text that was
+embedded, e.g. title + text), and the fusion happens at the document level, after MaxP/mean grouping:
+what benchmarks/retrieval.py measured (SciFact chunked maxp + BM25 weighted, 71.51). The BM25 index is
+built by ``lexical_index``, here, for the folder and the memory index alike. Indexes of documents
+written before this (manifest ``lexical`` without ``"over": "documents"``) keep BM25 per window and score
+a document by its best window's BM25; they open and search as before, and keep that until rebuilt
+(``sbert index build`` again).
 """
 
 from __future__ import annotations
@@ -22,10 +30,10 @@ from sbert.search.base import Hit, Hybrid
 from sbert.search.exact import TopK, semantic_search
 from sbert.search.fusion import fuse
 from sbert.search.grouping import DEFAULT_MODE, Groups, check_mode, readable_passage
+from sbert.search.lexical import BM25
 
 if TYPE_CHECKING:
     from sbert.documents import Chunking, EncodedDocuments
-    from sbert.search.lexical import BM25
     from sbert.search.store import Snapshot
 
 Rows = Callable[[int], TopK]  # the structure's best ``n`` live rows for the queries
@@ -144,20 +152,72 @@ def _maxp(snap: Snapshot, k: int, rows: Rows) -> TopK:
 
 
 def _lexical(snap: Snapshot, bm25: BM25, texts: Sequence[str], k: int, documents: bool) -> TopK:
-    """BM25's best ``k`` live rows per query text, or documents (a document scores its best window's)."""
+    """BM25's best ``k`` live rows per query text, or documents: whole documents (``lexical_index``), or in an
+    older index of documents, each scored by its best window's BM25."""
     if not documents:
         return bm25.search(texts, k, exclude=snap.deleted)
     docs = groups(snap)
-    live = docs.of_row >= 0
+    if bm25.keys is not None:  # one BM25 row per document, keyed by its id; deleted ones map to -1
+        number = {name: g for g, name in enumerate(docs.names)}
+        to_group = np.array([number.get(key, -1) for key in bm25.keys], dtype=np.int64)
     scores = np.full((len(texts), k), -np.inf, dtype=np.float32)
     ids = np.full((len(texts), k), -1, dtype=np.int64)
     for n, text in enumerate(texts):
         per_doc = np.zeros(len(docs.names), dtype=np.float32)
-        np.maximum.at(per_doc, docs.of_row[live], bm25.scores(text)[live])
+        if bm25.keys is not None:
+            live = to_group >= 0
+            per_doc[to_group[live]] = bm25.scores(text)[live]
+        else:
+            live = docs.of_row >= 0
+            np.maximum.at(per_doc, docs.of_row[live], bm25.scores(text)[live])
         found = np.flatnonzero(per_doc > 0)
         best_scores, best_docs = ranking.top(per_doc[found][None], found[None], k)
         scores[n, : best_docs.shape[1]], ids[n, : best_docs.shape[1]] = best_scores[0], best_docs[0]
     return TopK(scores, ids)
+
+
+# -- the BM25 index ---------------------------------------------------------------------------------------
+OVER_DOCUMENTS = {"over": "documents"}  # manifest["lexical"] of an index of documents: BM25 over whole documents
+
+
+def plan_lexical(documents: bool) -> dict:
+    """A new index's manifest ``lexical`` entry (its file is added when written)."""
+    return dict(OVER_DOCUMENTS) if documents else {}
+
+
+def lexical_index(
+    manifest: dict,
+    texts: Sequence[str | None] | None,
+    docs: Sequence[str] | None = None,
+    spans: Sequence | None = None,
+    deleted: np.ndarray | None = None,
+) -> BM25:
+    """The BM25 index an index keeps for hybrid search: over its rows' ``texts``; in an index of documents
+    (``manifest["lexical"]["over"] == "documents"``) over its live documents, each one text reassembled
+    from its windows (``docs``: each row's document, ``spans``: its character span; rows in ``deleted``
+    left out), keyed by document id."""
+    if texts is None or any(t is None for t in texts):
+        raise ValueError("a BM25 index needs the rows' texts; give texts")
+    if (manifest.get("lexical") or {}).get("over") != "documents" or not manifest.get("documents"):
+        return BM25.build(texts)
+    if docs is None or spans is None:
+        raise ValueError("a BM25 index over documents needs each row's document and span")
+    alive = np.ones(len(texts), dtype=bool)
+    if deleted is not None and len(deleted):
+        alive[np.asarray(deleted, dtype=np.int64)] = False
+    found = Groups.of(docs, alive)
+    whole = [reassemble([texts[r] for r in rows.tolist()], [spans[r] for r in rows.tolist()]) for rows in found.rows]
+    return BM25.build(whole, keys=found.names)
+
+
+def reassemble(passages: Sequence[str], spans: Sequence) -> str:
+    """A document's text from its windows' ``passages`` and their character ``spans`` (overlaps agree;
+    characters no window covers, only ever white space between tokens, become spaces)."""
+    end = max((int(b) for _, b in spans), default=0)
+    chars = [" "] * end
+    for passage, (a, _) in zip(passages, spans, strict=True):
+        chars[int(a) : int(a) + len(passage)] = passage
+    return "".join(chars)
 
 
 def _document_hit(snap: Snapshot, query: np.ndarray, group: int, score: float) -> Hit:

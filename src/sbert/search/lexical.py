@@ -42,19 +42,27 @@ def tokenize(texts: Sequence[str]) -> list[list[str]]:
 
 
 class BM25:
-    """A BM25 index over ``rows`` texts, row i being the i-th text it was built from."""
+    """A BM25 index over ``rows`` texts, row i being the i-th text it was built from; ``keys``: what each
+    row stands for (an index of documents keeps one row per document, keyed by its id), or None."""
 
-    def __init__(self, retriever: Any, rows: int, k1: float = 1.5, b: float = 0.75) -> None:
-        self._retriever, self.rows, self.k1, self.b = retriever, rows, k1, b
+    def __init__(
+        self, retriever: Any, rows: int, k1: float = 1.5, b: float = 0.75, keys: list[str] | None = None
+    ) -> None:
+        self._retriever, self.rows, self.k1, self.b, self.keys = retriever, rows, k1, b, keys
 
     @classmethod
-    def build(cls, texts: Sequence[str | None], k1: float = 1.5, b: float = 0.75) -> BM25:
-        """Index ``texts`` (None counts as an empty text)."""
+    def build(
+        cls, texts: Sequence[str | None], k1: float = 1.5, b: float = 0.75, keys: Sequence[str] | None = None
+    ) -> BM25:
+        """Index ``texts`` (None counts as an empty text); ``keys``: one per text, kept with the index."""
+        if keys is not None and len(keys) != len(texts):
+            raise ValueError(f"{len(keys)} keys for {len(texts)} texts")
+        keys = None if keys is None else [str(key) for key in keys]
         if not texts:
-            return cls(None, 0, k1, b)
+            return cls(None, 0, k1, b, keys)
         retriever = _bm25s().BM25(k1=k1, b=b)
         retriever.index(tokenize([t or "" for t in texts]), show_progress=False)
-        return cls(retriever, len(texts), k1, b)
+        return cls(retriever, len(texts), k1, b, keys)
 
     def scores(self, query: str) -> np.ndarray:
         """(rows,) float32 BM25 score of every row for ``query`` (0 where no word is shared)."""
@@ -86,6 +94,8 @@ class BM25:
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
             settings = {"format": _FORMAT, "rows": self.rows, "k1": self.k1, "b": self.b, "stopwords": STOPWORDS}
+            if self.keys is not None:
+                settings["keys"] = self.keys
             archive.writestr(_SETTINGS, json.dumps(settings))
             if self._retriever is not None:
                 with tempfile.TemporaryDirectory() as folder:
@@ -96,20 +106,24 @@ class BM25:
 
     @classmethod
     def from_bytes(cls, data: bytes, source: str | Path, rows: int | None = None) -> BM25:
-        """The index in ``data`` (read from ``source``, named in errors); ``rows``: the count it must hold."""
+        """The index in ``data`` (read from ``source``, named in errors); ``rows``: the count it must hold
+        (None: any)."""
         try:
             with zipfile.ZipFile(io.BytesIO(data)) as archive:
                 settings = json.loads(archive.read(_SETTINGS))
                 if not isinstance(settings, dict) or settings.get("format") != _FORMAT:
                     raise ValueError("not an sbert BM25 index")
                 count = settings["rows"]
+                keys = settings.get("keys")
+                if keys is not None and (not isinstance(keys, list) or len(keys) != count):
+                    raise ValueError(f"{len(keys) if isinstance(keys, list) else keys!r} keys for {count} rows")
                 retriever = _load(archive) if count else None
         except (zipfile.BadZipFile, KeyError, ValueError, TypeError, OSError) as err:
             raise IndexFormatError(f"{source}: not a readable BM25 index ({err}); the index is damaged") from err
         held = 0 if retriever is None else int(retriever.scores["num_docs"])
         if held != count or (rows is not None and count != rows):
             raise IndexFormatError(f"{source}: holds {held} BM25 rows; {rows} expected; the index is damaged")
-        return cls(retriever, count, settings.get("k1", 1.5), settings.get("b", 0.75))
+        return cls(retriever, count, settings.get("k1", 1.5), settings.get("b", 0.75), keys)
 
     def save(self, file: str | Path) -> None:
         """Write to ``file`` atomically."""

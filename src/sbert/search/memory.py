@@ -84,6 +84,7 @@ class MemoryIndex(RecordedModel):
         documents: Documents | None = None,
         bm25: bool = False,
         titles: Sequence[str | None] | None = None,
+        document_prompt: str | None = None,
         **ignored: Any,
     ) -> MemoryIndex:
         """An index of (n, dim) ``embeddings`` made by ``model``; arguments as ``VectorIndex.build`` (those
@@ -92,9 +93,10 @@ class MemoryIndex(RecordedModel):
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
         x = as_float32(embeddings)
         manifest = _model_manifest(model, backend, int(x.shape[1]), metric)
-        _plan_extras(manifest, documents, bm25, texts)
+        _plan_extras(manifest, documents, bm25, texts, document_prompt)
         if bm25:
-            manifest["lexical"] = {"file": None}  # kept in memory, built at the first hybrid search
+            # kept in memory, built at the first hybrid search
+            manifest["lexical"] = {**manifest["lexical"], "file": None}
         rows = _Rows.of(ids, texts, documents, len(x), titles).named(len(x), [])
         _check_rows(x, rows.ids, rows.texts, {})
         return cls(manifest, _prepare(x, manifest, Path("(memory)")), rows)
@@ -173,9 +175,10 @@ class MemoryIndex(RecordedModel):
 
     def _lexical(self):
         if self._bm25 is None:
-            from sbert.search.lexical import BM25
-
-            self._bm25 = BM25.build(self._version.texts)
+            version, rows = self._version, self._version.rows()
+            self._bm25 = index_search.lexical_index(
+                version.manifest, rows.texts, rows.docs, rows.spans, version.deleted
+            )
         return self._bm25
 
     # -- writing ---------------------------------------------------------------------------------------

@@ -139,6 +139,8 @@ def build_index(
     backend = getattr(encoder, "runtime", None)
     common = {"model": model, "ids": corpus.ids, "texts": corpus.texts, "backend": backend, **options}
     common["titles"] = corpus.titles  # kept by folder and memory indexes; PostgreSQL has them in the text
+    if chunking is None and hasattr(encoder, "resolve_prompt"):  # windows record theirs in their Chunking
+        common["document_prompt"] = encoder.resolve_prompt(prompt_name, prompt, task="document") or ""
     if target is None:
         from sbert.search.memory import MemoryIndex
 
@@ -146,7 +148,8 @@ def build_index(
     if isinstance(target, tuple):
         from sbert.search.pgvector import PgVectorIndex
 
-        common = {key: value for key, value in common.items() if key not in ("ann", "lock_timeout", "titles")}
+        dropped = ("ann", "lock_timeout", "titles", "document_prompt")
+        common = {key: value for key, value in common.items() if key not in dropped}
         return PgVectorIndex.build(target[0], corpus.embeddings, table=target[1], overwrite=overwrite, **common)
     from sbert.backends.onnx_query import record
     from sbert.search.index import VectorIndex
@@ -201,9 +204,15 @@ def add_texts(
     titles: Sequence[str | None] | None = None,
 ) -> None:
     """Embed ``texts`` as the index's own rows were (an index of documents: split with its recorded
-    ``Chunking``) and add them; ids default to numbers after the largest numeric id."""
+    ``Chunking``), with the document prompt it was built with (``document_prompt``; a ``prompt_name``/
+    ``prompt`` that gives another is refused), and add them; ids default to numbers after the largest
+    numeric id."""
     from sbert.documents import Chunking
 
+    recorded = document_prompt(index)
+    if recorded is not None:
+        check_prompt(index, encoder, "document", prompt_name, prompt)
+        prompt_name, prompt = None, (None if index.documents else recorded)  # windows: their Chunking's
     chunking = Chunking.of(index.documents) if index.documents else None
     if chunking is not None and ids is None:
         from sbert.search.index import next_ids
@@ -234,6 +243,39 @@ def add_texts(
         allow_mixed_backend=allow_mixed_backend,
         **options,
     )
+
+
+# -- the prompts an index was built with ------------------------------------------------------------------
+def document_prompt(index: Index) -> str | None:
+    """The document prompt the index's rows were embedded with, as text ("": none); None where the index
+    does not record it (built before indexes recorded it, or in PostgreSQL)."""
+    documents = index.documents
+    if documents:
+        return documents.get("prompt")
+    return index.manifest.get("document_prompt") if hasattr(index, "manifest") else None
+
+
+def check_prompt(index: Index, encoder: Any, role: str, prompt_name: str | None, prompt: str | None) -> None:
+    """Refuse a ``prompt_name``/``prompt`` that conflicts with the document prompt ``index`` was built with:
+    for ``role`` "document" (adding texts) any prompt other than it; for "query" (searching) the document
+    prompt itself where the model's query prompt differs (queries embedded as if they were documents)."""
+    recorded = document_prompt(index)
+    if recorded is None or (prompt_name is None and prompt is None):
+        return
+    chosen = encoder.resolve_prompt(prompt_name, prompt, task=role) or ""
+    given = f"prompt {prompt!r}" if prompt is not None else f"prompt_name {prompt_name!r} ({chosen!r})"
+    where = getattr(index, "path", None) or getattr(index, "table", "")
+    if role == "document" and chosen != recorded:
+        raise ValueError(
+            f"index {where} was built with the document prompt {recorded!r}; the {given} would embed these "
+            "texts unlike its rows: leave out prompt_name and prompt (--prompt-name, --prompt) to use the index's"
+        )
+    model_query = encoder.resolve_prompt(task="query") or ""
+    if role == "query" and recorded and chosen == recorded and model_query != recorded:
+        raise ValueError(
+            f"the {given} is the document prompt index {where} was built with: queries take the query prompt "
+            f"({model_query!r}); leave out prompt_name and prompt (--prompt-name, --prompt) to use it"
+        )
 
 
 # -- queries into hits -------------------------------------------------------------------------------------
@@ -280,8 +322,10 @@ def search_texts(
     allow_mixed_backend: bool = False,
     on_truncation: str = "warn",
 ) -> list[list[Hit]]:
-    """Each query's hits: embedded as ``encode_query`` does (or with ``prompt_name``/``prompt``), then
+    """Each query's hits: embedded as ``encode_query`` does (or with ``prompt_name``/``prompt``, refused
+    where it is the index's document prompt and not the model's query prompt: see ``check_prompt``), then
     ``search_vectors``."""
+    check_prompt(index, encoder, "query", prompt_name, prompt)
     queries = list(queries)
     vectors = encoder.encode_query(
         queries, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, on_truncation=on_truncation

@@ -8,7 +8,7 @@ batches the interrupted one would have taken.
 While ``train`` runs, a first SIGINT (Ctrl-C) or SIGTERM makes it save a checkpoint at the end of the
 current step and raise ``TrainingInterrupted``; a second one stops at once, as without sbert.
 
-Under ``torchrun`` (``sbert.training.distributed``) every rank runs this loop over the same global
+Under ``torchrun`` (``sbert.distributed``) every rank runs this loop over the same global
 batches: each takes its share of a batch (losses marked ``global_batch`` take the whole batch and split
 it themselves), the ranks' gradients are summed so that every rank takes the one-process step, and only
 rank 0 logs, shows progress, evaluates and writes checkpoints and the model.
@@ -36,12 +36,12 @@ import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
+from sbert import distributed
 from sbert.atomic import check_replaceable
 from sbert.device import resolve_device
 from sbert.errors import SbertError
 from sbert.progress import progress_bar
 from sbert.training import checkpoint as ckpt
-from sbert.training import distributed
 from sbert.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from sbert.training.sampling import example_texts, no_duplicate_batches, plain_batches
 from sbert.training.schedule import warmup_steps, warmup_then_linear_decay
