@@ -166,3 +166,28 @@ def choose_search(
     kinds = {"title": sum(1 for q in held.relevant if held.relevant[q] in titled)}
     kinds["span"] = len(held.queries) - kinds["title"]
     return AutoResult(best, scores, len(held.queries), seed, kinds)
+
+
+def documents_from(
+    ids: Sequence[str] | None, texts: Sequence[str], titles: Sequence[str | None] | None = None
+) -> list[Document]:
+    """Documents from a corpus file's ``read_corpus`` ids and texts (a title put before its text) and
+    ``read_titles``: the title taken back off the front of its text."""
+    out = []
+    for n, text in enumerate(texts):
+        title = (titles[n] if titles is not None else None) or ""
+        body = text[len(title) + 1 :] if title and text.startswith(title + " ") else text
+        out.append(Document(ids[n] if ids is not None else str(n), title, body))
+    return out
+
+
+def index_settings(result: AutoResult) -> dict[str, Any]:
+    """What an index built by ``--auto`` records under ``search`` in its manifest: the search settings
+    ``sbert search`` applies, and the evidence."""
+    return {**result.choice.search_settings(), "auto": result.record()}
+
+
+def search_defaults(manifest: dict) -> dict[str, Any]:
+    """The search settings an index recorded (``--auto``): hybrid, fusion, alpha; {} when none."""
+    found = manifest.get("search") or {}
+    return {key: found[key] for key in ("hybrid", "fusion", "alpha") if key in found}

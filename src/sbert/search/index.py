@@ -280,6 +280,7 @@ class VectorIndex(RecordedModel):
         truncate_dim: int | None = None,
         titles: Sequence[str | None] | None = None,
         document_prompt: str | None = None,
+        search: dict | None = None,
     ) -> VectorIndex:
         """Write a new index at ``path`` from (n, dim) embeddings made by ``model`` (a name or folder).
 
@@ -296,7 +297,8 @@ class VectorIndex(RecordedModel):
         documents. ``bm25``: also keep a BM25 index of ``texts`` for hybrid search. ``truncate_dim`` (the
         model's, ``fit_truncate_dim`` checks later models), ``document_prompt`` (the texts', "": none; later
         adds use it, ``retrieve.add_texts``): recorded. ``titles``: each row's title (a window's: its
-        document's), kept beside its text and shown with its hits."""
+        document's), kept beside its text and shown with its hits. ``search``: how ``sbert search`` searches
+        this index unless told otherwise (``--auto``'s choice and evidence, ``sbert.search.auto``), recorded."""
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
         if quantization not in (None, "int8", "binary"):
@@ -312,6 +314,8 @@ class VectorIndex(RecordedModel):
         if quantization:
             manifest["structures"][quantization] = {}
         _plan_extras(manifest, documents, bm25, texts, document_prompt)
+        if search:
+            manifest["search"] = dict(search)
         store.path.mkdir(parents=True, exist_ok=True)
         index = cls(store, Snapshot.empty(store.path, manifest), lock_timeout)
         rows = _Rows.of(ids, texts, documents, len(x), titles)

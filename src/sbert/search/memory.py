@@ -85,6 +85,7 @@ class MemoryIndex(RecordedModel):
         bm25: bool = False,
         titles: Sequence[str | None] | None = None,
         document_prompt: str | None = None,
+        search: dict | None = None,
         **ignored: Any,
     ) -> MemoryIndex:
         """An index of (n, dim) ``embeddings`` made by ``model``; arguments as ``VectorIndex.build`` (those
@@ -94,6 +95,8 @@ class MemoryIndex(RecordedModel):
         x = as_float32(embeddings)
         manifest = _model_manifest(model, backend, int(x.shape[1]), metric)
         _plan_extras(manifest, documents, bm25, texts, document_prompt)
+        if search:
+            manifest["search"] = dict(search)
         if bm25:
             # kept in memory, built at the first hybrid search
             manifest["lexical"] = {**manifest["lexical"], "file": None}

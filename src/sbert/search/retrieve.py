@@ -148,7 +148,7 @@ def build_index(
     if isinstance(target, tuple):
         from sbert.search.pgvector import PgVectorIndex
 
-        dropped = ("ann", "lock_timeout", "titles", "document_prompt")
+        dropped = ("ann", "lock_timeout", "titles", "document_prompt", "search")
         common = {key: value for key, value in common.items() if key not in dropped}
         return PgVectorIndex.build(target[0], corpus.embeddings, table=target[1], overwrite=overwrite, **common)
     from sbert.backends.onnx_query import record
