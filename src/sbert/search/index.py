@@ -281,7 +281,7 @@ class VectorIndex(RecordedModel):
         titles: Sequence[str | None] | None = None,
         document_prompt: str | None = None,
         search: dict | None = None,
-    ) -> VectorIndex:
+    ) -> VectorIndex:  # long: the signature and its documentation, one keyword per thing an index records
         """Write a new index at ``path`` from (n, dim) embeddings made by ``model`` (a name or folder).
 
         ``ids`` default to "0", "1", ...; ``texts`` are stored when given. ``ann`` adds an HNSW graph
@@ -313,9 +313,7 @@ class VectorIndex(RecordedModel):
             manifest["structures"]["hnsw"] = {"M": hnsw_m, "ef_construction": ef_construction, "ef_search": ef_search}
         if quantization:
             manifest["structures"][quantization] = {}
-        _plan_extras(manifest, documents, bm25, texts, document_prompt)
-        if search:
-            manifest["search"] = dict(search)
+        _plan_extras(manifest, documents, bm25, texts, document_prompt, search)
         store.path.mkdir(parents=True, exist_ok=True)
         index = cls(store, Snapshot.empty(store.path, manifest), lock_timeout)
         rows = _Rows.of(ids, texts, documents, len(x), titles)
@@ -611,10 +609,12 @@ def _window_ids(docs: list[str]) -> list[str]:
 
 
 def _plan_extras(
-    manifest: dict, documents: Documents | None, bm25: bool, texts, document_prompt: str | None = None
+    manifest: dict, documents: Documents | None, bm25: bool, texts, document_prompt: str | None = None, search=None
 ) -> None:
-    """Record in a new index's manifest that it holds documents and/or keeps a BM25 index, and the
-    document prompt its texts were embedded with (windows of documents: in ``documents``)."""
+    """Record in a new index's manifest that it holds documents and/or keeps a BM25 index, the document
+    prompt its texts were embedded with (windows of documents: in ``documents``) and how to search it."""
+    if search:
+        manifest["search"] = dict(search)
     if documents is not None:
         manifest["documents"] = documents.settings()
     elif document_prompt is not None:
