@@ -70,3 +70,11 @@ def test_dense_wins_where_titles_share_no_word_with_their_documents():
     result = choose_search(sbert.load("default", device="cpu"), docs, queries=6, choices=CHOICES[:2])
     assert result.scores["dense"] == pytest.approx(100.0) and result.scores["bm25"] < 100
     assert result.choice.name == "dense"
+
+
+def test_ndcg_of_one_relevant_document_equals_the_evaluators():
+    from sbert.evaluation.retrieval import ndcg_at_k
+    from sbert.search.auto import ndcg_of_one
+
+    for ranked in (["a", "b", "c"], ["b", "a"], ["b", "c", "d"], [str(i) for i in range(12)] + ["a"]):
+        assert ndcg_of_one(ranked, "a") == pytest.approx(ndcg_at_k(ranked, {"a"}, 10))

@@ -115,6 +115,13 @@ def index() -> None:
     type=click.IntRange(min=1),
     help="Keep the first N dimensions of each vector (Matryoshka models); recorded: add and search use it too.",
 )
+@click.option(
+    "--auto",
+    is_flag=True,
+    help="Choose --chunk, --bm25 and how search fuses them by scoring each way on pseudo-queries held out from "
+    "CORPUS (titles, or spans of untitled documents; never judged queries); recorded: search applies it.",
+)
+@click.option("--auto-queries", default=200, show_default=True, type=click.IntRange(min=1), help="--auto: how many.")
 @_chunk_options
 @_lock_option
 @_corpus_options
@@ -123,8 +130,8 @@ def index() -> None:
 @friendly_errors
 def index_build(
     corpus, out, model, runtime, allow_pickle, metric, overwrite, batch_size, skip_empty, progress, prompts,
-    truncate_dim, **opts
-):
+    truncate_dim, auto, auto_queries, **opts
+):  # fmt: skip
     """Embed CORPUS (text, one per line; .jsonl, or .csv/.tsv with a header row: 'text', optional 'id' and
     'title') into an index at --out."""
     from sbert.data.corpus import read_corpus, read_titles
@@ -151,6 +158,11 @@ def index_build(
         encoder.truncate_dim = truncate_dim
     if not is_database_url(out):
         opts["truncate_dim"] = encoder.truncate_dim  # given, or the model's own (recorded on folder indexes)
+    if auto:
+        chunking, opts["bm25"], opts["search"] = _auto(
+            encoder, model, (ids, texts, titles), auto_queries, out, chunk, opts
+        )
+        chunk = chunking is not None
     built = build_index(
         out, encoder, texts, ids, model=model, chunking=chunking, table=table, metric=metric, overwrite=overwrite,
         batch_size=batch_size, show_progress=progress, titles=titles, **prompts, **opts,
@@ -160,6 +172,21 @@ def index_build(
 
 
 _HNSW = ("hnsw_m", "ef_construction", "ef_search")
+
+
+def _auto(encoder, model, corpus: tuple, queries: int, out: str, chunk: bool, opts: dict):
+    """--auto: (chunking, bm25, what the index records) chosen on pseudo-queries from the corpus; says which."""
+    from sbert.documents import Chunking
+    from sbert.search.auto import choose_search, documents_from, index_settings
+    from sbert.search.base import is_database_url
+
+    if chunk or opts.get("bm25"):
+        raise click.UsageError("--auto chooses --chunk and --bm25 itself: leave them out")
+    if is_database_url(out):
+        raise click.UsageError("--auto applies to a folder index (an index in PostgreSQL has no windows or BM25)")
+    result = choose_search(encoder, documents_from(*corpus), model=str(model), queries=queries)
+    click.echo(result.summary(), err=True)
+    return (Chunking() if result.choice.chunk else None), result.choice.hybrid, index_settings(result)
 
 
 def _check_database_build(chunk: bool, opts: dict) -> None:
@@ -344,6 +371,7 @@ def search(folder, queries, k, model, method, ef_search, rescore, rerank, candid
         existing.fit_truncate_dim(encoder)
         existing.check_model(model or existing.model, encoder.dim)
     existing.check_backend(encoder.runtime, flags["allow_mixed_backend"])
+    flags.update(_recorded_settings(existing))
     cross = None
     if rerank:
         from sbert.cross_encoder import CrossEncoder
@@ -366,6 +394,17 @@ def search(folder, queries, k, model, method, ef_search, rescore, rerank, candid
         existing, encoder, queries, options, allow_mixed_backend=flags["allow_mixed_backend"], **flags["prompts"]
     )
     _print_hits(queries, hits, as_json, flags["threshold"])
+
+
+def _recorded_settings(existing) -> dict:
+    """How an index built with --auto is searched (hybrid, fusion, alpha), for each option left at its default."""
+    from click.core import ParameterSource
+
+    from sbert.search.auto import search_defaults
+
+    source = click.get_current_context().get_parameter_source
+    recorded = search_defaults(getattr(existing, "manifest", None) or {})
+    return {k: v for k, v in recorded.items() if source(k) in (None, ParameterSource.DEFAULT)}
 
 
 def _light_encoder(existing, queries, runtime, rerank, prompts: dict):

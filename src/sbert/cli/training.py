@@ -226,6 +226,12 @@ def _relaunch_under_torchrun(nproc: int) -> None:
 @click.option("--alpha", type=click.FloatRange(0, 1), help="--fusion weighted: the dense side's weight [0.5].")
 @click.option("--bm25", "lexical", is_flag=True, help="Retrieval: BM25 alone (the model is not used for it).")
 @click.option(
+    "--auto",
+    is_flag=True,
+    help="Retrieval: choose --chunk/--hybrid/--fusion/--alpha on pseudo-queries from the corpus, never the "
+    "judged queries (what sbert index build --auto chooses), then score that choice.",
+)
+@click.option(
     "--rerank",
     metavar="CROSS_ENCODER",
     help="Retrieval: a cross-encoder folder re-scores each query's --candidates best documents.",

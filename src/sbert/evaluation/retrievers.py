@@ -292,8 +292,12 @@ class RetrievalSettings:
     batch_size: int = 32
     rerank: Any = None  # a cross-encoder (a one-label PairScorer, or its folder) re-scoring the candidates
     candidates: int | None = None  # with rerank: how many of the first stage's (default 100)
+    auto: bool = False  # choose chunk/hybrid/fusion/alpha on pseudo-queries from the corpus (sbert.search.auto)
+    auto_queries: int = 200
 
     def __post_init__(self) -> None:
+        if self.auto and (self.chunk or self.hybrid or self.lexical or self.fusion or self.alpha is not None):
+            raise ValueError("auto chooses chunking and hybrid search itself: give neither with it")
         if self.candidates is not None and self.rerank is None:
             raise ValueError("candidates apply to re-ranking: give a cross-encoder (rerank) too")
         if self.lexical and (self.chunk or self.hybrid):
@@ -309,6 +313,8 @@ class RetrievalSettings:
 
     def retriever(self, location: str | Path | None = None) -> Retriever:
         """A fresh retriever: ``IndexRetriever`` (its index in memory, or at ``location``), or BM25 alone."""
+        if self.auto:
+            return AutoRetriever(self, location)
         if not self.lexical:
             return IndexRetriever(self, location)
         first = LexicalRetriever()
@@ -356,3 +362,36 @@ def _hits(found: TopK, ids: Sequence[str]) -> list[list[Hit]]:
         [(ids[int(r)], float(s)) for s, r in zip(scores, rows, strict=True) if r >= 0]
         for scores, rows in zip(found.scores, found.indices, strict=True)
     ]
+
+
+class AutoRetriever:
+    """``sbert eval --auto``: at ``index``, the way of searching is chosen on pseudo-queries held out from
+    the documents (``sbert.search.auto.choose_search``; never the judged queries), then the documents are
+    indexed and searched that way by an ``IndexRetriever``. ``result`` keeps the choice and its evidence."""
+
+    def __init__(self, settings: RetrievalSettings, location: str | Path | None = None) -> None:
+        self.settings, self.location = settings, location
+        self.result: Any = None
+        self.chosen: IndexRetriever | None = None
+
+    def index(self, model: Any, documents: Sequence[Document], show_progress: bool | None = None) -> None:
+        import sys
+        from dataclasses import replace
+
+        from sbert.search.auto import choose_search
+
+        name = getattr(model, "name_or_path", None) or "model"
+        self.result = choose_search(
+            model, documents, model=name, queries=self.settings.auto_queries, show_progress=show_progress
+        )
+        choice = self.result.choice
+        hybrid = {"fusion": choice.fusion, "alpha": choice.alpha} if choice.hybrid else {}
+        settings = replace(self.settings, auto=False, chunk=choice.chunk, hybrid=choice.hybrid, **hybrid)
+        self.chosen = IndexRetriever(settings, self.location)
+        print(self.result.summary(), file=sys.stderr)  # what eval measures next: the user should see it
+        self.chosen.index(model, documents, show_progress)
+
+    def search(self, model: Any, queries: Sequence[str], k: int) -> list[list[Any]]:
+        if self.chosen is None:
+            raise RuntimeError("AutoRetriever.search before index: index the documents first")
+        return self.chosen.search(model, queries, k)

@@ -142,7 +142,6 @@ def choose_search(
     """Score every choice on pseudo-queries held out from ``documents`` (one in-memory index per chunking,
     with BM25) and return the best, by NDCG@10; ties go to the earlier choice."""
     from sbert.documents import Chunking
-    from sbert.evaluation.retrieval import ndcg_at_k
     from sbert.search.retrieve import SearchOptions, build_index, search_texts
 
     held = held_out_queries(documents, queries, seed)
@@ -157,12 +156,43 @@ def choose_search(
         for choice in (c for c in choices if c.chunk == chunk):
             options = SearchOptions(10, hybrid=choice.hybrid, fusion=choice.fusion, alpha=choice.alpha)
             hits = search_texts(index, encoder, query_texts, options, batch_size=batch_size)
-            found = [
-                ndcg_at_k([h.id for h in h_], {held.relevant[q]}, 10) for q, h_ in zip(query_ids, hits, strict=True)
-            ]
+            found = [ndcg_of_one([h.id for h in h_], held.relevant[q]) for q, h_ in zip(query_ids, hits, strict=True)]
             scores[choice.name] = 100 * sum(found) / len(found)
     best = max(choices, key=lambda c: (scores[c.name], -choices.index(c)))
     titled = {d.id for d in documents if d.title.strip()}
     kinds = {"title": sum(1 for q in held.relevant if held.relevant[q] in titled)}
     kinds["span"] = len(held.queries) - kinds["title"]
     return AutoResult(best, scores, len(held.queries), seed, kinds)
+
+
+def ndcg_of_one(ranked: Sequence[str], relevant: str, k: int = 10) -> float:
+    """NDCG@k with one relevant document (``evaluation.retrieval.ndcg_at_k``'s value): 1/log2(rank + 1)."""
+    import math
+
+    top = list(ranked[:k])
+    return 1.0 / math.log2(top.index(relevant) + 2) if relevant in top else 0.0
+
+
+def documents_from(
+    ids: Sequence[str] | None, texts: Sequence[str], titles: Sequence[str | None] | None = None
+) -> list[Document]:
+    """Documents from a corpus file's ``read_corpus`` ids and texts (a title put before its text) and
+    ``read_titles``: the title taken back off the front of its text."""
+    out = []
+    for n, text in enumerate(texts):
+        title = (titles[n] if titles is not None else None) or ""
+        body = text[len(title) + 1 :] if title and text.startswith(title + " ") else text
+        out.append(Document(ids[n] if ids is not None else str(n), title, body))
+    return out
+
+
+def index_settings(result: AutoResult) -> dict[str, Any]:
+    """What an index built by ``--auto`` records under ``search`` in its manifest: the search settings
+    ``sbert search`` applies, and the evidence."""
+    return {**result.choice.search_settings(), "auto": result.record()}
+
+
+def search_defaults(manifest: dict) -> dict[str, Any]:
+    """The search settings an index recorded (``--auto``): hybrid, fusion, alpha; {} when none."""
+    found = manifest.get("search") or {}
+    return {key: found[key] for key in ("hybrid", "fusion", "alpha") if key in found}

@@ -280,7 +280,8 @@ class VectorIndex(RecordedModel):
         truncate_dim: int | None = None,
         titles: Sequence[str | None] | None = None,
         document_prompt: str | None = None,
-    ) -> VectorIndex:
+        search: dict | None = None,
+    ) -> VectorIndex:  # long: the signature and its documentation, one keyword per thing an index records
         """Write a new index at ``path`` from (n, dim) embeddings made by ``model`` (a name or folder).
 
         ``ids`` default to "0", "1", ...; ``texts`` are stored when given. ``ann`` adds an HNSW graph
@@ -296,7 +297,8 @@ class VectorIndex(RecordedModel):
         documents. ``bm25``: also keep a BM25 index of ``texts`` for hybrid search. ``truncate_dim`` (the
         model's, ``fit_truncate_dim`` checks later models), ``document_prompt`` (the texts', "": none; later
         adds use it, ``retrieve.add_texts``): recorded. ``titles``: each row's title (a window's: its
-        document's), kept beside its text and shown with its hits."""
+        document's), kept beside its text and shown with its hits. ``search``: how ``sbert search`` searches
+        this index unless told otherwise (``--auto``'s choice and evidence, ``sbert.search.auto``), recorded."""
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
         if quantization not in (None, "int8", "binary"):
@@ -311,7 +313,7 @@ class VectorIndex(RecordedModel):
             manifest["structures"]["hnsw"] = {"M": hnsw_m, "ef_construction": ef_construction, "ef_search": ef_search}
         if quantization:
             manifest["structures"][quantization] = {}
-        _plan_extras(manifest, documents, bm25, texts, document_prompt)
+        _plan_extras(manifest, documents, bm25, texts, document_prompt, search)
         store.path.mkdir(parents=True, exist_ok=True)
         index = cls(store, Snapshot.empty(store.path, manifest), lock_timeout)
         rows = _Rows.of(ids, texts, documents, len(x), titles)
@@ -607,10 +609,12 @@ def _window_ids(docs: list[str]) -> list[str]:
 
 
 def _plan_extras(
-    manifest: dict, documents: Documents | None, bm25: bool, texts, document_prompt: str | None = None
+    manifest: dict, documents: Documents | None, bm25: bool, texts, document_prompt: str | None = None, search=None
 ) -> None:
-    """Record in a new index's manifest that it holds documents and/or keeps a BM25 index, and the
-    document prompt its texts were embedded with (windows of documents: in ``documents``)."""
+    """Record in a new index's manifest that it holds documents and/or keeps a BM25 index, the document
+    prompt its texts were embedded with (windows of documents: in ``documents``) and how to search it."""
+    if search:
+        manifest["search"] = dict(search)
     if documents is not None:
         manifest["documents"] = documents.settings()
     elif document_prompt is not None:

@@ -85,6 +85,7 @@ class MemoryIndex(RecordedModel):
         bm25: bool = False,
         titles: Sequence[str | None] | None = None,
         document_prompt: str | None = None,
+        search: dict | None = None,
         **ignored: Any,
     ) -> MemoryIndex:
         """An index of (n, dim) ``embeddings`` made by ``model``; arguments as ``VectorIndex.build`` (those
@@ -93,7 +94,7 @@ class MemoryIndex(RecordedModel):
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
         x = as_float32(embeddings)
         manifest = _model_manifest(model, backend, int(x.shape[1]), metric)
-        _plan_extras(manifest, documents, bm25, texts, document_prompt)
+        _plan_extras(manifest, documents, bm25, texts, document_prompt, search)
         if bm25:
             # kept in memory, built at the first hybrid search
             manifest["lexical"] = {**manifest["lexical"], "file": None}

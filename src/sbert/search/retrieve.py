@@ -126,16 +126,9 @@ def build_index(
     target is checked before anything is embedded. ``titles`` (one per text): returned in ``Hit.title``."""
     target = _target(location, table, overwrite, chunking=chunking, bm25=bm25, **options)
     corpus = embed_corpus(
-        encoder,
-        texts,
-        ids,
-        chunking=chunking,
-        batch_size=batch_size,
-        show_progress=show_progress,
-        prompt_name=prompt_name,
-        prompt=prompt,
-        titles=titles,
-    )
+        encoder, texts, ids, chunking=chunking, batch_size=batch_size, show_progress=show_progress,
+        prompt_name=prompt_name, prompt=prompt, titles=titles,
+    )  # fmt: skip
     backend = getattr(encoder, "runtime", None)
     common = {"model": model, "ids": corpus.ids, "texts": corpus.texts, "backend": backend, **options}
     common["titles"] = corpus.titles  # kept by folder and memory indexes; PostgreSQL has them in the text
@@ -148,21 +141,16 @@ def build_index(
     if isinstance(target, tuple):
         from sbert.search.pgvector import PgVectorIndex
 
-        dropped = ("ann", "lock_timeout", "titles", "document_prompt")
+        dropped = ("ann", "lock_timeout", "titles", "document_prompt", "search")
         common = {key: value for key, value in common.items() if key not in dropped}
         return PgVectorIndex.build(target[0], corpus.embeddings, table=target[1], overwrite=overwrite, **common)
     from sbert.backends.onnx_query import record
     from sbert.search.index import VectorIndex
 
     built = VectorIndex.build(
-        target,
-        corpus.embeddings,
-        overwrite=overwrite,
-        show_progress=show_progress,
-        documents=corpus.documents,
-        bm25=bm25,
-        **common,
-    )
+        target, corpus.embeddings, overwrite=overwrite, show_progress=show_progress, documents=corpus.documents,
+        bm25=bm25, **common,
+    )  # fmt: skip
     record(built.path, encoder, built.manifest)  # the torch-free query path of `sbert search` (ONNX builds)
     return built
 
