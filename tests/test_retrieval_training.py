@@ -202,7 +202,8 @@ def test_mine_negatives_then_train_cached_mnrl_from_the_command_line(tmp_path):
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     log = [json.loads(line) for line in (tmp_path / "m.train" / "log.jsonl").read_text().splitlines()]
-    assert [r["objective"] for r in log if "loss" in r] == ["0:cached-mnrl:ntuples"]
+    # queries 3 and 4 share their positive: the no-duplicates sampler puts them in different batches
+    assert {r["objective"] for r in log if "loss" in r} == {"0:cached-mnrl:ntuples"}
     assert sbert.load(tmp_path / "m", device="cpu").encode("x").shape == (16,)
     bad = CliRunner().invoke(main, ["mine-negatives", str(folder), "--out", str(tmp_path / "x.csv")])
     assert bad.exit_code != 0 and "expected a .jsonl or .tsv" in bad.output

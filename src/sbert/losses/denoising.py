@@ -79,7 +79,7 @@ def build_decoder(encoder_model: nn.Module, tie: bool = True, seed: int | None =
         if seed is not None:
             torch.manual_seed(seed)
         try:
-            decoder = AutoModelForCausalLM.from_config(config)
+            decoder = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
         except ValueError as err:
             raise ValueError(
                 f"TSDAE needs the encoder's architecture as a decoder; {config.model_type!r} has no causal-LM "

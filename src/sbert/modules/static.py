@@ -65,7 +65,9 @@ class StaticEmbedding(Module):
         table = torch.as_tensor(np.asarray(table, dtype=np.float32) if isinstance(table, np.ndarray) else table)
         if table.ndim != 2:
             raise ValueError(f"a static embedding table is (vocabulary, dim), got shape {tuple(table.shape)}")
-        self.embedding = nn.Embedding.from_pretrained(table.float(), freeze=False)
+        self.embedding = nn.Embedding(*table.shape)
+        with torch.no_grad():
+            self.embedding.weight.copy_(table.float())
         if weights is not None:
             weights = torch.as_tensor(np.asarray(weights) if isinstance(weights, np.ndarray) else weights).float()
             if weights.shape != (table.shape[0],):

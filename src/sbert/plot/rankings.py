@@ -68,7 +68,7 @@ def rank(model: Any, collection: Any, retriever: Any = None, k: int = 100, batch
     evaluator.retriever.index(model, list(collection.corpus.values()), show_progress=show_progress)
     found = evaluator.retriever.search(model, [collection.queries[q] for q in queries], k)
     rows = [
-        QueryRanking(q, sorted(evaluator.relevant[q]), [(str(d), float(s)) for d, s in hits])
+        QueryRanking(q, sorted(evaluator.relevant[q]), [(str(h[0]), float(h[1])) for h in hits])
         for q, hits in zip(queries, found, strict=True)
     ]
     return Rankings(evaluator.name, model_label(model), rows)
