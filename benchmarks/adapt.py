@@ -1,16 +1,19 @@
-"""Label-free adaptation (``sbert adapt``) on collections whose queries and judgments it never reads.
+"""Label-free adaptation (``sbert adapt``) and label-free search choice (``--auto``), on collections whose
+queries and judgments neither ever reads.
 
 For each BEIR collection (SciFact; openoffice-dups split in time: the test part is the newest 20% of
-reports), every row is scored on the same test queries by ``sbert.evaluation.RetrievalEvaluator``
-(NDCG@10, MRR@10, Recall@100): BM25; the default model (dense, and dense + BM25 weighted fusion); and the
-default model adapted by each ``--methods`` entry on the collection's documents only (``sbert adapt MODEL
---corpus <collection folder> --method M``, run as a command so that its wall time and peak memory are its
-own), dense and hybrid. Adapted models are cached under ``benchmarks/.work/adapt`` by (collection,
-method, steps, teacher) and reused.
+reports), every figure is scored on the same test queries by ``sbert.evaluation.RetrievalEvaluator``
+(NDCG@10, MRR@10, Recall@100) through the index code that ``sbert index build`` + ``sbert search`` run:
+BM25 alone; then, for the default model and for the default model adapted by each ``--methods`` entry on
+the collection's documents only (``sbert adapt default --corpus <collection folder> --method M``, run as a
+command so that its wall time and peak memory are its own), every way of searching that ``--auto`` chooses
+from (``sbert.search.auto.CHOICES``: dense, BM25, weighted and RRF fusion, whole or chunked). Each model's
+rows: dense (no option), ``--auto`` (chosen on pseudo-queries held out from the documents, then scored
+on the test queries) and the best choice *with* the test labels (the ceiling ``--auto`` is measured against).
+Adapted models are cached under ``benchmarks/.work/adapt`` by (collection, method, steps, teacher).
 
-Choosing without fooling ourselves: the table names, for each collection, the method that the OTHER
-collection's test queries would have chosen, and its score here: that is the figure a user with a new
-collection can expect.
+Choosing without fooling ourselves: for each collection, the method the OTHER collection's test queries
+would have chosen, and its score here: that is the figure a user with a new collection can expect.
 
     python benchmarks/adapt.py [--collections scifact,openoffice-dups] [--methods title,crop,title+crop]
                                [--steps 150] [--teacher all-mpnet-base-v2] [--queries N --documents N]
@@ -25,6 +28,7 @@ import resource
 import subprocess
 import sys
 import time
+from copy import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +40,8 @@ import sbert
 from sbert.data.beir import RetrievalCollection
 from sbert.data.paths import data_dir
 from sbert.evaluation.retrieval import RetrievalEvaluator
+from sbert.evaluation.retrievers import IndexRetriever, LexicalRetriever, RetrievalSettings
+from sbert.search.auto import CHOICES, SearchChoice, choose_search
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "retrieval.md"
 BEGIN, END = "<!-- benchmarks/adapt.py: begin -->", "<!-- benchmarks/adapt.py: end -->"
@@ -48,27 +54,62 @@ COLLECTIONS = ("scifact", "openoffice-dups")
 class Row:
     name: str
     metrics: dict[str, float]
-    method: str = ""
+    method: str = ""  # the adapt method ("" for the default model and BM25)
+    search: str = ""  # dense, auto, best with labels
+    choice: str = ""  # the CHOICES entry it ran
     adapt: dict = field(default_factory=dict)  # seconds, peak_rss_gib, steps of the adapt run
 
 
-def retrievers():
-    """Dense, BM25 and weighted dense + BM25, as ``sbert eval --retrieval`` builds them."""
-    from sbert.evaluation.retrieval import DenseRetriever
-    from sbert.evaluation.retrievers import HybridRetriever
+class Built:
+    """A retriever over an index already built (``IndexRetriever``), searched with other settings: every
+    way of searching is scored on one embedding of the corpus."""
 
-    return {
-        "dense": lambda lexical: DenseRetriever(),
-        "hybrid": lambda lexical: HybridRetriever(DenseRetriever(), fusion="weighted", lexical=lexical),
-        "bm25": lambda lexical: lexical,
-    }
+    def __init__(self, base: IndexRetriever, settings: RetrievalSettings) -> None:
+        self.inner = copy(base)
+        self.inner.settings = settings
+
+    def index(self, model, documents, show_progress=None) -> None:
+        pass
+
+    def search(self, model, queries, k):
+        return self.inner.search(model, queries, k)
 
 
-def score(name: str, model, collection: RetrievalCollection, retriever) -> dict[str, float]:
-    print(f"  {name} ...", flush=True)
-    metrics = RetrievalEvaluator(collection, name, retriever=retriever)(model)
-    print("    " + ", ".join(f"{m} {metrics[m]:.2f}" for m in METRICS), flush=True)
-    return {m: metrics[m] for m in METRICS}
+def settings_of(choice: SearchChoice) -> RetrievalSettings:
+    """``RetrievalSettings`` searching as ``choice`` does (what ``--auto`` would apply)."""
+    hybrid = {"fusion": choice.fusion, "alpha": choice.alpha} if choice.hybrid else {}
+    return RetrievalSettings(chunk=choice.chunk, hybrid=choice.hybrid, **hybrid)
+
+
+def every_choice(model, collection: RetrievalCollection) -> dict[str, dict[str, float]]:
+    """Each ``CHOICES`` entry's metrics on the test queries: one index (with BM25) per chunking."""
+    documents = list(collection.corpus.values())
+    scores = {}
+    for chunk in dict.fromkeys(c.chunk for c in CHOICES):
+        base = IndexRetriever(RetrievalSettings(chunk=chunk, hybrid=True))
+        base.index(model, documents, show_progress=False)
+        for choice in (c for c in CHOICES if c.chunk == chunk):
+            evaluator = RetrievalEvaluator(collection, choice.name, Built(base, settings_of(choice)), latency_queries=0)
+            metrics = evaluator(model)
+            scores[choice.name] = {m: metrics[m] for m in METRICS}
+            print(f"    {choice.name}: " + ", ".join(f"{m} {metrics[m]:.2f}" for m in METRICS), flush=True)
+    return scores
+
+
+def model_rows(label: str, method: str, model, collection: RetrievalCollection, cost: dict) -> list[Row]:
+    """Dense, ``--auto`` and the best choice with the labels, for one model on one collection."""
+    print(f"  {label}: every way of searching, on the test queries", flush=True)
+    scores = every_choice(model, collection)
+    began = time.perf_counter()
+    auto = choose_search(model, list(collection.corpus.values()), model=label, show_progress=False)
+    print(f"    {auto.summary()} [{time.perf_counter() - began:.0f} s]", flush=True)
+    metric = HEADLINE[collection.name]
+    best = max(CHOICES, key=lambda c: scores[c.name][metric]).name
+    return [
+        Row(f"{label}, dense", scores["dense"], method, "dense", "dense", cost),
+        Row(f"{label}, --auto", scores[auto.choice.name], method, "auto", auto.choice.name, cost),
+        Row(f"{label}, best with test labels", scores[best], method, "best", best, cost),
+    ]
 
 
 def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
@@ -99,50 +140,43 @@ def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
 
 
 def collection_rows(name: str, args) -> list[Row]:
-    from sbert.evaluation.retrievers import LexicalRetriever
-
     collection = sample(test_part(name, args), args.queries, args.documents)
     print(f"{name}: {len(collection.queries)} test queries, {len(collection.corpus)} documents", flush=True)
-    lexical = LexicalRetriever()
-    lexical.index(None, list(collection.corpus.values()))
-    make = retrievers()
-    rows = [Row("BM25 (bm25s)", score("bm25", None, collection, make["bm25"](lexical)))]
-    default = sbert.load("default", device="cpu")
-    for kind in ("dense", "hybrid"):
-        rows.append(Row(f"default model, {kind}", score(kind, default, collection, make[kind](lexical))))
+    bm25 = RetrievalEvaluator(collection, "bm25", LexicalRetriever(), latency_queries=0)(None)
+    rows = [Row("BM25 alone (bm25s)", {m: bm25[m] for m in METRICS})]
+    rows += model_rows("default model", "", sbert.load("default", device="cpu"), collection, {})
     for method in args.methods.split(","):
         folder, cost = adapted(name, method, args)
-        model = sbert.load(str(folder), device="cpu")
-        for kind in ("dense", "hybrid"):
-            metrics = score(f"{method} {kind}", model, collection, make[kind](lexical))
-            rows.append(Row(f"adapt --method {method}, {kind}", metrics, method, cost))
+        rows += model_rows(f"adapt --method {method}", method, sbert.load(str(folder), device="cpu"), collection, cost)
     return rows
 
 
 def transfer_lines(results: dict[str, list[Row]]) -> list[str]:
-    """For each collection: the method the other collection's test queries choose, and its score here."""
+    """For each collection: the method (dense, and with ``--auto``) that the other collection's test queries
+    choose, and its gain here over the default model searched the same way."""
     lines = []
     for here, rows in results.items():
         for there, other in results.items():
             if there == here:
                 continue
-            metric = HEADLINE[there]
-            dense = [r for r in other if r.method and r.name.endswith("dense")]
-            if not dense:
-                continue
-            chosen = max(dense, key=lambda r: r.metrics[metric]).method
-            mine = next(r for r in rows if r.method == chosen and r.name.endswith("dense"))
-            base = next(r for r in rows if r.name == "default model, dense")
-            gain = mine.metrics[HEADLINE[here]] - base.metrics[HEADLINE[here]]
-            lines.append(
-                f"- chosen on {there} ({metric}): `{chosen}`; on {here} it scores {HEADLINE[here]} "
-                f"{mine.metrics[HEADLINE[here]]:.2f} ({gain:+.2f} over the default model)"
-            )
+            for search in ("dense", "auto"):
+                candidates = [r for r in other if r.method and r.search == search]
+                if not candidates:
+                    continue
+                chosen = max(candidates, key=lambda r: r.metrics[HEADLINE[there]]).method
+                mine = next(r for r in rows if r.method == chosen and r.search == search)
+                base = next(r for r in rows if not r.method and r.search == search)
+                metric = HEADLINE[here]
+                lines.append(
+                    f"- {search}: chosen on {there} ({HEADLINE[there]}): `{chosen}`; on {here} it scores {metric} "
+                    f"{mine.metrics[metric]:.2f} ({mine.metrics[metric] - base.metrics[metric]:+.2f} over the "
+                    f"default model searched the same way)"
+                )
     return lines
 
 
 def table(rows: list[Row]) -> list[str]:
-    header = ["retrieval", "NDCG@10", "MRR@10", "Recall@100", "adapt wall s", "adapt peak GiB", "load avg"]
+    header = ["model, search", "ran", "NDCG@10", "MRR@10", "Recall@100", "adapt wall s", "adapt peak GiB", "load avg"]
     body = []
     for row in rows:
         cost = row.adapt
@@ -151,7 +185,7 @@ def table(rows: list[Row]) -> list[str]:
             if cost
             else ["-", "-", "-"]
         )
-        body.append([row.name, *(f"{row.metrics[k]:.2f}" for k in METRICS), *extra])
+        body.append([row.name, row.choice or "bm25", *(f"{row.metrics[k]:.2f}" for k in METRICS), *extra])
     return markdown_table(header, body)
 
 
@@ -169,14 +203,17 @@ def main() -> None:
     quick = args.queries is not None or args.documents is not None
     began = time.perf_counter()
     results = {name: collection_rows(name, args) for name in args.collections.split(",")}
-    lines = ["# Label-free adaptation: measured", ""]
+    lines = ["# Label-free adaptation and search choice: measured", ""]
     for name, rows in results.items():
-        lines += [f"## {name}", "", *table(rows), ""]
+        lines += [f"## {name} (headline {HEADLINE[name]})", "", *table(rows), ""]
     lines += ["## Chosen on one collection, reported on the other", "", *transfer_lines(results), ""]
     lines += [
-        f"Wall time of this run {time.perf_counter() - began:.0f} s. Adapted on the collection's documents only "
-        f"(no queries, no judgments), {args.steps} steps at batch 32; 'load avg' is the 1-minute load before/after "
-        "the adapt run (other jobs share the 2 cores).",
+        f"Command: `python benchmarks/adapt.py --collections {args.collections} --methods {args.methods} "
+        f"--steps {args.steps}`; wall time of this run {time.perf_counter() - began:.0f} s. Adapted on the "
+        f"collection's documents only (no queries, no judgments), {args.steps} steps at batch 32; 'ran' is the "
+        "way of searching scored (sbert.search.auto.CHOICES); '--auto' chose it on 200 pseudo-queries held out "
+        "from the documents; 'best with test labels' is the ceiling, chosen on the very queries it is scored on. "
+        "'load avg' is the 1-minute load before/after the adapt run (other jobs may share the 2 cores).",
         "",
         *environment_lines(torch.get_num_threads(), ("sbert", "torch", "transformers", "bm25s")),
     ]

@@ -438,7 +438,8 @@ class Encoder(nn.Sequential):
     def embed_with_grad(
         self, *groups: Sequence[str], roles: Task | Sequence[Task | None] | None = None
     ) -> tuple[torch.Tensor, ...]:
-        """Sentence vectors with gradients, for training: one forward pass over all groups, split back.
+        """Sentence vectors with gradients, for training: one forward pass per group, as sentence-transformers
+        does (each group padded to its own longest text: short queries are not padded to their documents).
 
         ``embed_with_grad(firsts, seconds)`` gives ``(u, v)``, each (len(group), dim). ``roles`` says which
         side each group is on, so that a model with prompts is trained with them: "query" (the prompt
@@ -448,18 +449,17 @@ class Encoder(nn.Sequential):
         per_group = list(roles) if isinstance(roles, (list, tuple)) else [roles] * len(groups)
         if len(per_group) != len(groups):
             raise ValueError(f"{len(per_group)} roles for {len(groups)} groups of texts")
-        sizes = [len(group) for group in groups]
-        ids: list[list[int]] = []
-        lengths: list[int] = []
+        out = []
         for group, role in zip(groups, per_group, strict=True):
+            if not len(group):
+                out.append(torch.zeros(0, self.model_dim, device=self.device))
+                continue
             tokens = self._tokens(list(group), self.resolve_prompt(task=role))
-            ids.extend(tokens.ids)
-            lengths.extend(tokens.prompt_lengths or [0] * len(group))
-        features = self.transformer.collate(ids)
-        if any(lengths):  # a pooling that leaves the prompt out
-            features["prompt_length"] = torch.tensor(lengths)
-        vectors = self({k: v.to(self.device) for k, v in features.items()})["sentence_embedding"]
-        return vectors.split(sizes)
+            features = self.transformer.collate(tokens.ids)
+            if tokens.prompt_lengths and any(tokens.prompt_lengths):  # a pooling that leaves the prompt out
+                features["prompt_length"] = torch.tensor(tokens.prompt_lengths)
+            out.append(self({k: v.to(self.device) for k, v in features.items()})["sentence_embedding"])
+        return tuple(out)
 
     # -- disk ------------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:

@@ -44,17 +44,39 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
     show_default=True,
     help="Teacher methods: candidates scored per pseudo-query (half the student's, half BM25's).",
 )
+@click.option(
+    "--max-seq-length",
+    type=click.IntRange(min=8),
+    default=AdaptSettings.max_seq_length,
+    show_default=True,
+    help="Cut each training text to this many tokens (the saved model keeps its own limit).",
+)
 @click.option("--resume", is_flag=True, help="Go on from OUT.train/checkpoint.pt (after Ctrl-C).")
 @click.option("--device", default=None, help="cpu, cuda, ... (default: cuda if present).")
 @click.option("--progress/--no-progress", default=None)
 @friendly_errors
 def adapt(
-    model, corpus, out, method, steps, batch_size, lr, seed, teacher, negatives, resume, device, progress
+    model,
+    corpus,
+    out,
+    method,
+    steps,
+    batch_size,
+    lr,
+    seed,
+    teacher,
+    negatives,
+    max_seq_length,
+    resume,
+    device,
+    progress,
 ) -> None:
     from sbert.adapt import adapt as run_adapt
     from sbert.training import TrainingInterrupted
 
-    settings = AdaptSettings(method, steps, batch_size, lr, seed=seed, teacher=teacher, negatives=negatives)
+    settings = AdaptSettings(
+        method, steps, batch_size, lr, seed=seed, teacher=teacher, negatives=negatives, max_seq_length=max_seq_length
+    )
     try:
         summary = run_adapt(model, corpus, out, settings, resume=resume, device=device, progress=progress)
     except TrainingInterrupted as stop:
