@@ -58,21 +58,35 @@ class Row:
     search: str = ""  # dense, auto, best with labels
     choice: str = ""  # the CHOICES entry it ran
     adapt: dict = field(default_factory=dict)  # seconds, peak_rss_gib, steps of the adapt run
+    choices: dict = field(default_factory=dict)  # on "dense" rows: every CHOICES entry's metrics
 
 
 class Built:
     """A retriever over an index already built (``IndexRetriever``), searched with other settings: every
-    way of searching is scored on one embedding of the corpus."""
+    way of searching is scored on one embedding of the corpus and of the queries (``vectors``: query text
+    -> its ``encode_query`` vector, filled on first use), through ``search_vectors`` as ``search_texts``
+    calls it."""
 
-    def __init__(self, base: IndexRetriever, settings: RetrievalSettings) -> None:
+    def __init__(self, base: IndexRetriever, settings: RetrievalSettings, vectors: dict) -> None:
         self.inner = copy(base)
         self.inner.settings = settings
+        self.vectors = vectors
 
     def index(self, model, documents, show_progress=None) -> None:
         pass
 
     def search(self, model, queries, k):
-        return self.inner.search(model, queries, k)
+        import numpy as np
+
+        from sbert.search.retrieve import search_vectors
+
+        missing = [q for q in dict.fromkeys(queries) if q not in self.vectors]
+        if missing:
+            found = model.encode_query(missing, batch_size=32, on_truncation="ignore")
+            self.vectors.update(zip(missing, found, strict=True))
+        options = self.inner.settings.search_options(k, None)
+        vectors = np.stack([self.vectors[q] for q in queries])
+        return search_vectors(self.inner.built, vectors, list(queries), options)
 
 
 def settings_of(choice: SearchChoice) -> RetrievalSettings:
@@ -84,29 +98,31 @@ def settings_of(choice: SearchChoice) -> RetrievalSettings:
 def every_choice(model, collection: RetrievalCollection) -> dict[str, dict[str, float]]:
     """Each ``CHOICES`` entry's metrics on the test queries: one index (with BM25) per chunking."""
     documents = list(collection.corpus.values())
-    scores = {}
+    scores, vectors = {}, {}
     for chunk in dict.fromkeys(c.chunk for c in CHOICES):
         base = IndexRetriever(RetrievalSettings(chunk=chunk, hybrid=True))
         base.index(model, documents, show_progress=False)
         for choice in (c for c in CHOICES if c.chunk == chunk):
-            evaluator = RetrievalEvaluator(collection, choice.name, Built(base, settings_of(choice)), latency_queries=0)
+            evaluator = RetrievalEvaluator(
+                collection, choice.name, Built(base, settings_of(choice), vectors), latency_queries=0
+            )
             metrics = evaluator(model)
             scores[choice.name] = {m: metrics[m] for m in METRICS}
             print(f"    {choice.name}: " + ", ".join(f"{m} {metrics[m]:.2f}" for m in METRICS), flush=True)
     return scores
 
 
-def model_rows(label: str, method: str, model, collection: RetrievalCollection, cost: dict) -> list[Row]:
+def model_rows(label: str, method: str, model, collection: RetrievalCollection, name: str, cost: dict) -> list[Row]:
     """Dense, ``--auto`` and the best choice with the labels, for one model on one collection."""
     print(f"  {label}: every way of searching, on the test queries", flush=True)
     scores = every_choice(model, collection)
     began = time.perf_counter()
     auto = choose_search(model, list(collection.corpus.values()), model=label, show_progress=False)
     print(f"    {auto.summary()} [{time.perf_counter() - began:.0f} s]", flush=True)
-    metric = HEADLINE[collection.name]
+    metric = HEADLINE[name]
     best = max(CHOICES, key=lambda c: scores[c.name][metric]).name
     return [
-        Row(f"{label}, dense", scores["dense"], method, "dense", "dense", cost),
+        Row(f"{label}, dense", scores["dense"], method, "dense", "dense", cost, scores),
         Row(f"{label}, --auto", scores[auto.choice.name], method, "auto", auto.choice.name, cost),
         Row(f"{label}, best with test labels", scores[best], method, "best", best, cost),
     ]
@@ -140,14 +156,33 @@ def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
 
 
 def collection_rows(name: str, args) -> list[Row]:
+    """BM25 and every model's rows on ``name``; kept in .work/adapt/<name>-rows.json per (methods, steps),
+    so that collections can be run one at a time and the tables assembled from what is there."""
+    from dataclasses import asdict
+
+    quick = "" if args.queries is None and args.documents is None else f"-quick{args.queries}-{args.documents}"
+    cache = WORK / "adapt" / f"{name}-rows{quick}.json"
+    key = f"{args.methods}|{args.steps}|{args.teacher}"
+    kept = json.loads(cache.read_text()) if cache.is_file() else {}
+    if key in kept:
+        return [Row(**row) for row in kept[key]]
+    rows = _collection_rows(name, args)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({**kept, key: [asdict(row) for row in rows]}, indent=1))
+    return rows
+
+
+def _collection_rows(name: str, args) -> list[Row]:
     collection = sample(test_part(name, args), args.queries, args.documents)
     print(f"{name}: {len(collection.queries)} test queries, {len(collection.corpus)} documents", flush=True)
     bm25 = RetrievalEvaluator(collection, "bm25", LexicalRetriever(), latency_queries=0)(None)
     rows = [Row("BM25 alone (bm25s)", {m: bm25[m] for m in METRICS})]
-    rows += model_rows("default model", "", sbert.load("default", device="cpu"), collection, {})
+    rows += model_rows("default model", "", sbert.load("default", device="cpu"), collection, name, {})
     for method in args.methods.split(","):
         folder, cost = adapted(name, method, args)
-        rows += model_rows(f"adapt --method {method}", method, sbert.load(str(folder), device="cpu"), collection, cost)
+        rows += model_rows(
+            f"adapt --method {method}", method, sbert.load(str(folder), device="cpu"), collection, name, cost
+        )
     return rows
 
 
@@ -173,6 +208,37 @@ def transfer_lines(results: dict[str, list[Row]]) -> list[str]:
                     f"default model searched the same way)"
                 )
     return lines
+
+
+def search_transfer_lines(results: dict[str, list[Row]]) -> list[str]:
+    """For each collection: the way of searching (default model) the other collection's test queries
+    choose, and what it scores here against dense and against this collection's own best."""
+    lines = []
+    for here, rows in results.items():
+        mine = next((r.choices for r in rows if not r.method and r.search == "dense"), {})
+        for there, other in results.items():
+            theirs = next((r.choices for r in other if not r.method and r.search == "dense"), {})
+            if there == here or not mine or not theirs:
+                continue
+            chosen = max(theirs, key=lambda c: theirs[c][HEADLINE[there]])
+            metric = HEADLINE[here]
+            best = max(mine, key=lambda c: mine[c][metric])
+            lines.append(
+                f"- chosen on {there}: `{chosen}`; on {here} {metric} {mine[chosen][metric]:.2f} (dense "
+                f"{mine['dense'][metric]:.2f}; the best here, `{best}`, {mine[best][metric]:.2f})"
+            )
+    return lines
+
+
+def choices_table(results: dict[str, list[Row]]) -> list[str]:
+    """Every way of searching with the default model, each collection's headline metric."""
+    found = {
+        n: next((r.choices for r in rows if not r.method and r.search == "dense"), {}) for n, rows in results.items()
+    }
+    names = [c.name for c in CHOICES]
+    header = ["default model, search", *(f"{n} {HEADLINE[n]}" for n in found)]
+    body = [[c, *(f"{found[n][c][HEADLINE[n]]:.2f}" if c in found[n] else "-" for n in found)] for c in names]
+    return markdown_table(header, body)
 
 
 def table(rows: list[Row]) -> list[str]:
@@ -202,11 +268,22 @@ def main() -> None:
     args = parser.parse_args()
     quick = args.queries is not None or args.documents is not None
     began = time.perf_counter()
+    runs = [f"{name}: --methods {args.methods} --steps {args.steps} (this run)" for name in args.collections.split(",")]
     results = {name: collection_rows(name, args) for name in args.collections.split(",")}
+    if not quick:  # collections run earlier (other methods or steps): their latest rows, said below
+        for name in COLLECTIONS:
+            cache = WORK / "adapt" / f"{name}-rows.json"
+            if name not in results and cache.is_file():
+                key, rows = list(json.loads(cache.read_text()).items())[-1]
+                results[name] = [Row(**row) for row in rows]
+                runs.append(f"{name}: --methods {key.split('|')[0]} --steps {key.split('|')[1]} (an earlier run)")
     lines = ["# Label-free adaptation and search choice: measured", ""]
     for name, rows in results.items():
         lines += [f"## {name} (headline {HEADLINE[name]})", "", *table(rows), ""]
-    lines += ["## Chosen on one collection, reported on the other", "", *transfer_lines(results), ""]
+    lines += ["## Every way of searching, default model", "", *choices_table(results), ""]
+    lines += ["## Chosen on one collection, reported on the other", "", "Adapt method:", ""]
+    lines += [*transfer_lines(results), "", "Way of searching (the default a user who passes no option gets):", ""]
+    lines += [*search_transfer_lines(results), ""]
     lines += [
         f"Command: `python benchmarks/adapt.py --collections {args.collections} --methods {args.methods} "
         f"--steps {args.steps}`; wall time of this run {time.perf_counter() - began:.0f} s. Adapted on the "
@@ -214,6 +291,8 @@ def main() -> None:
         "way of searching scored (sbert.search.auto.CHOICES); '--auto' chose it on 200 pseudo-queries held out "
         "from the documents; 'best with test labels' is the ceiling, chosen on the very queries it is scored on. "
         "'load avg' is the 1-minute load before/after the adapt run (other jobs may share the 2 cores).",
+        "",
+        "Runs: " + "; ".join(runs) + ".",
         "",
         *environment_lines(torch.get_num_threads(), ("sbert", "torch", "transformers", "bm25s")),
     ]

@@ -12,11 +12,14 @@
    (``cached-mnrl`` takes the same steps in less memory, for larger batches; at batch 32 plain ``mnrl``
    fits in memory and saves GradCache's extra forward pass, which matters on 2 CPU cores.)
 
-The same on the command line:
+The same on the command line (DIR: a BEIR folder with a train split; for openoffice-dups the folder
+``split_by_time`` writes, see docs/retrieval.md; ``--epochs 2`` there, 1 for SciFact):
 
-    sbert mine-negatives --beir DIR --split train --num-negatives 1 --range-min 10 --range-max 50 \\
-        --relative-margin 0.05 --out negatives.jsonl
-    sbert train --objective mnrl --format ntuples --train negatives.jsonl --batch-size 32 --out models/retrieval
+    sbert mine-negatives DIR --split train --num-negatives 1 --range-min 10 --range-max 50 \\
+        --relative-margin 0.05 --keep-incomplete --out negatives.jsonl
+    sbert train --objective mnrl --format ntuples --train negatives.jsonl --batch-size 32 --epochs 2 \\
+        --out models/retrieval
+    sbert eval models/retrieval --retrieval DIR --split test
 """
 
 from __future__ import annotations

@@ -150,6 +150,22 @@ def test_adapt_saves_a_folder_sentence_transformers_loads_equally(tmp_path):
     assert json.loads((tmp_path / "adapted.train" / "adapt.json").read_text())["method"] == "title+crop"
 
 
+def test_training_texts_are_cut_to_max_seq_length_and_the_saved_model_keeps_its_own_limit(tmp_path):
+    import sbert
+
+    base = tmp_path / "base"
+    make_tiny_encoder().save(base)
+    limit = sbert.load(str(base), device="cpu").max_seq_length
+    corpus = _tiny_corpus(tmp_path)
+    for name, cut in (("cut", 6), ("whole", None)):
+        settings = AdaptSettings(steps=2, batch_size=4, max_seq_length=cut)
+        adapt(base, corpus, tmp_path / name, settings, device="cpu", progress=False)
+        assert sbert.load(str(tmp_path / name), device="cpu").max_seq_length == limit > 6
+        assert json.loads((tmp_path / f"{name}.train" / "adapt.json").read_text())["max_seq_length"] == cut
+    cut, whole = (sbert.load(str(tmp_path / n), device="cpu").state_dict() for n in ("cut", "whole"))
+    assert any(not torch.equal(cut[k], whole[k]) for k in cut)  # the cut changed what was trained on
+
+
 @pytest.mark.slow
 def test_an_interrupted_adapt_resumes_to_the_same_weights(tmp_path):
     base = tmp_path / "base"
