@@ -16,7 +16,7 @@ Choosing without fooling ourselves: for each collection, the method the OTHER co
 would have chosen, and its score here: that is the figure a user with a new collection can expect.
 
     python benchmarks/adapt.py [--collections scifact,openoffice-dups] [--methods title,crop,title+crop]
-                               [--steps 150] [--teacher all-mpnet-base-v2] [--queries N --documents N]
+                               [--steps 100] [--teacher all-mpnet-base-v2] [--queries N --documents N]
 """
 
 from __future__ import annotations
@@ -177,12 +177,28 @@ def _collection_rows(name: str, args) -> list[Row]:
     print(f"{name}: {len(collection.queries)} test queries, {len(collection.corpus)} documents", flush=True)
     bm25 = RetrievalEvaluator(collection, "bm25", LexicalRetriever(), latency_queries=0)(None)
     rows = [Row("BM25 alone (bm25s)", {m: bm25[m] for m in METRICS})]
-    rows += model_rows("default model", "", sbert.load("default", device="cpu"), collection, name, {})
+    quick = args.queries is not None or args.documents is not None
+    rows += scored_model(name, "default model", "", lambda: ("default", {}), collection, quick)
     for method in args.methods.split(","):
-        folder, cost = adapted(name, method, args)
-        rows += model_rows(
-            f"adapt --method {method}", method, sbert.load(str(folder), device="cpu"), collection, name, cost
-        )
+        make = lambda m=method: adapted(name, m, args)  # noqa: E731
+        rows += scored_model(name, f"adapt --method {method}", method, make, collection, quick)
+    return rows
+
+
+def scored_model(name: str, label: str, method: str, make, collection: RetrievalCollection, quick: bool) -> list[Row]:
+    """``model_rows`` of the model ``make()`` gives (its folder and adapt cost), kept per model in
+    .work/adapt/<name>/<label>.rows.json (full runs only) so that a killed run loses one model's work."""
+    from dataclasses import asdict
+
+    folder, cost = make()
+    full = not quick
+    cache = WORK / "adapt" / name / f"{label.replace(' ', '_')}-{Path(str(folder)).name}.rows.json"
+    if full and cache.is_file():
+        return [Row(**row) for row in json.loads(cache.read_text())]
+    rows = model_rows(label, method, sbert.load(str(folder), device="cpu"), collection, name, cost)
+    if full:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps([asdict(row) for row in rows]))
     return rows
 
 
@@ -259,7 +275,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--collections", default=",".join(COLLECTIONS))
     parser.add_argument("--methods", default="title,crop,title+crop")
-    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--teacher", default="all-mpnet-base-v2")
     parser.add_argument("--queries", type=int, default=None, help="quick runs: only the first N test queries")
     parser.add_argument("--documents", type=int, default=None, help="quick runs: relevant documents + N others")

@@ -27,7 +27,7 @@ class AdaptSettings:
     on two CPU cores a step over 256-token texts takes about three times as long as over 128."""
 
     method: str = DEFAULT_METHOD
-    steps: int = 150
+    steps: int = 100
     batch_size: int = 32
     lr: float = 2e-5
     scale: float = 20.0
