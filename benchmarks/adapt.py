@@ -302,7 +302,8 @@ def main() -> None:
     lines += [*search_transfer_lines(results), ""]
     lines += [
         f"Command: `python benchmarks/adapt.py --collections {args.collections} --methods {args.methods} "
-        f"--steps {args.steps}`; wall time of this run {time.perf_counter() - began:.0f} s. Adapted on the "
+        f"--steps {args.steps}`; wall time of this run {time.perf_counter() - began:.0f} s "
+        "(rows kept from earlier runs are not timed again). Adapted on the "
         f"collection's documents only (no queries, no judgments), {args.steps} steps at batch 32; 'ran' is the "
         "way of searching scored (sbert.search.auto.CHOICES); '--auto' chose it on 200 pseudo-queries held out "
         "from the documents; 'best with test labels' is the ceiling, chosen on the very queries it is scored on. "
