@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import signal
 
 import pytest
 
@@ -10,6 +11,12 @@ import sbert
 from sbert.data.paths import data_dir
 from sbert.data.sts import read_stsb
 from sbert.errors import InputFileError
+
+# A suite started as a background job (`nohup pytest &`) inherits SIGINT ignored, and so would every process
+# it starts: the Ctrl-C tests would then test nothing. Restore Python's own handler (children then start
+# with SIGINT at its default), so those tests mean the same however the suite is launched.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The fast tier, `pytest -m "not slow"`: what needs no model, no training and no server answers in
 # well under a minute. A test is slow when it uses a fixture that loads a model or reads the reference
