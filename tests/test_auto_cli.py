@@ -46,8 +46,9 @@ def test_index_build_auto_records_its_choice_and_search_applies_it(tmp_path):
     )
     assert found.exit_code == 0, found.output
     assert json.loads(found.stdout)[0]["hits"][0]["id"] == "7"  # the recorded hybrid search finds the code
-    both = runner.invoke(main, ["index", "build", str(corpus), "--out", str(tmp_path / "b"), "--auto", "--bm25"])
-    assert both.exit_code == 2 and "--auto chooses --chunk and --bm25 itself" in both.output
+    for flag in ("--bm25", "--no-bm25"):
+        both = runner.invoke(main, ["index", "build", str(corpus), "--out", str(tmp_path / "b"), "--auto", flag])
+        assert both.exit_code == 2 and "--auto chooses --chunk and --bm25/--no-bm25 itself" in both.output
 
 
 @pytest.mark.slow

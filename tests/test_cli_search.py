@@ -41,12 +41,20 @@ def run(runner, *args):
 def test_index_build_search_add_delete(runner, model, corpus, tmp_path):
     folder = tmp_path / "ix"
     run(runner, "index", "build", corpus, "--out", folder, "--ann")
-    result = run(runner, "search", folder, "Someone is playing music on a guitar", "-k", "2", "--json")
+    result = run(runner, "search", folder, "Someone is playing music on a guitar", "-k", "2", "--json", "--dense")
     hits = json.loads(result.stdout)[0]["hits"]
     assert {h["id"] for h in hits} == {"0", "2"}
     query = model.encode("Someone is playing music on a guitar", normalize=True)
     best = model.encode(TEXTS[int(hits[0]["id"])], normalize=True)
     assert hits[0]["score"] == pytest.approx(float(best @ query), abs=1e-5)
+    # given no option, the index (BM25 kept by default) is searched hybrid, weighted, alpha 0.7
+    default = run(runner, "search", folder, "Someone is playing music on a guitar", "-k", "3", "--json")
+    fused = ["--hybrid", "--fusion", "weighted", "--alpha", "0.7"]
+    same = run(runner, "search", folder, "Someone is playing music on a guitar", "-k", "3", "--json", *fused)
+    assert json.loads(default.stdout) == json.loads(same.stdout) != json.loads(result.stdout)
+    said = run(runner, "search", folder, "Someone is playing music on a guitar", "-k", "1").stderr
+    assert "searched hybrid: dense + BM25, weighted, alpha 0.7" in said
+    assert "searched dense" in run(runner, "search", folder, "guitar", "--dense").stderr
     more = tmp_path / "more.jsonl"
     more.write_text(json.dumps({"id": "news", "text": "Shares dropped sharply."}) + "\n", encoding="utf-8")
     run(runner, "index", "add", folder, more)

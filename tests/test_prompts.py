@@ -243,7 +243,7 @@ def test_cli_index_embeds_documents_and_search_queries_with_their_prompts(pair, 
     assert result.exit_code == 0, result.output
     query = "someone plays music"
     for args, vector in [((), ours.encode_query(query)), (("--prompt", "x: "), ours.encode(query, prompt="x: "))]:
-        result = _cli("search", folder, query, "--json", "-k", "3", *args)
+        result = _cli("search", folder, query, "--json", "-k", "3", "--dense", *args)  # cosines, not fused
         assert result.exit_code == 0, result.output
         hits = {h["text"]: h["score"] for h in json.loads(result.output)[0]["hits"]}
         documents = ours.encode(TEXTS, prompt_name="passage")

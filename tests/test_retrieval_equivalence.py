@@ -52,7 +52,7 @@ def setup(tmp_path_factory):
     torch.manual_seed(0)
     CrossEncoder.load("default", num_labels=1, device="cpu").save(root / "cross")
     for name, options in (("whole", []), ("chunked", CHUNK)):
-        _run(["index", "build", str(root / "corpus.jsonl"), "--out", str(root / name), "--bm25", *options])
+        _run(["index", "build", str(root / "corpus.jsonl"), "--out", str(root / name), *options])  # BM25 kept
     return root, folder
 
 
@@ -77,15 +77,16 @@ COMBINATIONS = [
     (chunk, mode, hybrid, rerank)
     for chunk in (False, True)
     for mode in ((None,) if not chunk else ("maxp", "mean"))
-    for hybrid in (False, True)
-    for rerank in (False, True)
+    for hybrid in (False, True, None)  # None: neither --hybrid nor --dense, as a user who passes no option
+    for rerank in ((False, True) if hybrid is not None else (False,))
 ]
 
 
 @pytest.mark.parametrize(("chunk", "mode", "hybrid", "rerank"), COMBINATIONS)
 def test_eval_run_file_equals_index_build_and_search(setup, tmp_path, chunk, mode, hybrid, rerank):
     root, folder = setup
-    shared = (["--hybrid"] if hybrid else []) + (["--rerank", str(root / "cross")] if rerank else [])
+    fused = {True: ["--hybrid"], False: ["--dense"], None: []}[hybrid]
+    shared = fused + (["--rerank", str(root / "cross")] if rerank else [])
     modes = ["--mode", mode] if mode else []
     run_file = tmp_path / "run.txt"
     evaluated = [*(CHUNK if chunk else []), *modes, *shared]
@@ -99,5 +100,5 @@ def test_eval_run_file_equals_index_build_and_search(setup, tmp_path, chunk, mod
         assert [doc for doc, _ in run[qid]] == [hit["id"] for hit in hits], qid
         for (_, score), hit in zip(run[qid], hits, strict=True):
             assert score == pytest.approx(hit["score"], rel=1e-6, abs=1e-7)
-    if chunk and not hybrid:
+    if chunk and hybrid is False:
         assert len(served["q2"]) == len(DOCS)  # every document ranked, each once

@@ -174,7 +174,7 @@ def test_retrieval_settings_make_the_retriever_they_name():
 
 def test_sbert_eval_refuses_settings_without_their_switch(tmp_path):
     folder = write_beir(tmp_path / "tiny")
-    result = CliRunner().invoke(main, ["eval", "--retrieval", str(folder), "--fusion", "rrf"])
+    result = CliRunner().invoke(main, ["eval", "--retrieval", str(folder), "--dense", "--fusion", "rrf"])
     assert result.exit_code == 2 and "fusion and alpha apply to hybrid search" in result.output
     result = CliRunner().invoke(main, ["eval", "--retrieval", str(folder), "--bm25", "--chunk"])
     assert result.exit_code == 2 and "BM25 alone (--bm25) takes neither" in result.output
@@ -185,7 +185,9 @@ def test_sbert_eval_retrieves_as_its_options_say(model, tmp_path):
     folder = write_beir(tmp_path / "tiny")
     collection = read_beir(folder)
     for options, retriever in (
-        (["--chunk", "--mode", "maxp", "--window", "8", "--overlap", "2"], ChunkedRetriever("maxp", 8, 2)),
+        (["--chunk", "--mode", "maxp", "--window", "8", "--overlap", "2", "--dense"], ChunkedRetriever("maxp", 8, 2)),
+        (["--dense"], DenseRetriever()),
+        ([], HybridRetriever(DenseRetriever(), "weighted", 0.7)),  # as a default index is searched
         (["--hybrid", "--fusion", "rrf"], HybridRetriever(DenseRetriever(), "rrf")),
         (["--bm25"], LexicalRetriever()),
     ):

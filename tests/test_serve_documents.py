@@ -69,12 +69,18 @@ def _documents() -> Documents:
 
 def test_search_returns_documents_with_the_best_passage_and_its_span(client):
     with client(documents=_documents(), bm25=True) as http:
-        hits = http.post("/search", json={"query": "x", "k": 3}).json()["results"][0]["hits"]
+        hits = http.post("/search", json={"query": "x", "k": 3, "hybrid": False}).json()["results"][0]["hits"]
         assert [h["id"] for h in hits] == ["A", "B", "C"]
         # the index's mode (mean, as built): A's mean window (0.5, 0.5) at unit length; its closest window
         assert hits[0] == {"id": "A", "score": pytest.approx(2**-0.5), "text": "on the mat", "span": [8, 18]}
-        maxp = http.post("/search", json={"query": "x", "k": 1, "mode": "maxp"}).json()["results"][0]["hits"]
+        maxp = {"query": "x", "k": 1, "mode": "maxp", "hybrid": False}
+        maxp = http.post("/search", json=maxp).json()["results"][0]["hits"]
         assert maxp[0]["id"] == "A" and maxp[0]["score"] == pytest.approx(1.0)
+        # given no option, an index that keeps BM25 is searched as sbert search does: hybrid, weighted 0.7
+        default = http.post("/search", json={"query": "kitchen", "k": 3}).json()["results"][0]["hits"]
+        fused = {"query": "kitchen", "k": 3, "hybrid": True, "fusion": "weighted", "alpha": 0.7}
+        assert default == http.post("/search", json=fused).json()["results"][0]["hits"]
+        assert default != hits
         lexical = {"query": "kitchen", "k": 1, "hybrid": True, "fusion": "weighted", "alpha": 0}
         assert http.post("/search", json=lexical).json()["results"][0]["hits"][0]["id"] == "C"
         rrf = {"query": "kitchen", "k": 3, "hybrid": True, "fusion": "rrf"}

@@ -56,6 +56,16 @@ def test_reranking_counts_its_candidates():
     assert len(parse(json.dumps(at_the_limit).encode(), SearchRequest, Context(LIMITS, 384)).query) == 4
 
 
+def test_a_search_of_an_index_with_bm25_counts_candidates_unless_it_asks_for_dense():
+    fuses = Context(LIMITS, 384, fuses=True)  # the index keeps BM25: leaving out 'hybrid' fuses
+    with pytest.raises(ApiError) as caught:
+        parse(json.dumps({"query": ["q"], "k": 1, "candidates": 21}).encode(), SearchRequest, fuses)
+    assert caught.value.code == "too_many_hits" and "candidates 21" in caught.value.message
+    dense = {"query": ["q"], "k": 1, "candidates": 21, "hybrid": False}
+    assert parse(json.dumps(dense).encode(), SearchRequest, fuses).hybrid is False
+    assert parse(json.dumps({"query": ["q"], "k": 1, "candidates": 21}).encode(), SearchRequest, Context(LIMITS, 384))
+
+
 def test_the_issues_similarity_is_refused_by_the_default_cap():
     """35 KB asking a 2,048 x 2,048 matrix answered 43 MB; the default cap is 1,000,000 scores."""
     err = refusal({"a": [f"t{i}" for i in range(2048)]}, SimilarityRequest)

@@ -182,9 +182,11 @@ def shown_hits(driver) -> list[dict]:
 
 
 def library_hits(model, index_dir: Path, query: str, k: int = 10):
+    """The library's hits, searched as it searches by default (an index keeping BM25: hybrid, weighted 0.7)."""
     from sbert.search.index import VectorIndex
+    from sbert.search.retrieve import SearchOptions, search_texts
 
-    return VectorIndex.open(index_dir).search(model.encode_query([query]), k)[0]
+    return search_texts(VectorIndex.open(index_dir), model, [query], SearchOptions(k=k))[0]
 
 
 @pytest.fixture(scope="module")
@@ -211,6 +213,9 @@ def test_search_lists_the_expected_text_first_with_the_librarys_score(browser, t
         assert shown["score"] == pytest.approx(want.score, abs=1e-3)
     assert hits[0]["span"] == ""  # an index of texts has no passages
     assert "10 results" in text_of(browser, "#search-status")
+    from selenium.webdriver.common.by import By
+
+    assert browser.find_element(By.ID, "hybrid").is_selected()  # the index keeps BM25: hybrid, as served
     browser.save_screenshot(str(tmp_path / "search-page.png"))
     assert (tmp_path / "search-page.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -221,9 +221,14 @@ def _relaunch_under_torchrun(nproc: int) -> None:
 @click.option("--mode", type=click.Choice(["maxp", "mean"]), help="--chunk: score by the best window or the mean.")
 @click.option("--window", type=click.IntRange(min=1), help="--chunk: tokens per window [default: the model's limit].")
 @click.option("--overlap", type=click.IntRange(min=0), help="--chunk: tokens shared by windows [default: 32].")
-@click.option("--hybrid", is_flag=True, help="Retrieval: fuse the dense ranking with BM25.")
+@click.option(
+    "--hybrid/--dense",
+    default=None,
+    help="Retrieval: fuse the dense ranking with BM25 (weighted 0.7), as a default index is searched, or the "
+    "embeddings alone (the model's own figure) [default: hybrid, unless --bm25 or --auto].",
+)
 @click.option("--fusion", type=click.Choice(["rrf", "weighted"]), help="--hybrid: how [default: weighted].")
-@click.option("--alpha", type=click.FloatRange(0, 1), help="--fusion weighted: the dense side's weight [0.5].")
+@click.option("--alpha", type=click.FloatRange(0, 1), help="--fusion weighted: the dense side's weight [0.7].")
 @click.option("--bm25", "lexical", is_flag=True, help="Retrieval: BM25 alone (the model is not used for it).")
 @click.option(
     "--auto",
@@ -333,6 +338,8 @@ def _retrieval_settings(batch_size: int, **options):
     """How retrieval tasks retrieve (--chunk, --hybrid, --bm25 and their settings)."""
     from sbert.evaluation.retrievers import RetrievalSettings
 
+    if options["hybrid"] is None:  # what sbert index build + sbert search do when given no option
+        options["hybrid"] = not (options["lexical"] or options["auto"])
     try:
         return RetrievalSettings(batch_size=batch_size, **options)
     except ValueError as err:

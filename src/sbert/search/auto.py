@@ -190,9 +190,3 @@ def index_settings(result: AutoResult) -> dict[str, Any]:
     """What an index built by ``--auto`` records under ``search`` in its manifest: the search settings
     ``sbert search`` applies, and the evidence."""
     return {**result.choice.search_settings(), "auto": result.record()}
-
-
-def search_defaults(manifest: dict) -> dict[str, Any]:
-    """The search settings an index recorded (``--auto``): hybrid, fusion, alpha; {} when none."""
-    found = manifest.get("search") or {}
-    return {key: found[key] for key in ("hybrid", "fusion", "alpha") if key in found}

@@ -1,4 +1,4 @@
-"""Lexical search: BM25 over texts, by the ``bm25s`` library (``pip install -e '.[search]'``).
+"""Lexical search: BM25 over texts, by the ``bm25s`` library (a core dependency).
 
 Texts and queries are tokenised alike by ``bm25s.tokenize``: lower-cased words of two or more letters
 or digits, English stop words removed, no stemming. Scores are BM25 (Lucene's variant, k1 = 1.5,
@@ -32,7 +32,7 @@ def _bm25s() -> Any:
     try:
         import bm25s
     except ImportError as err:
-        raise ImportError("lexical (BM25) search needs bm25s: pip install -e '.[search]' (or bm25s)") from err
+        raise ImportError("lexical (BM25) search needs bm25s, a dependency of sbert: pip install bm25s") from err
     return bm25s
 
 

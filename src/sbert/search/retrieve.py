@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -273,13 +273,17 @@ class SearchOptions:
     index's); ``hybrid`` BM25 fused by ``fusion`` (``alpha``: the dense side's weight); ``rerank``, a
     one-label cross-encoder (``PairScorer``) re-scoring the first stage's best ``candidates`` (also the
     results each side gives the fusion); ``method``, ``ef_search``, ``rescore``: the index structure's;
-    ``threshold``: keep only hits scoring at least this (a dense search's cosine: "is this already here?")."""
+    ``threshold``: keep only hits scoring at least this (a dense search's cosine: "is this already here?").
+
+    ``hybrid``, ``fusion`` and ``alpha`` left None are the index's (``for_index``): what it recorded when
+    built with ``--auto``, else hybrid (weighted, ``ALPHA``) where it keeps BM25 and dense where it does
+    not; a ``threshold`` (a cosine) keeps a search dense unless ``hybrid`` is asked for."""
 
     k: int = 10
     mode: str | None = None
-    hybrid: bool = False
-    fusion: str = DEFAULT_FUSION
-    alpha: float = ALPHA
+    hybrid: bool | None = None
+    fusion: str | None = None
+    alpha: float | None = None
     candidates: int = CANDIDATES
     rerank: Any = None
     method: str | None = None
@@ -292,10 +296,26 @@ class SearchOptions:
             raise ValueError(f"threshold must be a finite number, got {self.threshold}")
         if self.k < 1 or self.candidates < 1:
             raise ValueError(f"k and candidates must be at least 1, got {self.k} and {self.candidates}")
-        if self.fusion not in FUSIONS:
+        if self.fusion is not None and self.fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
-        if not 0 <= self.alpha <= 1:
+        if self.alpha is not None and not 0 <= self.alpha <= 1:
             raise ValueError(f"alpha must be from 0 to 1, got {self.alpha}")
+
+    def for_index(self, index: Index) -> SearchOptions:
+        """These options with ``hybrid``, ``fusion`` and ``alpha`` settled for ``index`` (see the class)."""
+        recorded = recorded_search(index.manifest or {})
+        hybrid = self.hybrid
+        if hybrid is None:
+            hybrid = recorded.get("hybrid", bool(index.lexical) and self.threshold is None)
+        fusion = self.fusion or recorded.get("fusion", DEFAULT_FUSION)
+        alpha = self.alpha if self.alpha is not None else recorded.get("alpha", ALPHA)
+        return replace(self, hybrid=hybrid, fusion=fusion, alpha=alpha)
+
+
+def recorded_search(manifest: dict) -> dict[str, Any]:
+    """The search settings an index recorded (built with ``--auto``): hybrid, fusion, alpha; {} when none."""
+    found = manifest.get("search") or {}
+    return {key: found[key] for key in ("hybrid", "fusion", "alpha") if key in found}
 
 
 def search_texts(
@@ -335,6 +355,7 @@ def search_vectors(
     BM25 and re-ranking): the index's search, then the cross-encoder's re-ranking of the candidates."""
     from sbert.search.rerank import rerank
 
+    options = options.for_index(index)
     fetch = max(options.k, options.candidates) if options.rerank is not None else options.k
     hybrid = Hybrid(queries, options.fusion, options.alpha, candidates=options.candidates) if options.hybrid else None
     hits = index.search(

@@ -60,7 +60,8 @@ def create_app(
     embedding = EmbeddingEngine(encoder, engine)
     metrics = Metrics()
     embedding.batcher.stats.on_batch = metrics.on_batch
-    context = Context(limits, encoder.dim, model_name, served_names(model_name, encoder))
+    fuses = index is not None and bool(index.lexical)
+    context = Context(limits, encoder.dim, model_name, served_names(model_name, encoder), fuses)
     service = Service(
         engine=embedding,
         context=context,

@@ -203,25 +203,19 @@ def _check_search(service: Service, body: SearchRequest) -> None:
 
 
 async def _hits(service: Service, body: SearchRequest, vectors: np.ndarray) -> list:
-    """Each query's hits: ``k`` from the index, or ``candidates`` re-ranked down to ``k``."""
-    fetch = max(body.k, body.candidates) if body.rerank else body.k
-    from sbert.search.index import Hybrid
+    """Each query's hits, as ``sbert search`` finds them (``sbert.search.retrieve.search_vectors``)."""
+    from sbert.search.retrieve import SearchOptions, search_vectors
 
-    hybrid = Hybrid(body.query, body.fusion, body.alpha, candidates=body.candidates) if body.hybrid else None
-    hits = await run_in_threadpool(
-        service.index.search,
-        vectors,
-        fetch,
-        method=body.method,
-        backend=service.index_backend,
+    options = SearchOptions(
+        k=body.k,
         mode=body.mode,
-        hybrid=hybrid,
+        hybrid=body.hybrid,
+        fusion=body.fusion,
+        alpha=body.alpha,
+        candidates=body.candidates,
+        rerank=service.cross_encoder if body.rerank else None,
+        method=body.method,
     )
-    if not body.rerank:
-        return hits
-    from sbert.search.rerank import rerank
-
-    return [
-        await run_in_threadpool(rerank, service.cross_encoder, query, found, body.k)
-        for query, found in zip(body.query, hits, strict=True)
-    ]
+    return await run_in_threadpool(
+        search_vectors, service.index, vectors, body.query, options, backend=service.index_backend
+    )

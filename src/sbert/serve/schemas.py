@@ -42,6 +42,7 @@ class Context:
     dim: int
     model_name: str = "default"
     served: frozenset[str] = frozenset()
+    fuses: bool = False  # the index keeps BM25: a search that leaves out 'hybrid' fuses (counts candidates)
 
 
 def refuse(message: str, code: str | None = None, param: str | None = None, status: int = 400, **more: Any) -> NoReturn:
@@ -184,23 +185,26 @@ class SimilarityRequest(BaseModel):
 class SearchRequest(BaseModel):
     """The ``k`` nearest texts (documents, in an index of documents) to each query; ``rerank`` re-scores
     ``candidates`` with the cross-encoder; ``hybrid`` fuses with BM25 (``candidates`` from each side) by
-    ``fusion`` (``alpha``: the dense side's weight in ``weighted``); ``mode``: how documents are scored."""
+    ``fusion`` (``alpha``: the dense side's weight in ``weighted``); ``mode``: how documents are scored.
+    ``hybrid``, ``fusion``, ``alpha`` left out: the index's (``sbert search``'s defaults: hybrid weighted 0.7
+    where the index keeps BM25, what an index built with ``--auto`` recorded)."""
 
     query: Texts = REQUIRED
     k: Count = 10
     method: Annotated[StrictStr | None, phrased("must be a string")] = None
     rerank: Flag = False
     candidates: Count = 100
-    hybrid: Flag = False
-    fusion: Annotated[Literal["rrf", "weighted"], phrased("must be 'rrf' or 'weighted'")] = "weighted"
-    alpha: Annotated[float, Field(ge=0, le=1, strict=True), phrased("must be a number from 0 to 1")] = 0.5
+    hybrid: Flag | None = None
+    fusion: Annotated[Literal["rrf", "weighted"] | None, phrased("must be 'rrf' or 'weighted'")] = None
+    alpha: Annotated[float | None, Field(ge=0, le=1, strict=True), phrased("must be a number from 0 to 1")] = None
     mode: Annotated[Literal["maxp", "mean"] | None, phrased("must be 'maxp' or 'mean'")] = None
 
     @model_validator(mode="after")
     def _hits(self, info: ValidationInfo) -> SearchRequest:
         """Refuse more hits than the limit: queries × k, × candidates when each query gets that many scored."""
         limit = _context(info).limits.max_search_hits
-        per_query, what = (self.candidates, "candidates") if self.rerank or self.hybrid else (self.k, "k")
+        fusing = _context(info).fuses if self.hybrid is None else self.hybrid
+        per_query, what = (self.candidates, "candidates") if self.rerank or fusing else (self.k, "k")
         if self.k > per_query:
             per_query, what = self.k, "k"
         hits = len(self.query) * per_query

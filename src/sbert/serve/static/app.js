@@ -85,7 +85,9 @@ function describe(info) {
     span.textContent = text;
     about.append(span);
   });
-  $("hybrid-option").hidden = !(index && index.lexical);
+  const lexical = Boolean(index && index.lexical);
+  if (lexical && $("hybrid-option").hidden) $("hybrid").checked = true; // as the server searches it by default
+  $("hybrid-option").hidden = !lexical;
 }
 
 async function loadInfo() {
@@ -149,7 +151,7 @@ async function search(event) {
     return;
   }
   const body = { query, k: Number($("k").value) };
-  if (!$("hybrid-option").hidden && $("hybrid").checked) body.hybrid = true;
+  if (!$("hybrid-option").hidden) body.hybrid = $("hybrid").checked;
   $("search-status").textContent = "Searching…";
   try {
     const hits = (await api("search", body)).results[0].hits;

@@ -1,0 +1,88 @@
+"""What a user who passes no option gets: an index that keeps BM25 (``sbert index build``'s default) is
+searched hybrid, weighted, alpha 0.7, by ``search_vectors`` (the CLI, the service and eval alike); what an
+index built with ``--auto`` recorded wins; a cosine ``threshold`` keeps a search dense."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from sbert.cli import main
+from sbert.search import fusion
+from sbert.search.base import Hybrid
+from sbert.search.index import VectorIndex
+from sbert.search.retrieve import SearchOptions, search_vectors
+
+pytest.importorskip("bm25s")
+
+TEXTS = ["red apple pie", "green kitchen table", "blue ocean wave", "apple orchard in autumn"]
+
+
+def _index(tmp_path, bm25: bool, **options) -> VectorIndex:
+    vectors = np.eye(4, dtype=np.float32)
+    return VectorIndex.build(tmp_path / f"ix{bm25}", vectors, model="default", texts=TEXTS, bm25=bm25, **options)
+
+
+def test_the_default_weight_is_the_one_measured_on_both_collections():
+    assert fusion.ALPHA == 0.7 and fusion.DEFAULT_FUSION == "weighted"
+    assert SearchOptions().hybrid is None and SearchOptions().alpha is None  # settled by the index
+
+
+def test_options_left_unset_are_settled_by_the_index(tmp_path):
+    lexical, plain = _index(tmp_path, True), _index(tmp_path, False)
+    settled = SearchOptions().for_index(lexical)
+    assert (settled.hybrid, settled.fusion, settled.alpha) == (True, "weighted", 0.7)
+    assert SearchOptions().for_index(plain).hybrid is False
+    assert SearchOptions(threshold=0.5).for_index(lexical).hybrid is False  # a cosine threshold: dense
+    assert SearchOptions(threshold=0.5, hybrid=True).for_index(lexical).hybrid is True
+    chosen = SearchOptions(hybrid=False, alpha=0.2, fusion="rrf").for_index(lexical)
+    assert (chosen.hybrid, chosen.fusion, chosen.alpha) == (False, "rrf", 0.2)
+
+
+def test_an_index_built_with_auto_is_searched_as_it_recorded(tmp_path):
+    recorded = {"hybrid": True, "fusion": "weighted", "alpha": 0.3, "auto": {"why": "test"}}
+    index = _index(tmp_path, True, search=recorded)
+    settled = SearchOptions().for_index(index)
+    assert (settled.hybrid, settled.alpha) == (True, 0.3)
+    assert SearchOptions(alpha=0.9).for_index(index).alpha == 0.9  # what the user says wins
+
+
+def test_the_default_search_is_the_weighted_fusion_by_hand(tmp_path):
+    index = _index(tmp_path, True)
+    query = np.array([[0.0, 0.6, 0.0, 0.8]], dtype=np.float32)  # dense: row 3 (0.8), then row 1 (0.6)
+    default = search_vectors(index, query, ["apple"], SearchOptions(k=2))
+    # BM25 finds rows 0 and 3 for "apple"; dense finds 3, 1, then 0 and 2 at 0. Min-max per side:
+    # dense 3 -> 1, 1 -> 0.75, 0 and 2 -> 0; BM25 (equal scores for the two rows: both 1)
+    fused = index.search(query, 2, hybrid=Hybrid(["apple"], "weighted", 0.7))
+    assert [h.id for h in default[0]] == [h.id for h in fused[0]]
+    assert [h.score for h in default[0]] == pytest.approx([h.score for h in fused[0]])
+    assert default[0][0].id == index.ids[3] and default[0][0].score == pytest.approx(1.0)
+    dense = search_vectors(index, query, ["apple"], SearchOptions(k=2, hybrid=False))
+    assert [h.score for h in dense[0]] == pytest.approx([0.8, 0.6])
+
+
+def test_index_build_keeps_bm25_unless_told_not_to(tmp_path):
+    corpus = tmp_path / "docs.txt"
+    corpus.write_text("\n".join(TEXTS) + "\n")
+    runner = CliRunner()
+    for flags, kept in (([], True), (["--no-bm25"], False)):
+        out = tmp_path / f"index{kept}"
+        result = runner.invoke(main, ["index", "build", str(corpus), "--out", str(out), *flags])
+        assert result.exit_code == 0, result.output
+        assert bool(json.loads((out / "manifest.json").read_text()).get("lexical")) is kept
+
+
+def test_sbert_eval_retrieves_as_a_default_index_is_searched():
+    from sbert.cli.training import _retrieval_settings
+
+    unset = {
+        "chunk": False, "mode": None, "window": None, "overlap": None, "hybrid": None, "fusion": None,
+        "alpha": None, "lexical": False, "auto": False, "rerank": None, "candidates": None,
+    }  # fmt: skip
+    assert _retrieval_settings(32, **unset).hybrid is True
+    assert _retrieval_settings(32, **{**unset, "hybrid": False}).hybrid is False
+    assert _retrieval_settings(32, **{**unset, "lexical": True}).hybrid is False
+    assert _retrieval_settings(32, **{**unset, "auto": True}).hybrid is False
