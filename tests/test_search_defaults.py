@@ -47,6 +47,7 @@ def test_an_index_built_with_auto_is_searched_as_it_recorded(tmp_path):
     index = _index(tmp_path, True, search=recorded)
     settled = SearchOptions().for_index(index)
     assert (settled.hybrid, settled.alpha) == (True, 0.3)
+    assert SearchOptions(threshold=0.6).for_index(index).hybrid is False  # a cosine threshold: dense
     assert SearchOptions(alpha=0.9).for_index(index).alpha == 0.9  # what the user says wins
 
 

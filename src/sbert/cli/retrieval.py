@@ -356,7 +356,8 @@ def _info_rows(summary: dict) -> list[tuple[str, str]]:
 @click.option(
     "--threshold",
     type=float,
-    help="Show only hits scoring at least this (cosine, for a dense search): is this already in the index?",
+    help="Show only hits with a cosine similarity at least this (searches dense unless --hybrid): is this "
+    "already in the index?",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @device_options

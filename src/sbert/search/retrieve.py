@@ -305,8 +305,8 @@ class SearchOptions:
         """These options with ``hybrid``, ``fusion`` and ``alpha`` settled for ``index`` (see the class)."""
         recorded = recorded_search(index.manifest or {})
         hybrid = self.hybrid
-        if hybrid is None:
-            hybrid = recorded.get("hybrid", bool(index.lexical) and self.threshold is None)
+        if hybrid is None:  # a threshold is a cosine: only a dense search's scores are
+            hybrid = self.threshold is None and recorded.get("hybrid", bool(index.lexical))
         fusion = self.fusion or recorded.get("fusion", DEFAULT_FUSION)
         alpha = self.alpha if self.alpha is not None else recorded.get("alpha", ALPHA)
         return replace(self, hybrid=hybrid, fusion=fusion, alpha=alpha)
