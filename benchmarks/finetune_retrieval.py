@@ -19,7 +19,7 @@ The same on the command line (DIR: a BEIR folder with a train split; for openoff
         --relative-margin 0.05 --keep-incomplete --out negatives.jsonl
     sbert train --objective mnrl --format ntuples --train negatives.jsonl --batch-size 32 --epochs 2 \\
         --out models/retrieval
-    sbert eval models/retrieval --retrieval DIR --split test
+    sbert eval models/retrieval --retrieval DIR --split test --dense   # the model alone, as measured here
 """
 
 from __future__ import annotations
