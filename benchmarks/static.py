@@ -339,10 +339,12 @@ def matryoshka_part(args, work: Path) -> tuple[list[str], dict]:
         for label, dim in [key.split("|")]
     ]
     header = ["model", "dims", "STSb Spearman", "SciFact NDCG@10", "openoffice MRR@10"]
+    log = (work / "models" / "mrl.train" / "log.jsonl").read_text().splitlines()
+    steps = json.loads(log[-1])["summary"]["steps"]
     intro = (
-        f"The default model cut to each width (and re-normalised) against the default model trained "
-        f"{args.matryoshka_steps} steps with `--matryoshka {','.join(map(str, MRL_DIMS))}` (mnrl on STSb train "
-        "pairs, batch 64), the same evaluation as above."
+        f"The default model cut to each width (and re-normalised) against the default model trained {steps} "
+        f"steps (one epoch, at most {args.matryoshka_steps}) with `--matryoshka {','.join(map(str, MRL_DIMS))}` "
+        "(mnrl on STSb train pairs, batch 64), the same evaluation as above."
     )
     return [intro, "", *markdown_table(header, rows)], facts
 
