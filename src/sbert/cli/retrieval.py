@@ -305,7 +305,8 @@ def _info_rows(summary: dict) -> list[tuple[str, str]]:
         ("segments", str(summary["segments"])),
         ("documents", f"{documents['count']:,}{settings({k: v for k, v in documents.items() if k != 'count'})}"
          if documents else "no (texts; build with --chunk for documents)"),
-        ("bm25", "yes (search --hybrid)" if summary["bm25"] else "no (build with --bm25 for search --hybrid)"),
+        ("bm25", "yes (searched hybrid unless --dense)" if summary["bm25"]
+         else "no (searched dense; build without --no-bm25 for hybrid)"),
     ]  # fmt: skip
 
 

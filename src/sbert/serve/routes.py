@@ -197,7 +197,7 @@ def _check_search(service: Service, body: SearchRequest) -> None:
     if body.rerank and service.cross_encoder is None:
         raise ApiError(400, "no cross-encoder is loaded: start the server with --rerank MODEL", "rerank")
     if body.hybrid and not service.index.lexical:
-        raise ApiError(400, "the index has no BM25 index for hybrid search: build it with --bm25", "hybrid")
+        raise ApiError(400, "the index has no BM25 index for hybrid search: build it without --no-bm25", "hybrid")
     if body.mode is not None and not service.index.documents:
         raise ApiError(400, "'mode' applies to an index of documents (built with --chunk)", "mode")
 
