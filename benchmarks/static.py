@@ -43,7 +43,7 @@ import numpy as np
 from common import WORK, cpu_name, environment_lines, markdown_table, write_between_markers, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC, SCALE_DOC = ROOT / "docs" / "cpu-inference.md", ROOT / "docs" / "scale.md"
+DOC, SCALE_DOC, RETRIEVAL_DOC = (ROOT / "docs" / name for name in ("cpu-inference.md", "scale.md", "retrieval.md"))
 BEGIN, END = "<!-- benchmarks/static.py: begin -->", "<!-- benchmarks/static.py: end -->"
 PLOT = ROOT / "docs" / "img" / "static-speed-quality.png"
 PARTS = ("models", "quality", "speed", "matryoshka", "query")
@@ -415,6 +415,24 @@ def main_table(facts: dict) -> list[str]:
     return markdown_table(header, rows)
 
 
+def retrieval_lines(facts: dict, lines: dict) -> list[str]:
+    """docs/retrieval.md's part: each row's retrieval scores and speed, and the query latency table."""
+    quality_facts, speed_facts = facts.get("quality", {}), facts.get("speed", {})
+    rows = [
+        [name, f"{q['scifact_ndcg10']:.2f}", f"{q['openoffice_mrr10']:.2f}"]
+        + ([f"{speed_facts[name]['rate']:,.0f}"] if name in speed_facts else ["-"])
+        for name in ROWS
+        if (q := quality_facts.get(name))
+    ]
+    header = ["model (dense, documents cut at its limit)", "SciFact NDCG@10", "openoffice MRR@10", "sentences/s"]
+    out = [f"Measured by `python benchmarks/static.py` on {cpu_name()} (the whole table, with STSb and sizes:", ""]
+    out[0] += " [docs/cpu-inference.md](cpu-inference.md#static-models))."
+    out += [*markdown_table(header, rows), ""] if rows else ["(quality not measured yet)", ""]
+    if "query" in lines:
+        out += ["**Query latency, searched as sbert searches by default.**", "", *lines["query"]]
+    return out
+
+
 def retrieval_mean(q: dict) -> float:
     return (q["scifact_ndcg10"] + q["openoffice_mrr10"]) / 2
 
@@ -540,6 +558,7 @@ def main() -> None:
         write_result("static.md", lines)
         write_between_markers(DOC, BEGIN, END, body)
         write_between_markers(SCALE_DOC, BEGIN, END, scale_lines(facts))
+        write_between_markers(RETRIEVAL_DOC, BEGIN, END, retrieval_lines(facts, lines))
 
 
 def arguments() -> argparse.Namespace:
