@@ -12,7 +12,10 @@ as a default index is searched: + BM25, weighted, alpha 0.7). Variants (``--vari
   in-batch candidates it scores above the row's positive are left out of the softmax.
 
 Each variant's row is kept in benchmarks/.work/batches/<variant>.json (a killed run loses one variant);
-the table goes to benchmarks/results/batches.md and docs/retrieval.md.
+the table goes to benchmarks/results/batches.md and docs/retrieval.md. Cost on 2 CPU cores: mining ~4
+minutes, then ~27 s a step (query, duplicate and negative at 256 tokens, batch 32), 124 steps: about an
+hour a variant on a quiet machine; the guide (all-mpnet-base-v2 over every batch) about doubles a step.
+A GPU run (``device``) takes minutes.
 
     python benchmarks/batches.py [--variants plain,sampler,guide] [--guide all-mpnet-base-v2]
     python benchmarks/batches.py --quick   # 4 steps, 40 test queries: checks that it runs (no docs)
