@@ -56,6 +56,17 @@ def test_per_token_weights_multiply_each_row_before_the_mean(tokenizer, table):
     np.testing.assert_allclose(encoder.encode("dog bites man"), expected, rtol=1e-6, atol=1e-6)
 
 
+def test_token_embeddings_are_each_token_s_weighted_row_made_when_asked(tokenizer, table):
+    weights = np.linspace(0.1, 2.0, len(table)).astype(np.float32)
+    encoder = Encoder([StaticEmbedding(tokenizer, table, weights)])
+    texts = ["dog bites man", "cat"]  # padded to three tokens in one batch
+    tokens = encoder.encode(texts, output="token")
+    for text, rows in zip(texts, tokens, strict=True):
+        ids = tokenizer.encode(text, add_special_tokens=False).ids
+        np.testing.assert_allclose(rows, table[ids] * weights[ids][:, None], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(encoder.encode(texts), [t.mean(axis=0) for t in tokens], rtol=1e-5, atol=1e-6)
+
+
 def test_unknown_tokens_count_unless_skipped_and_empty_texts_give_zeros(tokenizer, table):
     keeps = Encoder([StaticEmbedding(tokenizer, table)])
     skips = Encoder([StaticEmbedding(tokenizer, table, skip_unknown=True)])

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from sbert.errors import ModelFormatError
 from sbert.modules.base import Features, Module, load_weights, write_json
@@ -43,6 +44,21 @@ if TYPE_CHECKING:
 NO_LIMIT = 1_000_000  # max_seq_length of a static model without a length limit (sentence-transformers: inf)
 MODEL2VEC_MAX_LENGTH = 512  # model2vec's default when its config names no max_length
 ST_KEY, M2V_KEY = "embedding.weight", "embeddings"
+
+
+class TokenRows(dict):
+    """A static model's features, whose ``token_embeddings`` are made on first read: a sentence vector never
+    needs them, and making them was most of the module's forward pass."""
+
+    def __init__(self, features: Features, module: StaticEmbedding) -> None:
+        super().__init__(features)
+        self._module = module
+
+    def __missing__(self, key: str) -> Tensor:
+        if key != "token_embeddings":
+            raise KeyError(key)
+        self[key] = rows = self._module.token_rows(self["input_ids"])
+        return rows
 
 
 class StaticEmbedding(Module):
@@ -151,16 +167,22 @@ class StaticEmbedding(Module):
         raise ValueError("packing is for transformer models; a static model has no attention and no padding cost")
 
     def forward(self, features: Features) -> Features:
-        """Rows of each token (times its weight) as ``token_embeddings``; their mean as ``sentence_embedding``
-        (zeros for a text without tokens, as in both reference libraries)."""
+        """The mean of each text's rows (times their weights) as ``sentence_embedding`` (zeros for a text
+        without tokens, as in both reference libraries), summed by ``embedding_bag`` without making the
+        (batch, tokens, dim) rows; those, ``token_embeddings``, are made only when read (``TokenRows``)."""
         ids, mask = features["input_ids"], features["attention_mask"]
-        rows = self.embedding(ids)
+        weights = mask.to(self.embedding.weight.dtype)
         if self.token_weights is not None:
-            rows = rows * self.token_weights[ids].unsqueeze(-1)
-        features["token_embeddings"] = rows
-        weight = mask.unsqueeze(-1).to(rows.dtype)
-        features["sentence_embedding"] = (rows * weight).sum(dim=1) / weight.sum(dim=1).clamp(min=1.0)
+            weights = weights * self.token_weights[ids]
+        summed = F.embedding_bag(ids, self.embedding.weight, per_sample_weights=weights, mode="sum")
+        features = TokenRows(features, self)
+        features["sentence_embedding"] = summed / mask.sum(dim=1, keepdim=True).to(summed.dtype).clamp(min=1.0)
         return features
+
+    def token_rows(self, ids: Tensor) -> Tensor:
+        """Each token's row (times its weight): (batch, tokens, dim)."""
+        rows = self.embedding(ids)
+        return rows if self.token_weights is None else rows * self.token_weights[ids].unsqueeze(-1)
 
     def folded_table(self) -> Tensor:
         """One row per token with its weight multiplied in: what sentence-transformers' format stores."""
