@@ -58,6 +58,7 @@ ROWS = {  # row -> (kind, what it loads)
     "distilled (model2vec defaults, 256 d)": ("static", "distilled"),
     "distilled + corpus vocabulary": ("static", "vocab"),
     "distilled + vocabulary + trained on the teacher's vectors": ("static", "trained"),
+    "the same + pairs (mnrl; STSb, SciFact, openoffice train parts: labels)": ("static", "pairs"),
     "model2vec StaticModel.encode (distilled folder)": ("model2vec", "distilled"),
     "wordllama 0.4 (l2_supercat_256)": ("wordllama", ""),
 }
@@ -95,6 +96,25 @@ def write_jsonl(path: Path, texts: list[str]) -> Path:
     return path
 
 
+def write_pairs(path: Path, args) -> Path:
+    """(query, positive) rows of the training parts only: STSb train pairs scored 4 or more (of 5), SciFact's
+    train judgments, openoffice-dups' older 80% (benchmarks/finetune_retrieval.py's split)."""
+    from finetune_retrieval import split_collection
+
+    from sbert.data.beir import read_beir
+    from sbert.data.paths import data_dir
+    from sbert.data.sts import read_stsb
+
+    stsb = read_stsb(data_dir(args.data) / "stsbenchmark" / "sts-train.csv")
+    rows = [(p.sentence1, p.sentence2) for p in stsb if p.score >= 4.0]
+    for name in ("scifact", "openoffice-dups"):
+        train = read_beir(split_collection(name, args.data), "train")
+        texts = train.document_texts()
+        rows += [(train.queries[q], texts[d]) for q, judged in train.qrels.items() for d, g in judged.items() if g > 0]
+    path.write_text("".join(json.dumps({"query": q, "positive": d}) + "\n" for q, d in rows), encoding="utf-8")
+    return path
+
+
 def build_models(args, work: Path) -> dict:  # long: one step per model, each skipped when it is there
     """The static and Matryoshka models (each skipped when its folder is there); what building each cost."""
     from corpus import sentences
@@ -127,6 +147,12 @@ def build_models(args, work: Path) -> dict:  # long: one step per model, each sk
             summary["steps"],
             round(summary["steps_per_second"] * args.static_batch),
         ]
+    if not (models / "pairs").is_dir():
+        source = write_pairs(work / "pairs.jsonl", args)
+        train = ["train", "--objective", "mnrl", "--format", "ntuples", "--train", str(source)]
+        train += ["--model", str(models / "trained"), "--out", str(models / "pairs"), "--lr", str(args.static_lr)]
+        train += ["--batch-size", str(args.static_batch), "--epochs", str(args.static_epochs), "--no-progress"]
+        facts["pairs: seconds"] = sbert_cli(*train, "--checkpoint-every", "100000")
     if not (models / "mrl").is_dir():
         pairs = str(data / "stsbenchmark" / "sts-train.csv")
         train = ["train", "--objective", "mnrl", "--format", "stsb", "--train", pairs, "--model", "default"]
