@@ -167,7 +167,10 @@ def build_models(args, work: Path) -> dict:  # long: one step per model, each sk
 
 
 def models_part(args, work: Path) -> tuple[list[str], dict]:
-    facts = build_models(args, work)
+    """What building each model cost: this run's, over what earlier runs measured for models kept since."""
+    saved = work / "models.json"
+    earlier = json.loads(saved.read_text())["facts"] if saved.is_file() else {}
+    facts = {**earlier, **build_models(args, work)}
     lines = [f"- {key}: {f'{value:,.0f}' if isinstance(value, float) else value}" for key, value in facts.items()]
     lines = lines or ["- (all models were there already)"]
     return lines, facts
