@@ -484,7 +484,7 @@ def plot(facts: dict, path: Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 6))
     for ax, (label, score) in zip(
         axes,
         (
@@ -496,17 +496,19 @@ def plot(facts: dict, path: Path) -> bool:
         ),
         strict=True,
     ):
-        for name in ROWS:
+        markers = "osD^v<>pPX*"
+        for n, name in enumerate(ROWS):
             if name in facts["quality"] and name in facts["speed"]:
                 x, y = facts["speed"][name]["rate"], score(facts["quality"][name])
-                ax.scatter(x, y, s=30)
-                ax.annotate(name.split(" (")[0], (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
+                ax.scatter(x, y, s=40, marker=markers[n % len(markers)], label=name, alpha=0.8)
         ax.set_xscale("log")
         ax.set_xlabel("sentences per second, batch 32 (log)")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     fig.suptitle(f"Quality against speed on {cpu_name()}")
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.22, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
