@@ -30,8 +30,8 @@ import resource
 import time
 from pathlib import Path
 
-from common import WORK, environment_lines, markdown_table, paper_recipe, write_between_markers, write_result
-from finetune_retrieval import RECIPE, split_collection, training
+from common import WORK, environment_lines, markdown_table, write_between_markers, write_result
+from finetune_retrieval import mined_examples, split_collection, training_config
 from retrieval import sample
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,35 +41,13 @@ VARIANTS = ("plain", "sampler", "guide")
 NAME = "openoffice-dups"
 
 
-def mined_examples(args) -> list:
-    """The training part's (query, positive, mined negative) rows, as benchmarks/finetune_retrieval.py mines."""
-    import sbert
-    from sbert.data.beir import read_beir
-    from sbert.search.negatives import NegativeFilters, mine_hard_negatives
-
-    train = read_beir(split_collection(NAME, args.data), "train")
-    mined = mine_hard_negatives(
-        sbert.load("default", device="cpu"),
-        train.queries,
-        train.document_texts(),
-        train.qrels,
-        NegativeFilters(**RECIPE),
-        keep_incomplete=True,
-    )
-    return mined.examples()
-
-
 def train_variant(variant: str, examples: list, args, out: Path) -> dict:
     """Fine-tune the default model with ``variant``'s batches; what it cost and what the sampler moved."""
     from sbert.losses.in_batch import Guide, MultipleNegativesRankingLoss
     from sbert.training import Objective, Trainer
     from sbert.training.recipe import build_encoder
 
-    settings = training(NAME)
-    config = paper_recipe(settings["epochs"], max_steps=args.train_steps)
-    config = type(config)(
-        **{**config.__dict__, "batch_size": settings["batch_size"], "no_duplicates": variant != "plain"}
-    )
+    config = training_config(NAME, args.train_steps, no_duplicates=variant != "plain")
     guide = Guide(args.guide) if variant == "guide" else None
     loss = MultipleNegativesRankingLoss(20.0, guide=guide)
     load = os.getloadavg()[0]
@@ -147,7 +125,7 @@ def main() -> None:
     work = WORK / ("batches-quick" if args.quick else "batches")
     work.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
-    examples = mined_examples(args)
+    examples = mined_examples(NAME, args.data)
     rows = {}
     for variant in VARIANTS:
         cached = work / f"{variant}.json"

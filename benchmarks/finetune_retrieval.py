@@ -58,10 +58,34 @@ def split_collection(name: str, data: str | None) -> Path:
     return out
 
 
+def mined_examples(name: str, data: str | None) -> list:
+    """(query, positive, mined negative) rows of ``name``'s training part, negatives mined by the default
+    model with ``RECIPE`` (queries left without a negative kept)."""
+    from sbert.search.negatives import NegativeFilters, mine_hard_negatives
+
+    train = read_beir(split_collection(name, data), "train")
+    mined = mine_hard_negatives(
+        sbert.load("default", device="cpu"),
+        train.queries,
+        train.document_texts(),
+        train.qrels,
+        NegativeFilters(**RECIPE),
+        keep_incomplete=True,
+    )
+    print(f"  {name}: rows without a negative to mine: {mined.skipped}", flush=True)
+    return mined.examples()
+
+
+def training_config(name: str, train_steps: int | None, **overrides):
+    """The paper's recipe at ``name``'s epochs and batch size (``training``), with ``overrides``."""
+    settings = training(name)
+    config = paper_recipe(settings["epochs"], max_steps=train_steps)
+    return type(config)(**{**config.__dict__, "batch_size": settings["batch_size"], **overrides})
+
+
 def fine_tune(name: str, collection: RetrievalCollection, args) -> Path | None:
     """A model fine-tuned on ``name``'s training part (reused when this recipe trained one already)."""
     from sbert.losses.in_batch import MultipleNegativesRankingLoss
-    from sbert.search.negatives import NegativeFilters, mine_hard_negatives
     from sbert.training import Objective, Trainer
     from sbert.training.recipe import build_encoder
 
@@ -76,24 +100,13 @@ def fine_tune(name: str, collection: RetrievalCollection, args) -> Path | None:
         import shutil
 
         shutil.rmtree(out)
-    train = read_beir(split_collection(name, args.data), "train")
-    model = sbert.load("default", device="cpu")
     began = time.perf_counter()
-    mined = mine_hard_negatives(
-        model,
-        train.queries,
-        train.document_texts(),
-        train.qrels,
-        NegativeFilters(**RECIPE),
-        keep_incomplete=True,
-    )
-    examples = mined.examples()
+    examples = mined_examples(name, args.data)
     mining = time.perf_counter() - began
-    print(f"  mined {len(examples)} training rows in {mining:.0f} s (skipped: {mined.skipped})", flush=True)
+    print(f"  mined {len(examples)} training rows in {mining:.0f} s", flush=True)
     encoder = build_encoder("default", device="cpu")
     loss = MultipleNegativesRankingLoss(20.0)
-    config = paper_recipe(settings["epochs"], max_steps=args.train_steps)
-    config = type(config)(**{**config.__dict__, "batch_size": settings["batch_size"]})
+    config = training_config(name, args.train_steps)
     summary = Trainer(encoder, [Objective(examples, loss, name)], config, out).train()
     done.write_text(json.dumps({"recipe": recipe, "mining_seconds": mining, "summary": summary}, default=str))
     print(f"  trained {summary['steps']} steps in {summary['seconds']:.0f} s", flush=True)

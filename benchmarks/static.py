@@ -154,11 +154,12 @@ def build_models(args, work: Path) -> dict:  # long: one step per model, each sk
         train += ["--model", str(models / "trained"), "--out", str(models / "pairs"), "--lr", str(args.static_lr)]
         train += ["--batch-size", str(args.static_batch), "--epochs", str(args.static_epochs), "--no-progress"]
         facts["pairs: seconds"] = sbert_cli(*train, "--checkpoint-every", "100000")
+    # mnrl takes every pair it is given as a positive: only STSb train pairs scored 4 or more (of 5)
+    positives = work / "stsb-positives.jsonl"
     for folder, matryoshka in (("mrl", ["--matryoshka", ",".join(map(str, MRL_DIMS))]), ("mrl-control", [])):
         if (models / folder).is_dir():
             continue
-        # mnrl takes every pair it is given as a positive: only STSb train pairs scored 4 or more (of 5)
-        pairs = write_pairs(work / "stsb-positives.jsonl", args, collections=())
+        pairs = positives if positives.is_file() else write_pairs(positives, args, collections=())
         train = ["train", "--objective", "mnrl", "--format", "ntuples", "--train", str(pairs), "--model", "default"]
         train += [*matryoshka, "--out", str(models / folder), "--no-progress", "--batch-size", "64"]
         train += ["--max-steps", str(args.matryoshka_steps), "--checkpoint-every", "100000"]

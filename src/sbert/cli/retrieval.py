@@ -397,12 +397,12 @@ def search(folder, queries, k, model, method, ef_search, rescore, rerank, candid
         ef_search,
         rescore,
         flags["threshold"],
-    )
+    ).for_index(existing)
     hits = search_texts(
         existing, encoder, queries, options, allow_mixed_backend=flags["allow_mixed_backend"], **flags["prompts"]
     )
     if not as_json:  # stdout is the JSON; a script reads how from the options it passed
-        click.echo(_searched(options.for_index(existing)), err=True)
+        click.echo(_searched(options), err=True)
     _print_hits(queries, hits, as_json, flags["threshold"])
 
 
