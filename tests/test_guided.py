@@ -168,3 +168,28 @@ def test_the_sampler_gives_sentence_transformers_batches(seed):
     order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed)).tolist()
     ours = no_duplicate_batches(order, lambda r: example_texts(rows[r]), 4)
     assert [b.tolist() for b in ours.batches] == theirs[: len(ours.batches)]
+
+
+class CountingModel(FixedModel):
+    """A ``FixedModel`` that counts the texts it is asked to encode."""
+
+    def __init__(self, vectors: dict[str, list[float]]) -> None:
+        super().__init__(vectors)
+        self.encoded: list[str] = []
+
+    def encode(self, texts, batch_size=32, show_progress=None):
+        self.encoded += texts
+        return super().encode(texts, batch_size, show_progress)
+
+
+def test_a_teacher_encodes_each_text_once_up_to_its_cache_size():
+    model, cpu = CountingModel(VECTORS), torch.device("cpu")
+    teacher = Teacher(model, cache_size=2)
+    first = teacher.vectors(["q1", "p1", "q1"], cpu)
+    assert first.tolist() == [[1.0, 0.0], [1.0, 1.0], [1.0, 0.0]]
+    assert model.encoded == ["q1", "p1"]  # a text twice in one call: encoded once
+    again = teacher.vectors(["p1", "q2", "q1"], cpu)
+    assert again.tolist() == [[1.0, 1.0], [0.0, 1.0], [1.0, 0.0]]
+    assert model.encoded == ["q1", "p1", "q2"]  # q1 and p1 from the cache; q2 new
+    teacher.vectors(["q2"], cpu)
+    assert model.encoded == ["q1", "p1", "q2", "q2"]  # the cache was full (2 texts): q2 was not kept

@@ -3,6 +3,9 @@
 ``Teacher`` wraps any local bi-encoder (scores: its vectors' similarity) or cross-encoder (scores: its
 raw output for each (query, candidate) pair). It is held outside the loss's modules, so the trainer
 neither trains nor checkpoints it; it runs without gradients on the device of the model being trained.
+A frozen bi-encoder gives a text the same vector every time it sees it, so ``vectors`` keeps each text's
+vector (on the CPU, up to ``cache_size`` texts): a second epoch, or a master report in many rows, costs
+the teacher nothing.
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ class Teacher:
     """Scores (query, candidate) pairs and embeds texts with a frozen model (``model``: a loaded bi-encoder,
     cross-encoder or the path of either)."""
 
-    def __init__(self, model: Any, batch_size: int = 32) -> None:
+    def __init__(self, model: Any, batch_size: int = 32, cache_size: int = 100_000) -> None:
         if isinstance(model, (str, Path)):
             model = load_teacher(model)
         self.model, self.batch_size = model, int(batch_size)
+        self.cache_size, self._cached = int(cache_size), {}
         self.cross = hasattr(model, "predict") and not hasattr(model, "embed_with_grad")
         if self.cross and model.num_labels != 1:
             raise ValueError(f"a cross-encoder teacher must give one score per pair; this one gives {model.num_labels}")
@@ -52,9 +56,16 @@ class Teacher:
         """(len(texts), teacher's dim): the teacher's vectors, without gradients (bi-encoders only)."""
         if self.cross:
             raise ValueError("a cross-encoder has no vectors: embedding distillation needs a bi-encoder teacher")
-        self._follow(device)
-        out = self.model.encode(list(texts), batch_size=self.batch_size, show_progress=False)
-        return torch.as_tensor(out, dtype=torch.float32, device=device)
+        fresh: dict[str, torch.Tensor] = {}
+        new = [t for t in dict.fromkeys(texts) if t not in self._cached]
+        if new:
+            self._follow(device)
+            out = self.model.encode(new, batch_size=self.batch_size, show_progress=False)
+            fresh = dict(zip(new, torch.as_tensor(out, dtype=torch.float32).cpu(), strict=True))
+            room = max(self.cache_size - len(self._cached), 0)
+            self._cached.update(list(fresh.items())[:room])
+        rows = [fresh[t] if t in fresh else self._cached[t] for t in texts]
+        return torch.stack(rows).to(device) if rows else torch.empty(0, device=device)
 
     def scores(self, queries: Sequence[str], candidates: Sequence[str], device: torch.device) -> torch.Tensor:
         """(n,): the teacher's score of each (queries[i], candidates[i])."""
