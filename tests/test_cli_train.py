@@ -20,6 +20,7 @@ from conftest import make_tiny_encoder
 
 import sbert
 from sbert.cli import main
+from sbert.errors import InputFileError
 from sbert.training import Trainer
 from sbert.training.recipe import objective_examples
 from sbert.training.spec import ObjectiveSpec, load_run_file
@@ -240,6 +241,23 @@ def test_nli_becomes_triplets_for_triplet_objectives(files):
     assert triplets and all(t.anchor.startswith("A dog") for t in triplets)
     with pytest.raises(ValueError, match="expected one of"):
         ObjectiveSpec("regression", "csv", ["x"])
+
+
+def test_in_batch_objectives_take_scored_pairs_only_above_a_stated_score(files):
+    """mnrl takes every pair as a positive: STSb pairs scored 0 would train as positives without a word."""
+    sts = [str(files / "sts.csv")]
+    with pytest.raises(ValueError, match=r"gives pairs scored 0-5.*--positive-score, e.g. 4.*--objective regression"):
+        ObjectiveSpec("mnrl", "stsb", sts)
+    with pytest.raises(ValueError, match="format 'sick' gives pairs scored 1-5"):
+        ObjectiveSpec("cached-mnrl", "sick", sts)
+    kept = objective_examples(ObjectiveSpec("mnrl", "stsb", sts, {"positive_score": 4}))
+    assert [p.score for p in kept] == [4.0, 5.0] * 4  # scores i % 6 for 24 rows: the 4s and 5s
+    with pytest.raises(InputFileError, match=r"sts.csv: no pair scored at least positive_score 5.5 \(the highest: 5\)"):
+        objective_examples(ObjectiveSpec("mnrl", "stsb", sts, {"positive_score": 5.5}))
+    assert objective_examples(ObjectiveSpec("mnrl", "nli", [str(files / "nli.jsonl")]))  # NLI: triplets, no scores
+    args = ["train", "--objective", "mnrl", "--format", "stsb", "--train", *sts, "--out", str(files / "m")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and "--positive-score" in result.output and not (files / "m").exists()
 
 
 def test_train_into_a_folder_of_other_files_is_refused_before_training(files, tiny_model):

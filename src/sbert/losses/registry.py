@@ -34,6 +34,9 @@ IN_BATCH_EXAMPLES = (RetrievalExample, Triplet, ScoredPair, LabeledPair)
 DISTILL_EXAMPLES = (DistillationExample, RetrievalExample, Triplet)
 # GISTEmbed's guided masking, an option of the in-batch objectives (empty guide: none).
 GUIDE_SETTINGS = {"guide": "", "guide_margin": 0.0, "margin_strategy": "absolute"}
+# In-batch objectives take every pair as a positive: scored pairs (STSb's 0-5) train only at or above
+# ``positive_score``, and are refused while it is 0 (a pair scored 0 is no positive).
+POSITIVE_SETTINGS = {"positive_score": 0.0}
 
 
 @dataclass(frozen=True)
@@ -85,13 +88,13 @@ OBJECTIVES: dict[str, ObjectiveKind] = {
     ),
     "mnrl": ObjectiveKind(
         needs=IN_BATCH_EXAMPLES,
-        settings={"scale": 20.0, **GUIDE_SETTINGS},
+        settings={"scale": 20.0, **POSITIVE_SETTINGS, **GUIDE_SETTINGS},
         bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"], guide_from(x.settings)),
         help="in-batch negatives: cross-entropy over scaled cosine (0..n hard negatives per row)",
     ),
     "cached-mnrl": ObjectiveKind(
         needs=IN_BATCH_EXAMPLES,
-        settings={"scale": 20.0, "mini_batch_size": 32, **GUIDE_SETTINGS},
+        settings={"scale": 20.0, "mini_batch_size": 32, **POSITIVE_SETTINGS, **GUIDE_SETTINGS},
         bi_encoder=lambda x: CachedMultipleNegativesRankingLoss(
             x.settings["scale"], x.settings["mini_batch_size"], guide_from(x.settings)
         ),
@@ -152,6 +155,8 @@ SETTING_HELP = {
     "distance": "Triplet distance.",
     "scale": "In-batch objectives: the factor on cosine scores before the softmax.",
     "mini_batch_size": "cached-mnrl: texts per pass.",
+    "positive_score": "In-batch objectives on scored pairs (--format stsb, sick, sts): train the pairs scored at "
+    "least this as positives (0: scored pairs are refused).",
     "guide": "A local bi-encoder; drops in-batch negatives it scores above the positive.",
     "guide_margin": "--guide: slack below the positive's guide score.",
     "margin_strategy": "--guide-margin: absolute, or relative to the positive's score.",

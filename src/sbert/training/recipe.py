@@ -7,13 +7,19 @@ calls ``run``. The data formats come from ``sbert.data.formats``, the objectives
 
 from __future__ import annotations
 
+import logging
+
 from torch import nn
 
+from sbert.data.examples import ScoredPair
 from sbert.data.formats import read_examples
+from sbert.errors import InputFileError
 from sbert.evaluation.dev import dev_evaluator
 from sbert.losses.registry import OBJECTIVES, LossInputs
 from sbert.training.spec import ObjectiveSpec, RunSpec
 from sbert.training.trainer import Objective, Trainer
+
+logger = logging.getLogger(__name__)
 
 
 def run(spec: RunSpec, resume: bool = False) -> dict:
@@ -58,8 +64,19 @@ def build_model(spec: RunSpec):
 
 def objective_examples(objective: ObjectiveSpec, seed: int = 0) -> list:
     """The examples of every training file of ``objective``, of the kind it reads (NLI pairs become
-    (premise, entailment, contradiction) triplets for the triplet and mnrl objectives)."""
-    return [e for path in objective.train for e in read_examples(objective.format, path, objective.kind, seed)]
+    (premise, entailment, contradiction) triplets for the triplet and mnrl objectives; an in-batch
+    objective keeps the scored pairs at or above its ``positive_score``)."""
+    examples = [e for path in objective.train for e in read_examples(objective.format, path, objective.kind, seed)]
+    floor = objective.settings.get("positive_score", 0.0)
+    if objective.kind is not ScoredPair or not floor:
+        return examples
+    kept = [e for e in examples if e.score >= floor]
+    files = ", ".join(objective.train)
+    if not kept:
+        top = max(e.score for e in examples)
+        raise InputFileError(f"{files}: no pair scored at least positive_score {floor:g} (the highest: {top:g})")
+    logger.info("%s: %d of %d pairs scored at least %g train as positives", files, len(kept), len(examples), floor)
+    return kept
 
 
 def make_loss(objective: ObjectiveSpec, model, cross_encoder: bool = False) -> nn.Module:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sbert.data.examples import ScoredPair
 from sbert.data.formats import FORMATS, data_format, formats_giving
 from sbert.errors import InputFileError
 from sbert.evaluation.dev import dev_kinds
@@ -59,6 +60,14 @@ class ObjectiveSpec:
             key: _checked(self.settings.get(key, default), _hint_of(default), key)
             for key, default in kind.settings.items()
         }
+        if self.kind is ScoredPair and self.settings.get("positive_score") == 0.0:
+            low, high = self.score_range
+            raise ValueError(
+                f"objective {self.objective!r} takes every pair as a positive, and format {self.format!r} gives "
+                f"pairs scored {low:g}-{high:g}, the lowest unrelated: give positive_score (--positive-score, e.g. "
+                f"{low + 0.8 * (high - low):g}) to train the pairs scored at least that, or train all of them with "
+                "--objective regression"
+            )
 
     @property
     def kind(self) -> type:
