@@ -11,8 +11,10 @@ import pytest
 
 from sbert.documents import (
     Chunker,
+    Chunking,
     EncodedDocuments,
     TokenLayout,
+    default_overlap,
     encode_documents,
     layout,
     plan_windows,
@@ -115,6 +117,16 @@ def test_windows_map_back_to_passages_of_the_document(chunker):
     assert passages[-2].endswith("unbelievably long words.")
     for (a, b), (c, d) in zip(windows.spans[:4].tolist(), windows.spans[1:5].tolist(), strict=True):
         assert a < c < b < d  # overlapping, moving forward
+
+
+def test_a_short_window_without_an_overlap_shares_a_quarter_of_itself(chunker):
+    """32 tokens of overlap by default; a window under 128 tokens shares a quarter: not an error below 33."""
+    assert (default_overlap(8), default_overlap(20), default_overlap(128), default_overlap(512)) == (2, 5, 32, 32)
+    assert Chunking(window=20).overlap == 5 and Chunking(window=20, overlap=0).overlap == 0
+    assert Chunking().overlap is None  # settled with the window: Chunking.resolved
+    assert chunker.split([DOCUMENT], window=8).ids == chunker.split([DOCUMENT], window=8, overlap=2).ids
+    with pytest.raises(ValueError, match=r"overlap \(8 tokens\) must be smaller than the window \(8\)"):
+        Chunking(window=8, overlap=8)
 
 
 def test_a_document_that_fits_is_one_window_of_the_models_own_tokens(chunker):

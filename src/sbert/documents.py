@@ -2,9 +2,10 @@
 
 A document longer than the model's window is cut into windows of at most ``window`` tokens (by
 default ``max_seq_length`` minus the special tokens), each starting ``overlap`` tokens before the
-previous one ended. Windows are cut on the model's own tokens (offsets map each window back to a
-character span of the document: its passage) and embedded from those tokens, so a window that holds a
-whole document gives exactly the document's own vector.
+previous one ended (by default 32, or a quarter of a shorter window: ``default_overlap``). Windows are
+cut on the model's own tokens (offsets map each window back to a character span of the document: its
+passage) and embedded from those tokens, so a window that holds a whole document gives exactly the
+document's own vector.
 
 Boundaries, a cheap heuristic: a window's end moves back to the last sentence end (a token ending in
 ``.``, ``!`` or ``?`` followed by white space, or a line break) that lies in its last quarter
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
     from sbert.encoder import Encoder
 
-DEFAULT_OVERLAP = 32  # tokens shared by consecutive windows
+DEFAULT_OVERLAP = 32  # tokens shared by consecutive windows (at most a quarter of the window: default_overlap)
 BOUNDARY_SHARE = 0.25  # the last share of a window in which its end may move back to a sentence or word boundary
 SENTENCE_ENDS = (".", "!", "?")
 _QUERY_CHUNK = 256  # queries scored at once by rank_documents
@@ -117,6 +118,12 @@ def _next_start(tokens: TokenLayout, start: int, end: int, overlap: int) -> int:
     return begin
 
 
+def default_overlap(window: int) -> int:
+    """The overlap of ``window``-token windows when none is given: ``DEFAULT_OVERLAP``, or a quarter of a
+    window shorter than 128 tokens (a window of 20 shares 5: not an error, nor windows a token apart)."""
+    return min(DEFAULT_OVERLAP, window // 4)
+
+
 # -- the settings ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Chunking:
@@ -124,12 +131,13 @@ class Chunking:
     building, adding, searching, evaluating and serving split and prompt documents alike.
 
     ``window``: tokens per window beside the special ones and the prompt's (None: the model's limit);
-    ``overlap``: tokens consecutive windows share; ``mode``: ``maxp`` or ``mean``; ``prompt``: the text put
-    before every window (None: the model's document prompt, as ``encode_document``; "": none).
+    ``overlap``: tokens consecutive windows share (None: ``default_overlap`` of the window); ``mode``:
+    ``maxp`` or ``mean``; ``prompt``: the text put before every window (None: the model's document prompt,
+    as ``encode_document``; "": none).
     """
 
     window: int | None = None
-    overlap: int = DEFAULT_OVERLAP
+    overlap: int | None = None
     mode: str = DEFAULT_MODE
     prompt: str | None = None
 
@@ -137,8 +145,12 @@ class Chunking:
         check_mode(self.mode)
         if self.window is not None and self.window < 1:
             raise ValueError(f"window must be at least 1 token, got {self.window}")
-        if self.overlap < 0:
+        if self.overlap is not None and self.overlap < 0:
             raise ValueError(f"overlap must be at least 0, got {self.overlap}")
+        if self.window is not None and self.overlap is None:
+            object.__setattr__(self, "overlap", default_overlap(self.window))
+        if self.window is not None and self.overlap >= self.window:
+            raise ValueError(f"overlap ({self.overlap} tokens) must be smaller than the window ({self.window})")
 
     @classmethod
     def of(cls, settings: dict) -> Chunking:
@@ -160,7 +172,7 @@ class Chunking:
         text = encoder.resolve_prompt(prompt_name, prompt, task="document") or ""
         chunker = Chunker.for_encoder(encoder)
         window = self.window or chunker.max_window - len(chunker.prompt_ids(text))
-        return Chunking(window, self.overlap, self.mode, text)
+        return Chunking(window, self.overlap, self.mode, text)  # the overlap settled with the window
 
     def embed(
         self, encoder: Encoder, documents: Sequence[str], batch_size: int = 32, show_progress: bool | None = None
@@ -228,12 +240,12 @@ class Chunker:
         self,
         documents: Sequence[str],
         window: int | None = None,
-        overlap: int = DEFAULT_OVERLAP,
+        overlap: int | None = None,
         prompt: str | None = None,
     ) -> Windows:
         """Every document's windows, in document order (see ``plan_windows``), each with ``prompt``'s tokens
         before its own; ``window`` defaults to the most tokens the model takes beside its special tokens
-        and the prompt's, and may not exceed it."""
+        and the prompt's, and may not exceed it; ``overlap`` to ``default_overlap(window)``."""
         prompt_ids = self.prompt_ids(prompt)
         limit = self.max_window - len(prompt_ids)
         if limit < 1:
@@ -242,6 +254,7 @@ class Chunker:
         if not 1 <= window <= limit:
             beside = " beside the prompt" if prompt_ids else ""
             raise ValueError(f"window must be from 1 to {limit} tokens (the model's limit{beside}), got {window}")
+        overlap = default_overlap(window) if overlap is None else overlap
         texts = [d.lower() for d in documents] if self.do_lower_case else list(documents)
         ids, doc, spans = [], [], []
         for number, encoding in enumerate(self._tokenizer.encode_batch(texts, add_special_tokens=False)):
@@ -271,7 +284,7 @@ def encode_documents(
     documents: Sequence[str],
     *,
     window: int | None = None,
-    overlap: int = DEFAULT_OVERLAP,
+    overlap: int | None = None,
     batch_size: int = 32,
     show_progress: bool | None = None,
     packing: bool = False,
@@ -281,7 +294,8 @@ def encode_documents(
     """Embed each document window by window (see the module): every window's vector, document and passage.
 
     ``window``: tokens per window beside the special ones and the prompt's (default and maximum: the
-    model's limit); ``overlap``: tokens consecutive windows share. Documents must be non-empty strings.
+    model's limit); ``overlap``: tokens consecutive windows share (default: ``default_overlap``).
+    Documents must be non-empty strings.
     Each window gets the prompt ``encode_document`` would give (``prompt_name``/``prompt`` choose
     another; ``prompt=""`` none), so that a document in one window is embedded as ``encode_document``
     embeds it.

@@ -57,7 +57,9 @@ def _chunk_options(func):
         help="With --chunk: score a document by its best window, or by the mean of its windows' vectors.",
     )(func)
     func = click.option(
-        "--overlap", default=32, show_default=True, type=click.IntRange(min=0), help="With --chunk: tokens shared."
+        "--overlap",
+        type=click.IntRange(min=0),
+        help="With --chunk: tokens shared by consecutive windows [default: 32, a quarter of a shorter --window].",
     )(func)
     func = click.option(
         "--window", type=click.IntRange(min=1), help="With --chunk: tokens per window [default: the model's limit]."

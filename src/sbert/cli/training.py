@@ -220,7 +220,9 @@ def _relaunch_under_torchrun(nproc: int) -> None:
 @click.option("--chunk", is_flag=True, help="Retrieval: embed documents in token windows, not cut at the limit.")
 @click.option("--mode", type=click.Choice(["maxp", "mean"]), help="--chunk: score by the best window or the mean.")
 @click.option("--window", type=click.IntRange(min=1), help="--chunk: tokens per window [default: the model's limit].")
-@click.option("--overlap", type=click.IntRange(min=0), help="--chunk: tokens shared by windows [default: 32].")
+@click.option(
+    "--overlap", type=click.IntRange(min=0), help="--chunk: tokens shared [default: 32, a quarter of a shorter window]."
+)
 @click.option(
     "--hybrid/--dense",
     default=None,

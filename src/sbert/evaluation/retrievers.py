@@ -326,10 +326,9 @@ class RetrievalSettings:
         """The ``sbert.documents.Chunking`` of ``chunk`` (None: documents whole)."""
         if not self.chunk:
             return None
-        from sbert.documents import DEFAULT_OVERLAP, Chunking
+        from sbert.documents import Chunking
 
-        overlap = DEFAULT_OVERLAP if self.overlap is None else self.overlap
-        return Chunking(self.window, overlap, self.mode or Chunking.mode)
+        return Chunking(self.window, self.overlap, self.mode or Chunking.mode)
 
     def search_options(self, k: int, cross_encoder: Any = None) -> Any:
         """The ``sbert.search.retrieve.SearchOptions`` of these settings for the best ``k``."""
