@@ -102,6 +102,20 @@ def table(rows: dict) -> list[str]:
     return markdown_table(header, body)
 
 
+def missing_lines(rows: dict) -> list[str]:
+    """What the table lacks and where to look instead (a variant neither run now nor kept from a run)."""
+    missing = [v for v in VARIANTS if v not in rows]
+    if not missing:
+        return []
+    note = (
+        "; the plain recipe's own earlier run is docs/retrieval.md's row 'fine-tuned, truncated at 256 tokens' "
+        "(benchmarks/retrieval.py), dense, same split and recipe"
+        if "plain" in missing
+        else ""
+    )
+    return ["", f"Not run (no row kept in benchmarks/.work/batches): {', '.join(missing)}{note}."]
+
+
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--variants", default=",".join(VARIANTS))
@@ -146,6 +160,7 @@ def main() -> None:
         f"earlier runs are read back, not re-run. Wall time of this run {time.perf_counter() - began:.0f} s.",
         "",
         *table(rows),
+        *missing_lines(rows),
         "",
         *environment_lines(torch.get_num_threads(), ("sbert", "torch", "transformers", "bm25s")),
     ]

@@ -9,7 +9,10 @@ benchmarks/scale.py; the tables are assembled from whatever parts are there):
   vectors (``sbert train --objective embedding-mse --format texts --teacher default``: every text of the data
   folder: STSb, SICK, SNLI sentences, the SciFact and openoffice-dups corpora); that one trained on labelled
   pairs of the training parts (mnrl); the default model trained with ``--matryoshka 384,256,128,64`` (mnrl
-  on the STSb train pairs scored 4 or more, ``--matryoshka-steps``), and the same without Matryoshka.
+  on the STSb train pairs scored 4 or more; ``--matryoshka-pairs all`` adds the retrieval training parts'
+  judged pairs; ``--matryoshka-epochs``, ``--matryoshka-steps``), and the same without Matryoshka. A model
+  is trained when its folder under benchmarks/.work/static/models is missing; delete it (and its vectors
+  under benchmarks/.work/static/vectors) to train it again.
 - quality: per row, STSb test Spearman x 100 (cosine), SciFact test NDCG@10, openoffice-dups MRR@10 (the
   newer part of its split in time: benchmarks/retrieval.py's ``test_part``), documents cut at each model's
   limit (``RetrievalEvaluator`` + ``DenseRetriever``).
@@ -49,6 +52,10 @@ BEGIN, END = "<!-- benchmarks/static.py: begin -->", "<!-- benchmarks/static.py:
 PLOT = ROOT / "docs" / "img" / "static-speed-quality.png"
 PARTS = ("models", "quality", "speed", "matryoshka", "query")
 MRL_DIMS = (384, 256, 128, 64)
+MRL_PAIRS = {
+    "stsb": "the STSb train pairs scored 4 or more",
+    "all": "the STSb train pairs scored 4 or more and the SciFact and openoffice-dups training parts' judged pairs",
+}
 QUORA = 40_000_000
 ONE_THREAD = "the same, torch.set_num_threads(1)"  # a speed-only row after the trained static model
 ROWS = {  # row -> (kind, what it loads)
@@ -116,6 +123,15 @@ def write_pairs(path: Path, args, collections: tuple[str, ...] = ("scifact", "op
     return path
 
 
+def matryoshka_pairs(args, work: Path) -> Path:
+    """The Matryoshka models' training pairs (``--matryoshka-pairs``), written once."""
+    if args.matryoshka_pairs == "all":
+        path = work / "pairs.jsonl"
+        return path if path.is_file() else write_pairs(path, args)
+    path = work / "stsb-positives.jsonl"
+    return path if path.is_file() else write_pairs(path, args, collections=())
+
+
 def build_models(args, work: Path) -> dict:  # long: one step per model, each skipped when it is there
     """The static and Matryoshka models (each skipped when its folder is there); what building each cost."""
     from corpus import sentences
@@ -154,16 +170,18 @@ def build_models(args, work: Path) -> dict:  # long: one step per model, each sk
         train += ["--model", str(models / "trained"), "--out", str(models / "pairs"), "--lr", str(args.static_lr)]
         train += ["--batch-size", str(args.static_batch), "--epochs", str(args.static_epochs), "--no-progress"]
         facts["pairs: seconds"] = sbert_cli(*train, "--checkpoint-every", "100000")
-    # mnrl takes every pair it is given as a positive: only STSb train pairs scored 4 or more (of 5)
-    positives = work / "stsb-positives.jsonl"
+    # mnrl takes every pair it is given as a positive: only STSb train pairs scored 4 or more (of 5), and with
+    # --matryoshka-pairs all, the retrieval training parts' judged pairs too (pairs.jsonl)
     for folder, matryoshka in (("mrl", ["--matryoshka", ",".join(map(str, MRL_DIMS))]), ("mrl-control", [])):
         if (models / folder).is_dir():
             continue
-        pairs = positives if positives.is_file() else write_pairs(positives, args, collections=())
-        train = ["train", "--objective", "mnrl", "--format", "ntuples", "--train", str(pairs), "--model", "default"]
-        train += [*matryoshka, "--out", str(models / folder), "--no-progress", "--batch-size", "64"]
+        train = ["train", "--objective", "mnrl", "--format", "ntuples", "--train", str(matryoshka_pairs(args, work))]
+        train += ["--model", "default", *matryoshka, "--out", str(models / folder), "--no-progress"]
+        train += ["--batch-size", "64", "--epochs", str(args.matryoshka_epochs)]
         train += ["--max-steps", str(args.matryoshka_steps), "--checkpoint-every", "100000"]
         facts[f"{folder} training seconds"] = sbert_cli(*train)
+        recipe = {"pairs": args.matryoshka_pairs, "epochs": args.matryoshka_epochs, "max_steps": args.matryoshka_steps}
+        (models / f"{folder}-recipe.json").write_text(json.dumps(recipe))
     return facts
 
 
@@ -379,10 +397,13 @@ def matryoshka_part(args, work: Path) -> tuple[list[str], dict]:
     header = ["model", "dims", "STSb Spearman", "SciFact NDCG@10", "openoffice MRR@10"]
     log = (work / "models" / "mrl.train" / "log.jsonl").read_text().splitlines()
     steps = json.loads(log[-1])["summary"]["steps"]
+    made = work / "models" / "mrl-recipe.json"  # absent for models built before it was written: the defaults
+    recipe = json.loads(made.read_text()) if made.is_file() else {"pairs": "stsb", "epochs": 1, "max_steps": 1000}
     intro = (
         f"The default model cut to each width (and re-normalised), against the default model trained {steps} "
-        f"steps (one epoch, at most {args.matryoshka_steps}) with `--matryoshka {','.join(map(str, MRL_DIMS))}` "
-        "(mnrl on the STSb train pairs scored 4 or more, batch 64), and against the same training without "
+        f"steps ({recipe['epochs']} epoch(s), at most {recipe['max_steps']}) with "
+        f"`--matryoshka {','.join(map(str, MRL_DIMS))}` (mnrl at batch 64 on {MRL_PAIRS[recipe['pairs']]}), "
+        "and against the same training without "
         "`--matryoshka` (what the training itself does, apart from Matryoshka); the same evaluation as above."
     )
     return [intro, "", *markdown_table(header, rows)], facts
@@ -611,6 +632,10 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--static-lr", type=float, default=1e-3)
     parser.add_argument("--static-batch", type=int, default=256)
     parser.add_argument("--matryoshka-steps", type=int, default=1000)
+    parser.add_argument("--matryoshka-epochs", type=int, default=1)
+    parser.add_argument(
+        "--matryoshka-pairs", choices=tuple(MRL_PAIRS), default="stsb", help="the Matryoshka models' training pairs"
+    )
     parser.add_argument("--speed-texts", type=int, default=10_000)
     parser.add_argument("--min-seconds", type=float, default=5.0, help="each speed measurement runs this long")
     parser.add_argument("--latency", type=int, default=500, help="single-sentence calls for the batch-1 latency")
