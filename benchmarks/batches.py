@@ -14,7 +14,9 @@ as a default index is searched: + BM25, weighted, alpha 0.7). Variants (``--vari
 Each variant's row is kept in benchmarks/.work/batches/<variant>.json (a killed run loses one variant);
 the table goes to benchmarks/results/batches.md and docs/retrieval.md. Cost on 2 CPU cores: mining ~4
 minutes, then ~27 s a step (query, duplicate and negative at 256 tokens, batch 32), 124 steps: about an
-hour a variant on a quiet machine; the guide (all-mpnet-base-v2 over every batch) about doubles a step.
+hour a variant on a quiet machine. The guide (all-mpnet-base-v2, 384 tokens) embeds every text it has
+not seen: the first epoch's steps took ~100 s each here (5 steps in 507 s, tests sharing the cores), the
+second epoch's cost what the sampler's do (the guide keeps its vectors): about 1.5-2 hours on 2 cores.
 A GPU run (``device``) takes minutes.
 
     python benchmarks/batches.py [--variants plain,sampler,guide] [--guide all-mpnet-base-v2]
