@@ -128,17 +128,28 @@ def model_rows(label: str, method: str, model, collection: RetrievalCollection, 
     ]
 
 
+def adapt_key(method: str, args) -> str:
+    """The name an adapted model is kept under: method, steps and (teacher methods) the teacher."""
+    teacher = args.teacher if method.startswith("distill") else None
+    return f"{method}-{args.steps}" + (f"-{Path(teacher).name}" if teacher else "")
+
+
+def device_name(device: str) -> str:
+    """What ran it: ``cpu``, or the GPU's name (rows measured on a GPU say so in the table)."""
+    return torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else "cpu"
+
+
 def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
     """The default model adapted to ``collection``'s documents by ``method`` (cached), and its run's cost."""
     teacher = args.teacher if method.startswith("distill") else None
-    key = f"{method}-{args.steps}" + (f"-{Path(teacher).name}" if teacher else "")
+    key = adapt_key(method, args)
     out = WORK / "adapt" / collection / key
     record = out.with_name(key + ".json")
     if record.is_file() and out.is_dir():
         return out, json.loads(record.read_text())
     corpus = data_dir(args.data) / "retrieval" / collection
     command = [sys.executable, "-m", "sbert", "adapt", "default", "--corpus", str(corpus), "--out", str(out)]
-    command += ["--method", method, "--steps", str(args.steps), "--no-progress"]
+    command += ["--method", method, "--steps", str(args.steps), "--device", args.device, "--no-progress"]
     command += ["--teacher", teacher] if teacher else []
     command += ["--resume"] if (out.with_name(out.name + ".train") / "checkpoint.pt").is_file() else []  # a killed run
     print(f"  adapting: {' '.join(command[2:])}", flush=True)
@@ -150,6 +161,7 @@ def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
         "load_before": round(load, 2),
         "load_after": round(os.getloadavg()[0], 2),
         "steps": args.steps,
+        "device": device_name(args.device),
     }
     record.write_text(json.dumps(cost))
     return out, cost
@@ -178,24 +190,28 @@ def _collection_rows(name: str, args) -> list[Row]:
     bm25 = RetrievalEvaluator(collection, "bm25", LexicalRetriever(), latency_queries=0)(None)
     rows = [Row("BM25 alone (bm25s)", {m: bm25[m] for m in METRICS})]
     quick = args.queries is not None or args.documents is not None
-    rows += scored_model(name, "default model", "", lambda: ("default", {}), collection, quick)
+    make_default = lambda: ("default", {}), "default"
+    rows += scored_model(name, "default model", "", make_default, collection, quick, args.device)
     for method in args.methods.split(","):
-        make = lambda m=method: adapted(name, m, args)  # noqa: E731
-        rows += scored_model(name, f"adapt --method {method}", method, make, collection, quick)
+        make = (lambda m=method: adapted(name, m, args)), adapt_key(method, args)
+        rows += scored_model(name, f"adapt --method {method}", method, make, collection, quick, args.device)
     return rows
 
 
-def scored_model(name: str, label: str, method: str, make, collection: RetrievalCollection, quick: bool) -> list[Row]:
-    """``model_rows`` of the model ``make()`` gives (its folder and adapt cost), kept per model in
-    .work/adapt/<name>/<label>.rows.json (full runs only) so that a killed run loses one model's work."""
+def scored_model(
+    name: str, label: str, method: str, make: tuple, collection: RetrievalCollection, quick: bool, device: str
+) -> list[Row]:
+    """``model_rows`` of the model ``make[0]()`` gives (its folder and adapt cost; ``make[1]``: the folder's
+    name), kept per model in .work/adapt/<name>/<label>-<folder>.rows.json (full runs only), so that a
+    killed run loses one model's work and rows measured elsewhere (a GPU session) need not the model."""
     from dataclasses import asdict
 
-    folder, cost = make()
     full = not quick
-    cache = WORK / "adapt" / name / f"{label.replace(' ', '_')}-{Path(str(folder)).name}.rows.json"
+    cache = WORK / "adapt" / name / f"{label.replace(' ', '_')}-{make[1]}.rows.json"
     if full and cache.is_file():
         return [Row(**row) for row in json.loads(cache.read_text())]
-    rows = model_rows(label, method, sbert.load(str(folder), device="cpu"), collection, name, cost)
+    folder, cost = make[0]()
+    rows = model_rows(label, method, sbert.load(str(folder), device=device), collection, name, cost)
     if full:
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps([asdict(row) for row in rows]))
@@ -204,18 +220,22 @@ def scored_model(name: str, label: str, method: str, make, collection: Retrieval
 
 def transfer_lines(results: dict[str, list[Row]]) -> list[str]:
     """For each collection: the method (dense, and with ``--auto``) that the other collection's test queries
-    choose, and its gain here over the default model searched the same way."""
+    choose among the methods run on both, and its gain here over the default model searched the same way."""
     lines = []
     for here, rows in results.items():
         for there, other in results.items():
             if there == here:
                 continue
+            both = {r.method for r in rows} & {r.method for r in other}
             for search in ("dense", "auto"):
-                candidates = [r for r in other if r.method and r.search == search]
+                candidates = [r for r in other if r.method in both and r.method and r.search == search]
                 if not candidates:
                     continue
                 chosen = max(candidates, key=lambda r: r.metrics[HEADLINE[there]]).method
-                mine = next(r for r in rows if r.method == chosen and r.search == search)
+                mine = next((r for r in rows if r.method == chosen and r.search == search), None)
+                if mine is None:
+                    lines.append(f"- {search}: chosen on {there} ({HEADLINE[there]}): `{chosen}`; not run on {here}")
+                    continue
                 base = next(r for r in rows if not r.method and r.search == search)
                 metric = HEADLINE[here]
                 lines.append(
@@ -262,8 +282,13 @@ def table(rows: list[Row]) -> list[str]:
     body = []
     for row in rows:
         cost = row.adapt
+        gpu = cost.get("device", "cpu") != "cpu"
         extra = (
-            [f"{cost['seconds']:.0f}", f"{cost['peak_rss_gib']:.1f}", f"{cost['load_before']}/{cost['load_after']}"]
+            [
+                f"{cost['seconds']:.0f}" + (f" ({cost['device']})" if gpu else ""),
+                f"{cost['peak_rss_gib']:.1f}",
+                f"{cost['load_before']}/{cost['load_after']}",
+            ]
             if cost
             else ["-", "-", "-"]
         )
@@ -281,6 +306,7 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=None, help="quick runs: relevant documents + N others")
     parser.add_argument("--data", default=None)
     parser.add_argument("--out", default="adapt.md")
+    parser.add_argument("--device", default="cpu", help="where adapt trains and models embed (cpu, cuda)")
     args = parser.parse_args()
     quick = args.queries is not None or args.documents is not None
     began = time.perf_counter()

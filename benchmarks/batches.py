@@ -19,7 +19,8 @@ not seen: the first epoch's steps took ~100 s each here (5 steps in 507 s, tests
 second epoch's cost what the sampler's do (the guide keeps its vectors): about 1.5-2 hours on 2 cores.
 A GPU run (``device``) takes minutes.
 
-    python benchmarks/batches.py [--variants plain,sampler,guide] [--guide all-mpnet-base-v2]
+    python benchmarks/batches.py [--variants plain,sampler,guide] [--guide all-mpnet-base-v2] [--seeds 42,43,44]
+                                 [--device cuda]
     python benchmarks/batches.py --quick   # 4 steps, 40 test queries: checks that it runs (no docs)
 """
 
@@ -49,13 +50,16 @@ def train_variant(variant: str, examples: list, args, out: Path) -> dict:
     from sbert.training import Objective, Trainer
     from sbert.training.recipe import build_encoder
 
-    config = training_config(NAME, args.train_steps, no_duplicates=variant != "plain")
+    config = training_config(NAME, args.train_steps, no_duplicates=variant != "plain", seed=args.seed)
     guide = Guide(args.guide) if variant == "guide" else None
     loss = MultipleNegativesRankingLoss(20.0, guide=guide)
     load = os.getloadavg()[0]
-    trainer = Trainer(build_encoder("default", device="cpu"), [Objective(examples, loss, NAME)], config, out)
+    trainer = Trainer(build_encoder("default", device=args.device), [Objective(examples, loss, NAME)], config, out)
     summary = trainer.train()
     return {
+        "variant": variant,
+        "seed": args.seed,
+        "device": device_name(args.device),
         "steps": summary["steps"],
         "train_seconds": summary["seconds"],
         "moved": sum(trainer.moved.values()),
@@ -71,7 +75,7 @@ def score(model_dir: Path, args) -> dict:
     from sbert.evaluation.retrievers import RetrievalSettings
 
     collection = sample(read_beir(split_collection(NAME, args.data), "test"), args.queries, args.documents)
-    model = sbert.load(model_dir, device="cpu")
+    model = sbert.load(model_dir, device=args.device)
     out = {}
     for label, settings in (("dense", RetrievalSettings()), ("default", RetrievalSettings(hybrid=True))):
         found = RetrievalEvaluator(collection, NAME, retriever=settings.retriever(), latency_queries=0)(model)
@@ -80,8 +84,22 @@ def score(model_dir: Path, args) -> dict:
     return out
 
 
+def device_name(device: str) -> str:
+    """What ran it: ``cpu``, or the GPU's name."""
+    import torch
+
+    return torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else "cpu"
+
+
+def cache_name(variant: str, args) -> str:
+    """Where a row is kept: ``<variant>.json`` for the CPU at seed 42 (the first runs), else by seed and device."""
+    if args.seed == 42 and args.device == "cpu":
+        return f"{variant}.json"
+    return f"{variant}-seed{args.seed}-{'cpu' if args.device == 'cpu' else 'gpu'}.json"
+
+
 def run_variant(variant: str, examples: list, args, work: Path) -> dict:
-    model_dir = work / f"{variant}-model"
+    model_dir = work / cache_name(variant, args).replace(".json", "-model")
     began = time.perf_counter()
     row = train_variant(variant, examples, args, model_dir)
     row.update(score(model_dir, args))
@@ -90,23 +108,52 @@ def run_variant(variant: str, examples: list, args, work: Path) -> dict:
     return row
 
 
-def table(rows: dict) -> list[str]:
-    header = ["batches", "MRR@10 dense", "NDCG@10 dense", "MRR@10 default search", "NDCG@10 default search"]
-    header += ["rows moved by the sampler", "steps", "train s", "load avg before/after"]
+def kept_rows(work: Path) -> list[dict]:
+    """Every row kept in ``work`` (rows of the first runs lack variant, seed and device: the CPU, seed 42)."""
+    rows = []
+    for path in sorted(work.glob("*.json")):
+        row = json.loads(path.read_text())
+        rows.append({"variant": path.stem.split("-")[0], "seed": 42, "device": "cpu", **row})
+    order = {v: i for i, v in enumerate(VARIANTS)}
+    return sorted(rows, key=lambda r: (r["device"] != "cpu", r["device"], order[r["variant"]], r["seed"]))
+
+
+def table(rows: list[dict]) -> list[str]:
+    header = ["batches", "ran on", "seed", "MRR@10 dense", "NDCG@10 dense", "MRR@10 default search"]
+    header += ["NDCG@10 default search", "rows moved by the sampler", "steps", "train s", "load avg before/after"]
     body = []
-    for variant in VARIANTS:
-        if variant not in rows:
-            continue
-        r = rows[variant]
+    for r in rows:
         d, h = r["dense"], r["default"]
-        body.append([variant, f"{d['mrr@10']:.2f}", f"{d['ndcg@10']:.2f}", f"{h['mrr@10']:.2f}", f"{h['ndcg@10']:.2f}"])
-        body[-1] += [f"{r['moved']:,}", str(r["steps"]), f"{r['train_seconds']:.0f}", "/".join(map(str, r["load"]))]
+        body.append([r["variant"], r["device"], str(r["seed"]), f"{d['mrr@10']:.2f}", f"{d['ndcg@10']:.2f}"])
+        body[-1] += [f"{h['mrr@10']:.2f}", f"{h['ndcg@10']:.2f}", f"{r['moved']:,}", str(r["steps"])]
+        body[-1] += [f"{r['train_seconds']:.0f}", "/".join(map(str, r["load"]))]
     return markdown_table(header, body)
 
 
-def missing_lines(rows: dict) -> list[str]:
+def mean_lines(rows: list[dict]) -> list[str]:
+    """Mean and spread over seeds, per (device, variant) run with more than one seed."""
+    import statistics
+
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["device"], r["variant"]), []).append(r)
+    lines = []
+    for (device, variant), group in groups.items():
+        if len(group) < 2:
+            continue
+        dense = [r["dense"]["mrr@10"] for r in group]
+        default = [r["default"]["mrr@10"] for r in group]
+        lines.append(
+            f"- {variant} on {device}, {len(group)} seeds: MRR@10 dense {statistics.mean(dense):.2f} "
+            f"(min {min(dense):.2f}, max {max(dense):.2f}), default search {statistics.mean(default):.2f} "
+            f"(min {min(default):.2f}, max {max(default):.2f})"
+        )
+    return ["", "Over seeds:", "", *lines] if lines else []
+
+
+def missing_lines(rows: list[dict]) -> list[str]:
     """What the table lacks and where to look instead (a variant neither run now nor kept from a run)."""
-    missing = [v for v in VARIANTS if v not in rows]
+    missing = [v for v in VARIANTS if v not in {r["variant"] for r in rows}]
     if not missing:
         return []
     note = (
@@ -126,6 +173,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--train-steps", type=int, default=None)
     parser.add_argument("--queries", type=int, default=None)
     parser.add_argument("--documents", type=int, default=None)
+    parser.add_argument("--seeds", default="42", help="training seeds, comma-separated (rows are kept per seed)")
+    parser.add_argument("--device", default="cpu", help="where it trains and embeds (cpu, cuda)")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.quick:
@@ -141,27 +190,29 @@ def main() -> None:
     work = WORK / ("batches-quick" if args.quick else "batches")
     work.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
-    examples = mined_examples(NAME, args.data)
-    rows = {}
-    for variant in VARIANTS:
-        cached = work / f"{variant}.json"
-        if variant in args.variants.split(","):
-            print(f"{variant}: training", flush=True)
-            rows[variant] = run_variant(variant, examples, args, work)
-            cached.write_text(json.dumps(rows[variant], indent=1))
-        elif cached.is_file():
-            rows[variant] = json.loads(cached.read_text())
+    examples = mined_examples(NAME, args.data, args.device)
+    for seed in map(int, args.seeds.split(",")):
+        args.seed = seed
+        for variant in args.variants.split(","):
+            print(f"{variant}: training (seed {args.seed}, {args.device})", flush=True)
+            row = run_variant(variant, examples, args, work)
+            (work / cache_name(variant, args)).write_text(json.dumps(row, indent=1))
     import torch
 
-    queries = next(iter(rows.values()))["queries"] if rows else 0
+    rows = kept_rows(work)
+    queries = rows[0]["queries"] if rows else 0
     lines = [
         f"openoffice-dups split in time: fine-tuned on the older 80% ({len(examples):,} rows: query, duplicate, "
         f"one mined negative), scored on the newest 20% ({queries} queries). The recipe of "
-        "benchmarks/finetune_retrieval.py for every row; only the batches differ. 'default search': the "
-        "fine-tuned model searched as a default index is (BM25 fused, weighted, alpha 0.7). Rows kept from "
-        f"earlier runs are read back, not re-run. Wall time of this run {time.perf_counter() - began:.0f} s.",
+        "benchmarks/finetune_retrieval.py for every row; only the batches (and where said, the seed) differ. "
+        "'default search': the fine-tuned model searched as a default index is (BM25 fused, weighted, alpha 0.7). "
+        "'ran on': cpu is the machine below; rows on a GPU ran in a GPU session with the same code (`--device "
+        "cuda`), where the default model's weights travelled rounded to float16 (then run in float32): compare "
+        "rows of one device only. Rows kept from earlier runs are read back, not re-run. Wall time of this run "
+        f"{time.perf_counter() - began:.0f} s.",
         "",
         *table(rows),
+        *mean_lines(rows),
         *missing_lines(rows),
         "",
         *environment_lines(torch.get_num_threads(), ("sbert", "torch", "transformers", "bm25s")),

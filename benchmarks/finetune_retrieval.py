@@ -58,14 +58,14 @@ def split_collection(name: str, data: str | None) -> Path:
     return out
 
 
-def mined_examples(name: str, data: str | None) -> list:
+def mined_examples(name: str, data: str | None, device: str = "cpu") -> list:
     """(query, positive, mined negative) rows of ``name``'s training part, negatives mined by the default
     model with ``RECIPE`` (queries left without a negative kept)."""
     from sbert.search.negatives import NegativeFilters, mine_hard_negatives
 
     train = read_beir(split_collection(name, data), "train")
     mined = mine_hard_negatives(
-        sbert.load("default", device="cpu"),
+        sbert.load("default", device=device),
         train.queries,
         train.document_texts(),
         train.qrels,

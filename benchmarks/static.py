@@ -132,6 +132,13 @@ def matryoshka_pairs(args, work: Path) -> Path:
     return path if path.is_file() else write_pairs(path, args, collections=())
 
 
+def device_name(device: str) -> str:
+    """What ran it: ``cpu``, or the GPU's name."""
+    import torch
+
+    return torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else "cpu"
+
+
 def build_models(args, work: Path) -> dict:  # long: one step per model, each skipped when it is there
     """The static and Matryoshka models (each skipped when its folder is there); what building each cost."""
     from corpus import sentences
@@ -170,6 +177,14 @@ def build_models(args, work: Path) -> dict:  # long: one step per model, each sk
         train += ["--model", str(models / "trained"), "--out", str(models / "pairs"), "--lr", str(args.static_lr)]
         train += ["--batch-size", str(args.static_batch), "--epochs", str(args.static_epochs), "--no-progress"]
         facts["pairs: seconds"] = sbert_cli(*train, "--checkpoint-every", "100000")
+    return {**facts, **build_matryoshka_models(args, work)}
+
+
+def build_matryoshka_models(args, work: Path) -> dict:
+    """The default model trained with and without ``--matryoshka`` (each skipped when its folder is there),
+    on ``--device``; what training each cost."""
+    models, facts = work / "models", {}
+    models.mkdir(parents=True, exist_ok=True)
     # mnrl takes every pair it is given as a positive: only STSb train pairs scored 4 or more (of 5), and with
     # --matryoshka-pairs all, the retrieval training parts' judged pairs too (pairs.jsonl)
     for folder, matryoshka in (("mrl", ["--matryoshka", ",".join(map(str, MRL_DIMS))]), ("mrl-control", [])):
@@ -178,9 +193,10 @@ def build_models(args, work: Path) -> dict:  # long: one step per model, each sk
         train = ["train", "--objective", "mnrl", "--format", "ntuples", "--train", str(matryoshka_pairs(args, work))]
         train += ["--model", "default", *matryoshka, "--out", str(models / folder), "--no-progress"]
         train += ["--batch-size", "64", "--epochs", str(args.matryoshka_epochs)]
-        train += ["--max-steps", str(args.matryoshka_steps), "--checkpoint-every", "100000"]
+        train += ["--max-steps", str(args.matryoshka_steps), "--checkpoint-every", "100000", "--device", args.device]
         facts[f"{folder} training seconds"] = sbert_cli(*train)
         recipe = {"pairs": args.matryoshka_pairs, "epochs": args.matryoshka_epochs, "max_steps": args.matryoshka_steps}
+        recipe["device"] = device_name(args.device)
         (models / f"{folder}-recipe.json").write_text(json.dumps(recipe))
     return facts
 
@@ -380,7 +396,7 @@ def matryoshka_part(args, work: Path) -> tuple[list[str], dict]:
         ("trained the same without Matryoshka, truncated", work / "models" / "mrl-control"),
         ("Matryoshka-trained", work / "models" / "mrl"),
     ):
-        model = sbert.load(folder, device="cpu")
+        model = sbert.load(folder, device=args.device)
         for dim in MRL_DIMS:
             print(f"matryoshka: {label} at {dim}", flush=True)
 
@@ -396,7 +412,8 @@ def matryoshka_part(args, work: Path) -> tuple[list[str], dict]:
     ]
     header = ["model", "dims", "STSb Spearman", "SciFact NDCG@10", "openoffice MRR@10"]
     log = (work / "models" / "mrl.train" / "log.jsonl").read_text().splitlines()
-    steps = json.loads(log[-1])["summary"]["steps"]
+    summary = json.loads(log[-1])["summary"]
+    steps = summary["steps"]
     made = work / "models" / "mrl-recipe.json"  # absent for models built before it was written: the defaults
     recipe = json.loads(made.read_text()) if made.is_file() else {"pairs": "stsb", "epochs": 1, "max_steps": 1000}
     intro = (
@@ -406,6 +423,12 @@ def matryoshka_part(args, work: Path) -> tuple[list[str], dict]:
         "and against the same training without "
         "`--matryoshka` (what the training itself does, apart from Matryoshka); the same evaluation as above."
     )
+    if recipe.get("device", "cpu") != "cpu":
+        intro += (
+            f" Trained and scored on {recipe['device']} (`--device cuda`, {summary['seconds']:.0f} s of training), "
+            "all three models of this table alike; the default model's weights travelled to that machine rounded "
+            "to float16 (run in float32), so its rows here may differ from the CPU rows above in the last digit."
+        )
     return [intro, "", *markdown_table(header, rows)], facts
 
 
@@ -568,8 +591,10 @@ def run_parts(args, work: Path) -> tuple[dict, dict]:
         "query": query_part,
     }
     facts, lines, wanted = {}, {}, args.parts.split(",")
-    if any(p in wanted for p in ("quality", "speed", "matryoshka", "query")) and "models" not in wanted:
+    if any(p in wanted for p in ("quality", "speed", "query")) and "models" not in wanted:
         build_models(args, work)  # whatever is missing
+    elif "matryoshka" in wanted and "models" not in wanted:
+        build_matryoshka_models(args, work)  # only its own two models
     for name, part in runs.items():
         saved = work / f"{name}.json"
         if name in wanted:
@@ -633,6 +658,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--static-batch", type=int, default=256)
     parser.add_argument("--matryoshka-steps", type=int, default=1000)
     parser.add_argument("--matryoshka-epochs", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="where the Matryoshka models train and are scored (cpu, cuda)")
     parser.add_argument(
         "--matryoshka-pairs", choices=tuple(MRL_PAIRS), default="stsb", help="the Matryoshka models' training pairs"
     )

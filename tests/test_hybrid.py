@@ -4,6 +4,7 @@ min-max normalised scores on tiny cases, persistence, and the fused search."""
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -125,3 +126,16 @@ def test_hybrid_search_fuses_dense_and_bm25_candidates():
     assert weighted.indices.tolist() == [[3]]
     with pytest.raises(ValueError, match="BM25 index holds 4 rows, the corpus 2"):
         hybrid_search(["dogs"], query, vectors[:2], bm25)
+
+
+def test_bm25s_is_imported_without_letting_jax_reserve_a_gpu(monkeypatch):
+    """Where JAX is installed, importing bm25s starts JAX, which reserves 75% of a GPU up front unless told
+    not to: sbert tells it not to, and leaves a choice the user made alone."""
+    from sbert.search.lexical import _bm25s
+
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+    _bm25s()
+    assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "true")
+    _bm25s()
+    assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "true"

@@ -110,7 +110,8 @@ def test_a_device_this_machine_lacks_is_one_line_naming_the_devices_there_are():
     import torch
 
     assert resolve_device("cpu") == "cpu"
-    with pytest.raises(DeviceError, match=r"device 'nonsense': not a device name torch knows; this machine has: cpu"):
+    unknown = r"device 'nonsense': not a device name torch knows; torch said: .+; this machine has: cpu"
+    with pytest.raises(DeviceError, match=unknown):
         resolve_device("nonsense")
     absent = f"cuda:{torch.cuda.device_count()}"  # one past the last GPU: absent everywhere
     with pytest.raises(DeviceError, match=rf"device '{absent}': not available here.*; this machine has: cpu"):
@@ -118,6 +119,22 @@ def test_a_device_this_machine_lacks_is_one_line_naming_the_devices_there_are():
     result = invoke("info", "--device", absent)
     assert result.exit_code == 1
     assert result.output.count("\n") == 1 and result.output.startswith(f"Error: device '{absent}'")
+
+
+def test_a_device_torch_cannot_use_says_what_torch_said(monkeypatch):
+    """A GPU that is there but full (or held) is not reported as absent: torch's reason is in the message."""
+    import torch
+
+    def full(*args, **kwargs):
+        raise RuntimeError("CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported")
+
+    monkeypatch.setattr(torch, "empty", full)
+    with pytest.raises(DeviceError) as caught:
+        resolve_device("cpu")
+    message = str(caught.value)
+    assert message.startswith("device 'cpu': there, but torch could not use it (out of memory, or held by another")
+    assert "; torch said: CUDA error: out of memory; this machine has: cpu" in message
+    assert "\n" not in message and "asynchronously" not in message
 
 
 # -- errors in CLI words, plain tables -----------------------------------------------------------------

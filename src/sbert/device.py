@@ -32,8 +32,9 @@ def available_devices() -> list[str]:
 def resolve_device(device: str | None = None) -> str:
     """``device`` (default: ``default_device()``) once torch has shown it can place a tensor there.
 
-    An unknown name, or a device this machine lacks (``cuda`` where torch has no CUDA, ``cuda:3`` with two
-    GPUs), raises ``DeviceError`` in one sentence naming the devices there are."""
+    An unknown name, a device this machine lacks (``cuda`` where torch has no CUDA, ``cuda:3`` with two
+    GPUs), or one torch cannot use (a full GPU) raises ``DeviceError`` in one sentence with torch's reason
+    and the devices there are."""
     import torch
 
     if device is None:
@@ -45,8 +46,14 @@ def resolve_device(device: str | None = None) -> str:
         there = ", ".join(available_devices())
         no_cuda = name.startswith("cuda") and not torch.backends.cuda.is_built()
         why = " (this torch was built without CUDA)" if no_cuda else ""
-        known = "not available here" if _is_device_type(name) else "not a device name torch knows"
-        raise DeviceError(f"device {name!r}: {known}{why}; this machine has: {there}") from err
+        if not _is_device_type(name):
+            known = "not a device name torch knows"
+        elif name in available_devices() or (name in ("cuda", "mps") and any(d.startswith(name) for d in there)):
+            known = "there, but torch could not use it (out of memory, or held by another process?)"
+        else:
+            known = "not available here"
+        said = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise DeviceError(f"device {name!r}: {known}{why}; torch said: {said}; this machine has: {there}") from err
     return name
 
 
