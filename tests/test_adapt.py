@@ -166,6 +166,20 @@ def test_training_texts_are_cut_to_max_seq_length_and_the_saved_model_keeps_its_
     assert any(not torch.equal(cut[k], whole[k]) for k in cut)  # the cut changed what was trained on
 
 
+def test_a_cut_training_length_writes_the_model_once_with_its_own_limit(tmp_path, monkeypatch):
+    """The trainer cuts texts while it trains (``TrainConfig.max_seq_length``) and saves once, uncut."""
+    from sbert.encoder import Encoder
+
+    base = tmp_path / "base"
+    make_tiny_encoder().save(base)
+    limit = Encoder.load(str(base), device="cpu").max_seq_length
+    saved, save = [], Encoder.save
+    monkeypatch.setattr(Encoder, "save", lambda self, *a, **k: (saved.append(self.max_seq_length), save(self, *a, **k)))
+    settings = AdaptSettings(steps=2, batch_size=4, max_seq_length=6)
+    adapt(base, _tiny_corpus(tmp_path), tmp_path / "out", settings, device="cpu", progress=False)
+    assert saved == [limit] and limit > 6
+
+
 @pytest.mark.slow
 def test_an_interrupted_adapt_resumes_to_the_same_weights(tmp_path):
     base = tmp_path / "base"

@@ -77,9 +77,6 @@ def adapt(
         raise ValueError(f"{source}: no document gave a pseudo-query for method {settings.method!r}")
     encoder = build_encoder(str(model), seed=settings.seed, device=device)
     rows, loss = training_rows(chosen, settings, encoder, documents, queries)
-    limit = getattr(encoder, "max_seq_length", None)
-    if settings.max_seq_length is not None and limit is not None:
-        encoder.max_seq_length = min(limit, settings.max_seq_length)
     config = TrainConfig(
         batch_size=settings.batch_size,
         lr=settings.lr,
@@ -88,15 +85,13 @@ def adapt(
         epochs=max(1, -(-settings.steps * settings.batch_size // len(rows))),
         checkpoint_every=settings.checkpoint_every,
         progress=progress,
+        max_seq_length=settings.max_seq_length,  # the saved model keeps its own limit
     )
     trainer = Trainer(encoder, [Objective(rows, loss, f"adapt:{settings.method}")], config, out, device=device)
     trainer.run_dir.mkdir(parents=True, exist_ok=True)
     record = {"base_model": str(model), "corpus": str(source), "documents": len(documents), "pairs": len(rows)}
     (trainer.run_dir / "adapt.json").write_text(json.dumps({**record, **asdict(settings)}, indent=2) + "\n")
     summary = trainer.train(resume=resume, on_step=on_step)
-    if encoder.max_seq_length != limit:  # saved with the training cut: save again with the model's own limit
-        encoder.max_seq_length = limit
-        encoder.save(out)
     return {**summary, **record}
 
 

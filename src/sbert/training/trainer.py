@@ -86,6 +86,7 @@ class TrainConfig:
     amp: str = "auto"  # "auto" (bf16/fp16 on CUDA, off on CPU), "bf16", "fp16" or "off"
     progress: bool | None = None  # None: a bar when standard error is a terminal
     keep_checkpoint: bool = False  # keep run_dir/checkpoint.pt (the final state) after a finished run
+    max_seq_length: int | None = None  # cut training texts to this many tokens; the saved model keeps its own
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -245,7 +246,7 @@ class Trainer:
         parts, start = self._set_up(resume)
         running = None  # the loss shown on the bar, smoothed
         began = time.perf_counter()
-        with _StopOnSignal(handle_signals) as stop, self._progress_bar(start) as bar:
+        with self._training_length(), _StopOnSignal(handle_signals) as stop, self._progress_bar(start) as bar:
             for step, epoch, objective, batch in self._batches(start):
                 value = self._step(parts, objective, batch)
                 done = step + 1
@@ -368,11 +369,37 @@ class Trainer:
             self._log({"step": done, "interrupted": signal.Signals(received).name})
             raise TrainingInterrupted(received, done, self.total_steps, path)
 
+    @contextlib.contextmanager
+    def _training_length(self):
+        """Within: the encoder cuts texts at ``config.max_seq_length`` (if shorter than its own limit)."""
+        own = getattr(self.encoder, "max_seq_length", None)
+        cut = self.config.max_seq_length
+        if own is None or cut is None or cut >= own:
+            yield
+            return
+        self.encoder.max_seq_length, self._own_length = cut, own
+        try:
+            yield
+        finally:
+            self.encoder.max_seq_length, self._own_length = own, None
+
+    def _save(self) -> None:
+        """Save the model to ``out`` with its own length limit, not the training cut (``_training_length``)."""
+        own = getattr(self, "_own_length", None)
+        if own is None:
+            self.encoder.save(self.out)
+            return
+        cut, self.encoder.max_seq_length = self.encoder.max_seq_length, own
+        try:
+            self.encoder.save(self.out)
+        finally:
+            self.encoder.max_seq_length = cut
+
     def _finish(self, parts: _Parts, bar) -> tuple[float | None, Path | None]:
         """The final evaluation and save; the checkpoint kept (``keep_checkpoint``) or removed."""
         score = self._evaluate(self.total_steps, bar)
         if self.evaluator is None and distributed.is_main():
-            self.encoder.save(self.out)
+            self._save()
         if self.config.keep_checkpoint:
             return score, self._checkpoint(self.total_steps, parts)
         if distributed.is_main():
@@ -492,7 +519,7 @@ class Trainer:
         improved = self.best is None or score > self.best
         if improved:
             self.best = score
-            self.encoder.save(self.out)  # keep the best model so far
+            self._save()  # keep the best model so far
         self._log({"step": step, "dev": metrics, "primary": primary, "best": improved})
         return score
 
