@@ -36,7 +36,7 @@ import resource
 import time
 from pathlib import Path
 
-from common import WORK, environment_lines, markdown_table, write_between_markers, write_result
+from common import WORK, environment_lines, markdown_table, versions, write_between_markers, write_result
 from finetune_retrieval import mined_examples, split_collection, training_config
 from retrieval import sample
 
@@ -63,6 +63,7 @@ def train_variant(variant: str, examples: list, args, out: Path) -> dict:
         "variant": variant,
         "seed": args.seed,
         "device": device_name(args.device),
+        "versions": versions("torch", "transformers"),
         "steps": summary["steps"],
         "train_seconds": summary["seconds"],
         "moved": sum(trainer.moved.values()),
@@ -109,6 +110,16 @@ def run_variant(variant: str, examples: list, args, work: Path) -> dict:
     row["wall_seconds"] = round(time.perf_counter() - began)
     row["peak_rss_gib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 1)
     return row
+
+
+def judged_pairs(data: str | None) -> int:
+    """The training rows without mining them: one per judged pair (queries without a negative are kept)."""
+    from finetune_retrieval import split_collection
+
+    from sbert.data.beir import read_beir
+
+    train = read_beir(split_collection(NAME, data), "train")
+    return sum(1 for judged in train.qrels.values() for grade in judged.values() if grade > 0)
 
 
 def kept_rows(work: Path) -> list[dict]:
@@ -193,10 +204,11 @@ def main() -> None:
     work = WORK / ("batches-quick" if args.quick else "batches")
     work.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
-    examples = mined_examples(NAME, args.data, args.device)
+    wanted = list(filter(None, args.variants.split(",")))
+    examples = mined_examples(NAME, args.data, args.device) if wanted else None
     for seed in map(int, args.seeds.split(",")):
         args.seed = seed
-        for variant in filter(None, args.variants.split(",")):
+        for variant in wanted:
             print(f"{variant}: training (seed {args.seed}, {args.device})", flush=True)
             row = run_variant(variant, examples, args, work)
             (work / cache_name(variant, args)).write_text(json.dumps(row, indent=1))
@@ -204,8 +216,9 @@ def main() -> None:
 
     rows = kept_rows(work)
     queries = rows[0]["queries"] if rows else 0
+    count = len(examples) if examples is not None else judged_pairs(args.data)  # one row per judged pair
     lines = [
-        f"openoffice-dups split in time: fine-tuned on the older 80% ({len(examples):,} rows: query, duplicate, "
+        f"openoffice-dups split in time: fine-tuned on the older 80% ({count:,} rows: query, duplicate, "
         f"one mined negative), scored on the newest 20% ({queries} queries). The recipe of "
         "benchmarks/finetune_retrieval.py for every row; only the batches (and where said, the seed) differ. "
         "'default search': the fine-tuned model searched as a default index is (BM25 fused, weighted, alpha 0.7). "
