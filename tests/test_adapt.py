@@ -140,14 +140,14 @@ def test_adapt_saves_a_folder_sentence_transformers_loads_equally(tmp_path):
     make_tiny_encoder().save(base)
     settings = AdaptSettings(steps=3, batch_size=4)
     summary = adapt(base, _tiny_corpus(tmp_path), tmp_path / "adapted", settings, device="cpu", progress=False)
-    assert summary["steps"] == 3 and summary["documents"] == 24 and summary["pairs"] == 48
+    assert summary["steps"] == 3 and summary["documents"] == 24 and summary["pairs"] == 24
     texts = ["printer crash", "calc hangs on a sheet"]
     ours = __import__("sbert").load(str(tmp_path / "adapted"), device="cpu").encode(texts)
     theirs = SentenceTransformer(str(tmp_path / "adapted"), device="cpu").encode(texts)
     np.testing.assert_allclose(ours, theirs, atol=1e-5)
     base_vectors = __import__("sbert").load(str(base), device="cpu").encode(texts)
     assert not np.allclose(ours, base_vectors)  # it trained
-    assert json.loads((tmp_path / "adapted.train" / "adapt.json").read_text())["method"] == "title+crop"
+    assert json.loads((tmp_path / "adapted.train" / "adapt.json").read_text())["method"] == "title"  # the default
 
 
 def test_training_texts_are_cut_to_max_seq_length_and_the_saved_model_keeps_its_own_limit(tmp_path):
@@ -209,6 +209,7 @@ def test_the_cli_refuses_an_untitled_corpus_for_the_title_method(tmp_path):
     args = ["adapt", "default", "--corpus", str(text), "--out", str(tmp_path / "o"), "--method", "title"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1 and "title method needs titles" in result.output
+    assert result.output.startswith(f"Error: {text}: no document has both")  # the file named
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ from sbert.adapt.documents import read_adapt_documents
 from sbert.adapt.methods import DEFAULT_METHOD, Method, method
 from sbert.adapt.pseudo_queries import PseudoQuery, pseudo_queries
 from sbert.data.beir import Document
+from sbert.errors import InputFileError
 
 if TYPE_CHECKING:
     from torch import nn
@@ -72,7 +73,10 @@ def adapt(
             adapt(model, corpus, first, replace(settings, method=chosen.first), **run)
         model = first
     documents, source = read_adapt_documents(corpus)
-    queries = pseudo_queries(documents, chosen.generators, settings.seed)
+    try:
+        queries = pseudo_queries(documents, chosen.generators, settings.seed)
+    except InputFileError as err:  # the generator knows the documents, not the file they came from
+        raise InputFileError(f"{source}: {err}") from err
     if not queries:
         raise ValueError(f"{source}: no document gave a pseudo-query for method {settings.method!r}")
     encoder = build_encoder(str(model), seed=settings.seed, device=device)
