@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from common import WORK, environment_lines, markdown_table, write_between_markers, write_result
+from common import WORK, device_name, environment_lines, markdown_table, write_between_markers, write_result
 from retrieval import sample, test_part
 
 import sbert
@@ -132,11 +132,6 @@ def adapt_key(method: str, args) -> str:
     """The name an adapted model is kept under: method, steps and (teacher methods) the teacher."""
     teacher = args.teacher if method.startswith("distill") else None
     return f"{method}-{args.steps}" + (f"-{Path(teacher).name}" if teacher else "")
-
-
-def device_name(device: str) -> str:
-    """What ran it: ``cpu``, or the GPU's name (rows measured on a GPU say so in the table)."""
-    return torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else "cpu"
 
 
 def adapted(collection: str, method: str, args) -> tuple[Path, dict]:

@@ -36,7 +36,7 @@ import resource
 import time
 from pathlib import Path
 
-from common import WORK, environment_lines, markdown_table, versions, write_between_markers, write_result
+from common import WORK, device_name, environment_lines, markdown_table, versions, write_between_markers, write_result
 from finetune_retrieval import mined_examples, split_collection, training_config
 from retrieval import sample
 
@@ -86,13 +86,6 @@ def score(model_dir: Path, args) -> dict:
         out[label] = {key: found[key] for key in ("mrr@10", "ndcg@10", "recall@100")}
     out["queries"] = len(collection.queries)
     return out
-
-
-def device_name(device: str) -> str:
-    """What ran it: ``cpu``, or the GPU's name."""
-    import torch
-
-    return torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else "cpu"
 
 
 def cache_name(variant: str, args) -> str:

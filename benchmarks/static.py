@@ -44,7 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from common import WORK, cpu_name, environment_lines, markdown_table, write_between_markers, write_result
+from common import WORK, cpu_name, device_name, environment_lines, markdown_table, write_between_markers, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC, SCALE_DOC, RETRIEVAL_DOC = (ROOT / "docs" / name for name in ("cpu-inference.md", "scale.md", "retrieval.md"))
@@ -130,13 +130,6 @@ def matryoshka_pairs(args, work: Path) -> Path:
         return path if path.is_file() else write_pairs(path, args)
     path = work / "stsb-positives.jsonl"
     return path if path.is_file() else write_pairs(path, args, collections=())
-
-
-def device_name(device: str) -> str:
-    """What ran it: ``cpu``, or the GPU's name."""
-    import torch
-
-    return torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else "cpu"
 
 
 def build_models(args, work: Path) -> dict:  # long: one step per model, each skipped when it is there
