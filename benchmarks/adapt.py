@@ -131,7 +131,8 @@ def model_rows(label: str, method: str, model, collection: RetrievalCollection, 
 def adapt_key(method: str, args) -> str:
     """The name an adapted model is kept under: method, steps and (teacher methods) the teacher."""
     teacher = args.teacher if method.startswith("distill") else None
-    return f"{method}-{args.steps}" + (f"-{Path(teacher).name}" if teacher else "")
+    seed = f"-seed{args.seed}" if args.seed != 42 else ""  # 42: sbert adapt's default, the first runs' key
+    return f"{method}-{args.steps}" + (f"-{Path(teacher).name}" if teacher else "") + seed
 
 
 def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
@@ -144,7 +145,8 @@ def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
         return out, json.loads(record.read_text())
     corpus = data_dir(args.data) / "retrieval" / collection
     command = [sys.executable, "-m", "sbert", "adapt", "default", "--corpus", str(corpus), "--out", str(out)]
-    command += ["--method", method, "--steps", str(args.steps), "--device", args.device, "--no-progress"]
+    command += ["--method", method, "--steps", str(args.steps), "--seed", str(args.seed)]
+    command += ["--device", args.device, "--no-progress"]
     command += ["--teacher", teacher] if teacher else []
     command += ["--resume"] if (out.with_name(out.name + ".train") / "checkpoint.pt").is_file() else []  # a killed run
     print(f"  adapting: {' '.join(command[2:])}", flush=True)
@@ -169,7 +171,7 @@ def collection_rows(name: str, args) -> list[Row]:
 
     quick = "" if args.queries is None and args.documents is None else f"-quick{args.queries}-{args.documents}"
     cache = WORK / "adapt" / f"{name}-rows{quick}.json"
-    key = f"{args.methods}|{args.steps}|{args.teacher}"
+    key = f"{args.methods}|{args.steps}|{args.teacher}" + (f"|seed {args.seed}" if args.seed != 42 else "")
     kept = json.loads(cache.read_text()) if cache.is_file() else {}
     if key in kept:
         return [Row(**row) for row in kept[key]]
@@ -187,9 +189,11 @@ def _collection_rows(name: str, args) -> list[Row]:
     quick = args.queries is not None or args.documents is not None
     make_default = lambda: ("default", {}), "default"
     rows += scored_model(name, "default model", "", make_default, collection, quick, args.device)
+    seeded = f" (seed {args.seed})" if args.seed != 42 else ""  # another seed: a row (and a method) of its own
     for method in args.methods.split(","):
         make = (lambda m=method: adapted(name, m, args)), adapt_key(method, args)
-        rows += scored_model(name, f"adapt --method {method}", method, make, collection, quick, args.device)
+        label = f"adapt --method {method}{seeded}"
+        rows += scored_model(name, label, method + seeded, make, collection, quick, args.device)
     return rows
 
 
@@ -296,6 +300,7 @@ def main() -> None:
     parser.add_argument("--collections", default=",".join(COLLECTIONS))
     parser.add_argument("--methods", default="title,crop,title+crop")
     parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=42, help="sbert adapt --seed (rows of another seed are their own)")
     parser.add_argument("--teacher", default="all-mpnet-base-v2")
     parser.add_argument("--queries", type=int, default=None, help="quick runs: only the first N test queries")
     parser.add_argument("--documents", type=int, default=None, help="quick runs: relevant documents + N others")
