@@ -17,6 +17,7 @@ would have chosen, and its score here: that is the figure a user with a new coll
 
     python benchmarks/adapt.py [--collections scifact,openoffice-dups] [--methods title,crop,title+crop]
                                [--steps 100] [--teacher all-mpnet-base-v2] [--queries N --documents N]
+                               [--seed 42] [--device cuda]
 """
 
 from __future__ import annotations
