@@ -17,7 +17,7 @@ would have chosen, and its score here: that is the figure a user with a new coll
 
     python benchmarks/adapt.py [--collections scifact,openoffice-dups] [--methods title,crop,title+crop]
                                [--steps 100] [--teacher all-mpnet-base-v2] [--queries N --documents N]
-                               [--seed 42] [--device cuda]
+                               [--device cuda]   (a method as METHOD@SEED: another seed than 42)
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def collection_rows(name: str, args) -> list[Row]:
 
     quick = "" if args.queries is None and args.documents is None else f"-quick{args.queries}-{args.documents}"
     cache = WORK / "adapt" / f"{name}-rows{quick}.json"
-    key = f"{args.methods}|{args.steps}|{args.teacher}" + (f"|seed {args.seed}" if args.seed != 42 else "")
+    key = f"{args.methods}|{args.steps}|{args.teacher}"
     kept = json.loads(cache.read_text()) if cache.is_file() else {}
     if key in kept:
         return [Row(**row) for row in kept[key]]
@@ -190,9 +190,12 @@ def _collection_rows(name: str, args) -> list[Row]:
     quick = args.queries is not None or args.documents is not None
     make_default = lambda: ("default", {}), "default"
     rows += scored_model(name, "default model", "", make_default, collection, quick, args.device)
-    seeded = f" (seed {args.seed})" if args.seed != 42 else ""  # another seed: a row (and a method) of its own
-    for method in args.methods.split(","):
-        make = (lambda m=method: adapted(name, m, args)), adapt_key(method, args)
+    for spec in args.methods.split(","):  # METHOD, or METHOD@SEED for another seed than sbert adapt's 42
+        method, _, seed = spec.partition("@")
+        one = copy(args)
+        one.seed = int(seed or 42)
+        seeded = f" (seed {one.seed})" if one.seed != 42 else ""  # another seed: a row (and a method) of its own
+        make = (lambda m=method, a=one: adapted(name, m, a)), adapt_key(method, one)
         label = f"adapt --method {method}{seeded}"
         rows += scored_model(name, label, method + seeded, make, collection, quick, args.device)
     return rows
@@ -301,7 +304,6 @@ def main() -> None:
     parser.add_argument("--collections", default=",".join(COLLECTIONS))
     parser.add_argument("--methods", default="title,crop,title+crop")
     parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=42, help="sbert adapt --seed (rows of another seed are their own)")
     parser.add_argument("--teacher", default="all-mpnet-base-v2")
     parser.add_argument("--queries", type=int, default=None, help="quick runs: only the first N test queries")
     parser.add_argument("--documents", type=int, default=None, help="quick runs: relevant documents + N others")
