@@ -138,7 +138,7 @@ def adapt_key(method: str, args) -> str:
 
 def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
     """The default model adapted to ``collection``'s documents by ``method`` (cached), and its run's cost."""
-    teacher = args.teacher if method.startswith("distill") else None
+    teacher = args.teacher if method.startswith("distill") else None  # adapt_key names it too
     key = adapt_key(method, args)
     out = WORK / "adapt" / collection / key
     record = out.with_name(key + ".json")
@@ -231,14 +231,11 @@ def transfer_lines(results: dict[str, list[Row]]) -> list[str]:
                 continue
             both = {r.method for r in rows} & {r.method for r in other}
             for search in ("dense", "auto"):
-                candidates = [r for r in other if r.method in both and r.method and r.search == search]
+                candidates = [r for r in other if r.method and r.method in both and r.search == search]
                 if not candidates:
                     continue
                 chosen = max(candidates, key=lambda r: r.metrics[HEADLINE[there]]).method
-                mine = next((r for r in rows if r.method == chosen and r.search == search), None)
-                if mine is None:
-                    lines.append(f"- {search}: chosen on {there} ({HEADLINE[there]}): `{chosen}`; not run on {here}")
-                    continue
+                mine = next(r for r in rows if r.method == chosen and r.search == search)
                 base = next(r for r in rows if not r.method and r.search == search)
                 metric = HEADLINE[here]
                 lines.append(

@@ -107,8 +107,6 @@ def run_variant(variant: str, examples: list, args, work: Path) -> dict:
 
 def judged_pairs(data: str | None) -> int:
     """The training rows without mining them: one per judged pair (queries without a negative are kept)."""
-    from finetune_retrieval import split_collection
-
     from sbert.data.beir import read_beir
 
     train = read_beir(split_collection(NAME, data), "train")

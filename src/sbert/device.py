@@ -43,12 +43,13 @@ def resolve_device(device: str | None = None) -> str:
     try:
         torch.empty(0, device=torch.device(name))
     except (RuntimeError, AssertionError, ValueError) as err:
-        there = ", ".join(available_devices())
+        found = available_devices()
+        there = ", ".join(found)
         no_cuda = name.startswith("cuda") and not torch.backends.cuda.is_built()
         why = " (this torch was built without CUDA)" if no_cuda else ""
         if not _is_device_type(name):
             known = "not a device name torch knows"
-        elif name in available_devices() or (name in ("cuda", "mps") and any(d.startswith(name) for d in there)):
+        elif any(name in (d, d.split(":")[0]) for d in found):  # "cuda" where cuda:0 is there
             known = "there, but torch could not use it (out of memory, or held by another process?)"
         else:
             known = "not available here"

@@ -219,6 +219,7 @@ class Trainer:
                 evaluator, encoder
             )  # an evaluator that names none is refused now, not at the first evaluation
         self.encoder, self.objectives, self.config = encoder, list(objectives), config
+        self._model_length = getattr(encoder, "max_seq_length", None)  # what the saved model keeps
         self.out = Path(out)
         check_replaceable(self.out)  # a folder of other files is refused now, not after hours of training
         self.run_dir = Path(run_dir) if run_dir else self.out.with_name(self.out.name + ".train")
@@ -370,30 +371,27 @@ class Trainer:
             raise TrainingInterrupted(received, done, self.total_steps, path)
 
     @contextlib.contextmanager
-    def _training_length(self):
-        """Within: the encoder cuts texts at ``config.max_seq_length`` (if shorter than its own limit)."""
-        own = getattr(self.encoder, "max_seq_length", None)
-        cut = self.config.max_seq_length
-        if own is None or cut is None or cut >= own:
+    def _max_seq_length(self, length: int | None):
+        """Within: the encoder cuts texts at ``length`` (None, or no length limit on the encoder: unchanged)."""
+        before = getattr(self.encoder, "max_seq_length", None)
+        if length is None or before is None or length == before:
             yield
             return
-        self.encoder.max_seq_length, self._own_length = cut, own
+        self.encoder.max_seq_length = length
         try:
             yield
         finally:
-            self.encoder.max_seq_length, self._own_length = own, None
+            self.encoder.max_seq_length = before
+
+    def _training_length(self):
+        """Training texts cut at ``config.max_seq_length`` where it is below the model's own limit."""
+        cut, own = self.config.max_seq_length, self._model_length
+        return self._max_seq_length(cut if cut is not None and own is not None and cut < own else None)
 
     def _save(self) -> None:
-        """Save the model to ``out`` with its own length limit, not the training cut (``_training_length``)."""
-        own = getattr(self, "_own_length", None)
-        if own is None:
+        """Save the model to ``out`` with its own length limit, not the training cut."""
+        with self._max_seq_length(self._model_length):
             self.encoder.save(self.out)
-            return
-        cut, self.encoder.max_seq_length = self.encoder.max_seq_length, own
-        try:
-            self.encoder.save(self.out)
-        finally:
-            self.encoder.max_seq_length = cut
 
     def _finish(self, parts: _Parts, bar) -> tuple[float | None, Path | None]:
         """The final evaluation and save; the checkpoint kept (``keep_checkpoint``) or removed."""
