@@ -25,7 +25,10 @@ benchmarks/scale.py; the tables are assembled from whatever parts are there):
   costs.
 
 Rows: sentence-transformers torch (the default model); sbert torch, onnx, onnx-int8; the distilled static
-models; distilled + trained; model2vec's ``StaticModel.encode`` of the distilled folder; wordllama.
+models; distilled + trained on the teacher's vectors, + labelled pairs, + the two corpora's title pairs
+(label-free, ``sbert adapt --method title``'s pairs); model2vec's ``StaticModel.encode`` of the distilled
+folder; wordllama. The quality, speed and query parts build the static models they lack (never the
+Matryoshka ones: those are their own part's, with its own recipe and ``--device``).
 
     python benchmarks/static.py [--parts models,quality,speed,matryoshka,query] [--data DIR]
     python benchmarks/static.py --quick   # tiny sizes: checks that every part runs (no docs written)
@@ -67,6 +70,7 @@ ROWS = {  # row -> (kind, what it loads)
     "distilled + corpus vocabulary": ("static", "vocab"),
     "distilled + vocabulary + trained on the teacher's vectors": ("static", "trained"),
     "the same + pairs (mnrl; STSb, SciFact, openoffice train parts: labels)": ("static", "pairs"),
+    "the same + title pairs of the two corpora (mnrl; label-free, as sbert adapt)": ("static", "titles"),
     "model2vec StaticModel.encode (distilled folder)": ("model2vec", "distilled"),
     "wordllama 0.4 (l2_supercat_256)": ("wordllama", ""),
 }
@@ -133,7 +137,7 @@ def matryoshka_pairs(args, work: Path) -> Path:
 
 
 def build_models(args, work: Path) -> dict:  # long: one step per model, each skipped when it is there
-    """The static and Matryoshka models (each skipped when its folder is there); what building each cost."""
+    """The static models (each skipped when its folder is there); what building each cost."""
     from corpus import sentences
 
     from sbert.data.paths import data_dir
@@ -170,7 +174,28 @@ def build_models(args, work: Path) -> dict:  # long: one step per model, each sk
         train += ["--model", str(models / "trained"), "--out", str(models / "pairs"), "--lr", str(args.static_lr)]
         train += ["--batch-size", str(args.static_batch), "--epochs", str(args.static_epochs), "--no-progress"]
         facts["pairs: seconds"] = sbert_cli(*train, "--checkpoint-every", "100000")
-    return {**facts, **build_matryoshka_models(args, work)}
+    if not (models / "titles").is_dir():
+        source = write_title_pairs(work / "titles.jsonl", args)
+        train = ["train", "--objective", "mnrl", "--format", "ntuples", "--train", str(source)]
+        train += ["--model", str(models / "pairs"), "--out", str(models / "titles"), "--lr", str(args.static_lr)]
+        train += ["--batch-size", str(args.static_batch), "--epochs", str(args.static_epochs), "--no-progress"]
+        facts["title pairs: seconds"] = sbert_cli(*train, "--checkpoint-every", "100000")
+    return facts
+
+
+def write_title_pairs(path: Path, args) -> Path:
+    """(title, body) rows of every titled document of SciFact's and openoffice-dups' corpora: the pairs
+    ``sbert adapt --method title`` trains on (no query, no judgment read)."""
+    from sbert.adapt.documents import read_adapt_documents
+    from sbert.adapt.pseudo_queries import pseudo_queries
+    from sbert.data.paths import data_dir
+
+    rows = []
+    for name in ("scifact", "openoffice-dups"):
+        documents, _ = read_adapt_documents(data_dir(args.data) / "retrieval" / name)
+        rows += [(q.query, q.positive) for q in pseudo_queries(documents, ("title",), seed=42)]
+    path.write_text("".join(json.dumps({"query": q, "positive": d}) + "\n" for q, d in rows), encoding="utf-8")
+    return path
 
 
 def build_matryoshka_models(args, work: Path) -> dict:
@@ -198,7 +223,7 @@ def models_part(args, work: Path) -> tuple[list[str], dict]:
     """What building each model cost: this run's, over what earlier runs measured for models kept since."""
     saved = work / "models.json"
     earlier = json.loads(saved.read_text())["facts"] if saved.is_file() else {}
-    facts = {**earlier, **build_models(args, work)}
+    facts = {**earlier, **build_models(args, work), **build_matryoshka_models(args, work)}
     lines = [f"- {key}: {f'{value:,.0f}' if isinstance(value, float) else value}" for key, value in facts.items()]
     lines = lines or ["- (all models were there already)"]
     return lines, facts
@@ -585,8 +610,8 @@ def run_parts(args, work: Path) -> tuple[dict, dict]:
     }
     facts, lines, wanted = {}, {}, args.parts.split(",")
     if any(p in wanted for p in ("quality", "speed", "query")) and "models" not in wanted:
-        build_models(args, work)  # whatever is missing
-    elif "matryoshka" in wanted and "models" not in wanted:
+        build_models(args, work)  # whatever static model is missing (the Matryoshka ones are their part's)
+    if "matryoshka" in wanted and "models" not in wanted:
         build_matryoshka_models(args, work)  # only its own two models
     for name, part in runs.items():
         saved = work / f"{name}.json"
