@@ -340,6 +340,8 @@ def main() -> None:
                 key, rows = list(json.loads(cache.read_text()).items())[-1]
                 results[name] = [Row(**row) for row in rows]
                 runs.append(f"{name}: --methods {key.split('|')[0]} --steps {key.split('|')[1]} (an earlier run)")
+    order = [*COLLECTIONS, *(n for n in results if n not in COLLECTIONS)]  # the same order, however run
+    results = {name: results[name] for name in order if name in results}
     lines = ["# Label-free adaptation and search choice: measured", ""]
     for name, rows in results.items():
         lines += [f"## {name} (headline {HEADLINE[name]})", "", *table(rows + supervised_rows(name)), ""]
@@ -354,7 +356,13 @@ def main() -> None:
         f"collection's documents only (no queries, no judgments), {args.steps} steps at batch 32; 'ran' is the "
         "way of searching scored (sbert.search.auto.CHOICES); '--auto' chose it on 200 pseudo-queries held out "
         "from the documents; 'best with test labels' is the ceiling, chosen on the very queries it is scored on. "
-        "'load avg' is the 1-minute load before/after the adapt run (other jobs may share the 2 cores).",
+        "'load avg' is the 1-minute load before/after the adapt run (other jobs may share the 2 cores)."
+        + (
+            " Rows 'fine-tuned' are not label-free: they train on openoffice-dups' older 80% of queries and their "
+            "judged duplicates (benchmarks/batches.py, on the CPU, seed 42; its table has the recipe and cost)."
+            if any(supervised_rows(name) for name in results)
+            else ""
+        ),
         "",
         "Runs: " + "; ".join(runs) + ".",
         "",
