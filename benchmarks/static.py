@@ -168,18 +168,14 @@ def build_models(args, work: Path) -> dict:  # long: one step per model, each sk
             summary["steps"],
             round(summary["steps_per_second"] * args.static_batch),
         ]
-    if not (models / "pairs").is_dir():
-        source = write_pairs(work / "pairs.jsonl", args)
-        train = ["train", "--objective", "mnrl", "--format", "ntuples", "--train", str(source)]
-        train += ["--model", str(models / "trained"), "--out", str(models / "pairs"), "--lr", str(args.static_lr)]
-        train += ["--batch-size", str(args.static_batch), "--epochs", str(args.static_epochs), "--no-progress"]
-        facts["pairs: seconds"] = sbert_cli(*train, "--checkpoint-every", "100000")
-    if not (models / "titles").is_dir():
-        source = write_title_pairs(work / "titles.jsonl", args)
-        train = ["train", "--objective", "mnrl", "--format", "ntuples", "--train", str(source)]
-        train += ["--model", str(models / "pairs"), "--out", str(models / "titles"), "--lr", str(args.static_lr)]
-        train += ["--batch-size", str(args.static_batch), "--epochs", str(args.static_epochs), "--no-progress"]
-        facts["title pairs: seconds"] = sbert_cli(*train, "--checkpoint-every", "100000")
+    stages = (("pairs", "trained", write_pairs, "pairs"), ("titles", "pairs", write_title_pairs, "title pairs"))
+    for folder, base, write, label in stages:  # mnrl on (query, positive) rows, from the stage before
+        if not (models / folder).is_dir():
+            source = write(work / f"{folder}.jsonl", args)
+            train = ["train", "--objective", "mnrl", "--format", "ntuples", "--train", str(source)]
+            train += ["--model", str(models / base), "--out", str(models / folder), "--lr", str(args.static_lr)]
+            train += ["--batch-size", str(args.static_batch), "--epochs", str(args.static_epochs), "--no-progress"]
+            facts[f"{label}: seconds"] = sbert_cli(*train, "--checkpoint-every", "100000")
     return facts
 
 
