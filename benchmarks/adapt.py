@@ -20,7 +20,9 @@ would have chosen, and its score here: that is the figure a user with a new coll
 
     python benchmarks/adapt.py [--collections scifact,openoffice-dups] [--methods title,crop,title+crop]
                                [--steps 100] [--teacher all-mpnet-base-v2] [--queries N --documents N]
-                               [--device cuda]   (a method as METHOD@SEED: another seed than 42)
+                               [--device cuda]
+    (a method as METHOD@SEED: another seed than 42; METHOD/N: adapted with ``--hold-out N``, the documents
+    ``--auto`` draws its N pseudo-queries from left out of training)
 """
 
 from __future__ import annotations
@@ -137,7 +139,8 @@ def adapt_key(method: str, args) -> str:
     """The name an adapted model is kept under: method, steps and (teacher methods) the teacher."""
     teacher = args.teacher if method.startswith("distill") else None
     seed = f"-seed{args.seed}" if args.seed != 42 else ""  # 42: sbert adapt's default, the first runs' key
-    return f"{method}-{args.steps}" + (f"-{Path(teacher).name}" if teacher else "") + seed
+    held = f"-holdout{args.hold_out}" if getattr(args, "hold_out", 0) else ""
+    return f"{method}-{args.steps}" + (f"-{Path(teacher).name}" if teacher else "") + seed + held
 
 
 def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
@@ -151,6 +154,7 @@ def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
     corpus = data_dir(args.data) / "retrieval" / collection
     command = [sys.executable, "-m", "sbert", "adapt", "default", "--corpus", str(corpus), "--out", str(out)]
     command += ["--method", method, "--steps", str(args.steps), "--seed", str(args.seed)]
+    command += ["--hold-out", str(args.hold_out)] if getattr(args, "hold_out", 0) else []
     command += ["--device", args.device, "--no-progress"]
     command += ["--teacher", teacher] if teacher else []
     command += ["--resume"] if (out.with_name(out.name + ".train") / "checkpoint.pt").is_file() else []  # a killed run
@@ -194,11 +198,13 @@ def _collection_rows(name: str, args) -> list[Row]:
     quick = args.queries is not None or args.documents is not None
     make_default = lambda: ("default", {}), "default"
     rows += scored_model(name, "default model", "", make_default, collection, quick, args.device)
-    for spec in args.methods.split(","):  # METHOD, or METHOD@SEED for another seed than sbert adapt's 42
+    for spec in args.methods.split(","):  # METHOD[@SEED][/N]: another seed than sbert adapt's 42; --hold-out N
+        spec, _, held = spec.partition("/")
         method, _, seed = spec.partition("@")
         one = copy(args)
-        one.seed = int(seed or 42)
+        one.seed, one.hold_out = int(seed or 42), int(held or 0)
         seeded = f" (seed {one.seed})" if one.seed != 42 else ""  # another seed: a row (and a method) of its own
+        seeded += f" (hold-out {one.hold_out})" if one.hold_out else ""
         make = (lambda m=method, a=one: adapted(name, m, a)), adapt_key(method, one)
         label = f"adapt --method {method}{seeded}"
         rows += scored_model(name, label, method + seeded, make, collection, quick, args.device)

@@ -212,6 +212,49 @@ def test_the_cli_refuses_an_untitled_corpus_for_the_title_method(tmp_path):
     assert result.output.startswith(f"Error: {text}: no document has both")  # the file named
 
 
+def test_the_default_method_is_title_where_most_documents_have_one_else_crop():
+    from sbert.adapt.methods import default_method
+
+    titled, untitled = Document("t", "a title", "a body"), Document("u", "", "a body")
+    assert default_method([titled, titled, untitled]) == "title"
+    assert default_method([titled, untitled]) == "title"  # half is enough
+    assert default_method([titled, untitled, untitled]) == "crop"
+    assert default_method([Document("e", "a title", " ")]) == "crop"  # a title without a body gives no pair
+
+
+@pytest.mark.slow
+def test_an_untitled_corpus_gets_crop_when_no_method_is_named(tmp_path):
+    base = tmp_path / "base"
+    make_tiny_encoder().save(base)
+    text = tmp_path / "docs.txt"
+    rng = random.Random(0)
+    words = "printer calc writer crash hang slow font table chart save".split()
+    text.write_text("".join(" ".join(rng.choices(words, k=12)) + "\n" for _ in range(8)))
+    args = ["adapt", str(base), "--corpus", str(text), "--out", str(tmp_path / "o"), "--steps", "1"]
+    result = CliRunner().invoke(main, [*args, "--batch-size", "4", "--device", "cpu", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "(method crop)" in result.output
+    assert json.loads((tmp_path / "o.train" / "adapt.json").read_text())["method"] == "crop"
+
+
+@pytest.mark.slow
+def test_hold_out_leaves_out_of_training_the_documents_auto_draws_its_queries_from(tmp_path):
+    from sbert.search.auto import held_out_ids, held_out_queries
+
+    base = tmp_path / "base"
+    make_tiny_encoder().save(base)
+    corpus = _tiny_corpus(tmp_path)
+    documents, _ = read_adapt_documents(corpus)
+    held = held_out_ids(documents, 5)
+    assert held == set(held_out_queries(documents, 5).relevant.values()) and len(held) == 5
+    settings = AdaptSettings(steps=1, batch_size=4, hold_out=5)
+    summary = adapt(base, corpus, tmp_path / "out", settings, device="cpu", progress=False)
+    assert summary["held_out"] == sorted(held) and summary["documents"] == summary["pairs"] == 24 - 5
+    record = json.loads((tmp_path / "out.train" / "adapt.json").read_text())
+    assert record["held_out"] == sorted(held) and record["hold_out"] == 5
+    assert held_out_ids([Document("x", "", "too short to hold out")], 5) == set()  # none can give a query
+
+
 @pytest.mark.slow
 def test_candidates_are_other_documents_from_the_student_then_bm25(tmp_path):
     from sbert.adapt.distill import candidates

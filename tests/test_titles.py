@@ -55,6 +55,14 @@ def test_titles_are_read_as_eval_reads_them(tmp_path):
     assert read_titles(untitled) is None
 
 
+def test_a_beir_corpus_gives_its_underscore_ids_unless_another_id_column_is_named(tmp_path):
+    beir = tmp_path / "corpus.jsonl"
+    records = [{"_id": "d7", "title": "t", "text": "x"}, {"_id": "d9", "text": "y", "id": "own"}]
+    beir.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    assert read_corpus(beir) == (["d7", "own"], ["t x", "y"])  # an "id" field still wins where there is one
+    assert read_corpus(beir, columns=Columns(id="key"))[0] is None  # a named column is that column only
+
+
 def test_a_folder_index_keeps_titles_through_add_delete_and_compaction(tmp_path):
     index = VectorIndex.build(tmp_path / "ix", _vectors(), model="default", ids=["b1", "b2", "b3"],
                               texts=_texts(), titles=_titles())  # fmt: skip

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sbert.adapt.documents import read_adapt_documents
-from sbert.adapt.methods import DEFAULT_METHOD, Method, method
+from sbert.adapt.methods import Method, default_method, method
 from sbert.adapt.pseudo_queries import PseudoQuery, pseudo_queries
 from sbert.data.beir import Document
 from sbert.errors import InputFileError
+from sbert.search.auto import held_out_ids
 
 if TYPE_CHECKING:
     from torch import nn
@@ -20,14 +21,17 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class AdaptSettings:
-    """How ``adapt`` trains: the method, at most ``steps`` steps of ``batch_size`` rows, AdamW at ``lr``
-    with 10% warm-up; in-batch negatives at ``scale``; teacher methods: ``teacher`` (a local bi- or
-    cross-encoder) scores ``negatives`` candidates a query (half the student's, half BM25's), and the KL
-    objective divides scores by ``temperature``. ``steps`` bounds the time (see docs/retrieval.md);
-    ``max_seq_length`` cuts each training text to that many tokens (the saved model keeps its own limit):
-    on two CPU cores a step over 256-token texts takes about three times as long as over 128."""
+    """How ``adapt`` trains: the method (None: ``default_method`` of the documents), at most ``steps`` steps of
+    ``batch_size`` rows, AdamW at ``lr`` with 10% warm-up; in-batch negatives at ``scale``; teacher methods:
+    ``teacher`` (a local bi- or cross-encoder) scores ``negatives`` candidates a query (half the student's, half
+    BM25's), and the KL objective divides scores by ``temperature``. ``steps`` bounds the time (see
+    docs/retrieval.md); ``max_seq_length`` cuts each training text to that many tokens (the saved model keeps
+    its own limit): on two CPU cores a step over 256-token texts takes about three times as long as over 128.
+    ``hold_out``: leave out of training the documents ``--auto`` draws that many pseudo-queries from
+    (``sbert.search.auto.held_out_ids``, its default seed), so that its choice of search is scored on documents
+    the model never trained on; 0 trains on every document."""
 
-    method: str = DEFAULT_METHOD
+    method: str | None = None
     steps: int = 100
     batch_size: int = 32
     lr: float = 2e-5
@@ -38,6 +42,7 @@ class AdaptSettings:
     negatives: int = 4
     temperature: float = 0.05
     max_seq_length: int | None = 128
+    hold_out: int = 0
 
 
 def adapt(
@@ -63,6 +68,8 @@ def adapt(
     from sbert.training.recipe import build_encoder
     from sbert.training.trainer import Objective, TrainConfig, Trainer
 
+    documents, source = read_adapt_documents(corpus)
+    settings = replace(settings, method=settings.method or default_method(documents))
     chosen = method(settings.method)
     if chosen.needs_teacher and not settings.teacher:
         raise ValueError(f"adapt method {settings.method!r} needs a teacher model (--teacher)")
@@ -72,7 +79,8 @@ def adapt(
             run = {"resume": resume, "device": device, "progress": progress, "on_step": on_step}
             adapt(model, corpus, first, replace(settings, method=chosen.first), **run)
         model = first
-    documents, source = read_adapt_documents(corpus)
+    held = held_out_ids(documents, settings.hold_out) if settings.hold_out else set()
+    documents = [d for d in documents if d.id not in held]
     try:
         queries = pseudo_queries(documents, chosen.generators, settings.seed)
     except InputFileError as err:  # the generator knows the documents, not the file they came from
@@ -93,7 +101,8 @@ def adapt(
     )
     trainer = Trainer(encoder, [Objective(rows, loss, f"adapt:{settings.method}")], config, out, device=device)
     trainer.run_dir.mkdir(parents=True, exist_ok=True)
-    record = {"base_model": str(model), "corpus": str(source), "documents": len(documents), "pairs": len(rows)}
+    record = {"base_model": str(model), "corpus": str(source), "method": settings.method, "documents": len(documents)}
+    record |= {"pairs": len(rows), "held_out": sorted(held)}
     (trainer.run_dir / "adapt.json").write_text(json.dumps({**record, **asdict(settings)}, indent=2) + "\n")
     summary = trainer.train(resume=resume, on_step=on_step)
     return {**summary, **record}

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import click
 
-from sbert.adapt.methods import DEFAULT_METHOD, METHODS
+from sbert.adapt.methods import DEFAULT_METHOD, METHODS, MIN_TITLED, UNTITLED_METHOD
 from sbert.adapt.recipe import AdaptSettings
 from sbert.cli.common import MODEL_HELP, friendly_errors
 
@@ -28,10 +29,18 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
 @click.option(
     "--method",
     type=click.Choice(list(METHODS)),
-    default=DEFAULT_METHOD,
+    default=None,
+    help=f"How pseudo-queries are drawn ({_METHODS_HELP}). Default: {DEFAULT_METHOD}, which measured best on both "
+    "collections of benchmarks/adapt.py, each choosing for the other (docs/retrieval.md); where fewer than "
+    f"{MIN_TITLED:.0%} of the documents have a title, {UNTITLED_METHOD}, the best method that needs none.",
+)
+@click.option(
+    "--hold-out",
+    type=click.IntRange(min=0),
+    default=AdaptSettings.hold_out,
     show_default=True,
-    help=f"How pseudo-queries are drawn ({_METHODS_HELP}). The default, {DEFAULT_METHOD}, measured best on both "
-    "collections of benchmarks/adapt.py, each choosing for the other (docs/retrieval.md); untitled documents: crop.",
+    help="Leave out of training the N documents --auto (with --auto-queries N) draws its pseudo-queries from, "
+    "so that its choice of search is scored on documents the model never trained on.",
 )
 @click.option("--steps", type=click.IntRange(min=1), default=AdaptSettings.steps, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=2), default=AdaptSettings.batch_size, show_default=True)
@@ -61,6 +70,7 @@ def adapt(
     corpus,
     out,
     method,
+    hold_out,
     steps,
     batch_size,
     lr,
@@ -78,14 +88,17 @@ def adapt(
     settings = AdaptSettings(
         method, steps, batch_size, lr, seed=seed, teacher=teacher, negatives=negatives, max_seq_length=max_seq_length
     )
+    settings = replace(settings, hold_out=hold_out)
     try:
         summary = run_adapt(model, corpus, out, settings, resume=resume, device=device, progress=progress)
     except TrainingInterrupted as stop:
         click.echo(stop.explain(sys.argv), err=True)
         sys.exit(stop.exit_code)
+    held = f", {len(summary['held_out'])} documents held out" if summary["held_out"] else ""
     click.echo(
         f"adapted on {summary['pairs']:,} pseudo-queries from {summary['documents']:,} documents of "
-        f"{summary['corpus']} ({method}); {summary['steps']} steps ({summary['steps_per_second']:.2f} steps/s); "
+        f"{summary['corpus']} (method {summary['method']}{held}); {summary['steps']} steps "
+        f"({summary['steps_per_second']:.2f} steps/s); "
         f"model saved to {summary['model']}",
         err=True,
     )

@@ -15,6 +15,7 @@ from sbert.cli.common import (
     on_interrupt,
 )
 from sbert.cli.embeddings import prompt_options
+from sbert.search.auto import QUERIES as AUTO_QUERIES
 
 
 def _embed(encoder, texts: list[str], batch_size: int, progress: bool | None):
@@ -126,7 +127,9 @@ def index() -> None:
     help="Choose --chunk, --bm25 and how search fuses them by scoring each way on pseudo-queries held out from "
     "CORPUS (titles, or spans of untitled documents; never judged queries); recorded: search applies it.",
 )
-@click.option("--auto-queries", default=200, show_default=True, type=click.IntRange(min=1), help="--auto: how many.")
+@click.option(
+    "--auto-queries", default=AUTO_QUERIES, show_default=True, type=click.IntRange(min=1), help="--auto: how many."
+)
 @_chunk_options
 @_lock_option
 @_corpus_options

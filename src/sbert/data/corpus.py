@@ -33,11 +33,15 @@ EXPECTED = (
 )
 
 
+BEIR_ID = "_id"
+
+
 @dataclass(frozen=True)
 class Columns:
     """Which column of a CSV/TSV header (or key of a JSON-lines record) holds each text, its id and its title.
     The text column is required; the id and title are used where the file has them (the title goes before
-    the text, as in BEIR collections)."""
+    the text, as in BEIR collections). With the default id column, a record without ``id`` gives its ``_id``
+    (BEIR's corpus.jsonl)."""
 
     text: str = "text"
     id: str = "id"
@@ -88,12 +92,20 @@ def read_corpus(
                 f"{path}: line {number}: the {columns.text!r} {_field(fmt)} is empty; expected a non-empty text "
                 "(pass skip_empty=True to skip such records)"
             )
-        if record.get(columns.id) not in (None, ""):
-            ids.append(str(record[columns.id]))
+        found = _id_of(record, columns)
+        if found not in (None, ""):
+            ids.append(str(found))
         texts.append(text)
     if ids and len(ids) != len(texts):
         raise InputFileError(f"{path}: {len(ids)} of {len(texts)} records have an {columns.id!r}; give all or none")
     return ids or None, texts
+
+
+def _id_of(record: dict, columns: Columns):
+    """The record's id: its ``columns.id`` field, or BEIR's ``_id`` where the default ``id`` is absent."""
+    if columns.id == Columns.id and columns.id not in record:
+        return record.get(BEIR_ID)
+    return record.get(columns.id)
 
 
 def _field(fmt: str) -> str:

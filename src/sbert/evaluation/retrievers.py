@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sbert.data.beir import Document
+from sbert.search.auto import QUERIES as AUTO_QUERIES
 from sbert.search.exact import TopK
 
 Hit = tuple[str, float]  # what a retriever of your own may return: (document id, score), best first
@@ -293,7 +294,7 @@ class RetrievalSettings:
     rerank: Any = None  # a cross-encoder (a one-label PairScorer, or its folder) re-scoring the candidates
     candidates: int | None = None  # with rerank: how many of the first stage's (default 100)
     auto: bool = False  # choose chunk/hybrid/fusion/alpha on pseudo-queries from the corpus (sbert.search.auto)
-    auto_queries: int = 200
+    auto_queries: int = AUTO_QUERIES
 
     def __post_init__(self) -> None:
         if self.auto and (self.chunk or self.hybrid or self.lexical or self.fusion or self.alpha is not None):

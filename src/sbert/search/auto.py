@@ -21,6 +21,7 @@ from sbert.data.beir import Document
 
 SPAN_WORDS = 16  # a held-out span's length, for documents without a title
 MIN_WORDS = 24  # an untitled document shorter than this is never held out
+QUERIES = 200  # pseudo-queries drawn by default (``--auto-queries``)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class AutoResult:
         )
 
 
-def held_out_queries(documents: Sequence[Document], queries: int = 200, seed: int = 0) -> HeldOut:
+def held_out_queries(documents: Sequence[Document], queries: int = QUERIES, seed: int = 0) -> HeldOut:
     """Draw up to ``queries`` pseudo-queries (titles, or spans of untitled documents) and the corpus without them."""
     rng = random.Random(seed)
     order = list(range(len(documents)))
@@ -116,6 +117,15 @@ def held_out_queries(documents: Sequence[Document], queries: int = 200, seed: in
     )
 
 
+def held_out_ids(documents: Sequence[Document], queries: int = QUERIES, seed: int = 0) -> set[str]:
+    """The ids of the documents ``held_out_queries`` draws its pseudo-queries from (none when no document
+    can give one): ``sbert adapt --hold-out`` leaves them out of training."""
+    try:
+        return set(held_out_queries(documents, queries, seed).relevant.values())
+    except ValueError:
+        return set()
+
+
 def _hold_out(document: Document, rng: random.Random) -> tuple[str, Document] | None:
     """(query, the document without it), or None for a document that gives none."""
     title, words = document.title.strip(), document.text.split()
@@ -133,7 +143,7 @@ def choose_search(
     documents: Sequence[Document],
     *,
     model: str = "auto",
-    queries: int = 200,
+    queries: int = QUERIES,
     seed: int = 0,
     choices: Sequence[SearchChoice] = CHOICES,
     batch_size: int = 32,
