@@ -66,6 +66,7 @@ class Row:
     choice: str = ""  # the CHOICES entry it ran
     adapt: dict = field(default_factory=dict)  # seconds, peak_rss_gib, steps of the adapt run
     choices: dict = field(default_factory=dict)  # on "dense" rows: every CHOICES entry's metrics
+    evidence: dict = field(default_factory=dict)  # on --auto rows: each choice's NDCG@10 on the pseudo-queries
 
 
 class Built:
@@ -130,7 +131,7 @@ def model_rows(label: str, method: str, model, collection: RetrievalCollection, 
     best = max(CHOICES, key=lambda c: scores[c.name][metric]).name
     return [
         Row(f"{label}, dense", scores["dense"], method, "dense", "dense", cost, scores),
-        Row(f"{label}, --auto", scores[auto.choice.name], method, "auto", auto.choice.name, cost),
+        Row(f"{label}, --auto", scores[auto.choice.name], method, "auto", auto.choice.name, cost, {}, auto.scores),
         Row(f"{label}, best with test labels", scores[best], method, "best", best, cost),
     ]
 
@@ -208,7 +209,29 @@ def _collection_rows(name: str, args) -> list[Row]:
         make = (lambda m=method, a=one: adapted(name, m, a)), adapt_key(method, one)
         label = f"adapt --method {method}{seeded}"
         rows += scored_model(name, label, method + seeded, make, collection, quick, args.device)
+        if one.hold_out and not quick:
+            rows.append(auto_from_trained_documents(name, label, method + seeded, make, rows[-3], args))
     return rows
+
+
+def auto_from_trained_documents(name: str, label: str, method: str, make: tuple, dense: Row, args) -> Row:
+    """The control of a model adapted with ``--hold-out``: ``--auto`` drawing its pseudo-queries with another
+    seed (1), i.e. from documents the model trained on (all but a few), scored on the test queries (from the
+    dense row's every-choice metrics); kept in .work/adapt/<name>/<label>-<folder>.trained-auto.json."""
+    from dataclasses import asdict
+
+    cache = WORK / "adapt" / name / f"{label.replace(' ', '_')}-{make[1]}.trained-auto.json"
+    if cache.is_file():
+        return Row(**json.loads(cache.read_text()))
+    folder, cost = make[0]()
+    corpus = list(test_part(name, args).corpus.values())
+    auto = choose_search(sbert.load(str(folder), device=args.device), corpus, model=label, seed=1, show_progress=False)
+    print(f"    from trained documents (seed 1): {auto.summary()}", flush=True)
+    choice = auto.choice.name
+    row = Row(f"{label}, --auto from trained documents", dense.choices[choice], method, "auto", choice, cost)
+    row.evidence = auto.scores
+    cache.write_text(json.dumps(asdict(row)))
+    return row
 
 
 def scored_model(
