@@ -26,9 +26,10 @@ benchmarks/scale.py; the tables are assembled from whatever parts are there):
 
 Rows: sentence-transformers torch (the default model); sbert torch, onnx, onnx-int8; the distilled static
 models; distilled + trained on the teacher's vectors, + labelled pairs, + the two corpora's title pairs
-(label-free, ``sbert adapt --method title``'s pairs); model2vec's ``StaticModel.encode`` of the distilled
-folder; wordllama. The quality, speed and query parts build the static models they lack (never the
-Matryoshka ones: those are their own part's, with its own recipe and ``--device``).
+(label-free, ``sbert adapt --method title``'s pairs) or their title and crop pairs (``--method
+title+crop``'s); model2vec's ``StaticModel.encode`` of the distilled folder; wordllama. The quality, speed
+and query parts build the static models they lack (never the Matryoshka ones: those are their own part's,
+with its own recipe and ``--device``).
 
     python benchmarks/static.py [--parts models,quality,speed,matryoshka,query] [--data DIR]
     python benchmarks/static.py --quick   # tiny sizes: checks that every part runs (no docs written)
@@ -44,6 +45,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +73,7 @@ ROWS = {  # row -> (kind, what it loads)
     "distilled + vocabulary + trained on the teacher's vectors": ("static", "trained"),
     "the same + pairs (mnrl; STSb, SciFact, openoffice train parts: labels)": ("static", "pairs"),
     "the same + title pairs of the two corpora (mnrl; label-free, as sbert adapt)": ("static", "titles"),
+    "the same as the pairs row + title and crop pairs (mnrl; label-free, as sbert adapt)": ("static", "title-crop"),
     "model2vec StaticModel.encode (distilled folder)": ("model2vec", "distilled"),
     "wordllama 0.4 (l2_supercat_256)": ("wordllama", ""),
 }
@@ -168,7 +171,11 @@ def build_models(args, work: Path) -> dict:  # long: one step per model, each sk
             summary["steps"],
             round(summary["steps_per_second"] * args.static_batch),
         ]
-    stages = (("pairs", "trained", write_pairs, "pairs"), ("titles", "pairs", write_title_pairs, "title pairs"))
+    stages = (
+        ("pairs", "trained", write_pairs, "pairs"),
+        ("titles", "pairs", write_title_pairs, "title pairs"),
+        ("title-crop", "pairs", partial(write_title_pairs, generators=("title", "crop")), "title and crop pairs"),
+    )
     for folder, base, write, label in stages:  # mnrl on (query, positive) rows, from the stage before
         if not (models / folder).is_dir():
             source = write(work / f"{folder}.jsonl", args)
@@ -179,9 +186,10 @@ def build_models(args, work: Path) -> dict:  # long: one step per model, each sk
     return facts
 
 
-def write_title_pairs(path: Path, args) -> Path:
+def write_title_pairs(path: Path, args, generators: tuple[str, ...] = ("title",)) -> Path:
     """(title, body) rows of every titled document of SciFact's and openoffice-dups' corpora: the pairs
-    ``sbert adapt --method title`` trains on (no query, no judgment read)."""
+    ``sbert adapt --method title`` trains on (no query, no judgment read); with ``generators`` ("title",
+    "crop"), ``--method title+crop``'s."""
     from sbert.adapt.documents import read_adapt_documents
     from sbert.adapt.pseudo_queries import pseudo_queries
     from sbert.data.paths import data_dir
@@ -189,7 +197,7 @@ def write_title_pairs(path: Path, args) -> Path:
     rows = []
     for name in ("scifact", "openoffice-dups"):
         documents, _ = read_adapt_documents(data_dir(args.data) / "retrieval" / name)
-        rows += [(q.query, q.positive) for q in pseudo_queries(documents, ("title",), seed=42)]
+        rows += [(q.query, q.positive) for q in pseudo_queries(documents, generators, seed=42)]
     path.write_text("".join(json.dumps({"query": q, "positive": d}) + "\n" for q, d in rows), encoding="utf-8")
     return path
 
