@@ -81,12 +81,7 @@ def adapt(
         model = first
     held = held_out_ids(documents, settings.hold_out) if settings.hold_out else set()
     documents = [d for d in documents if d.id not in held]
-    try:
-        queries = pseudo_queries(documents, chosen.generators, settings.seed)
-    except InputFileError as err:  # the generator knows the documents, not the file they came from
-        raise InputFileError(f"{source}: {err}") from err
-    if not queries:
-        raise ValueError(f"{source}: no document gave a pseudo-query for method {settings.method!r}")
+    queries = drawn_queries(documents, source, chosen, settings)
     encoder = build_encoder(str(model), seed=settings.seed, device=device)
     rows, loss = training_rows(chosen, settings, encoder, documents, queries)
     config = TrainConfig(
@@ -106,6 +101,20 @@ def adapt(
     (trainer.run_dir / "adapt.json").write_text(json.dumps({**record, **asdict(settings)}, indent=2) + "\n")
     summary = trainer.train(resume=resume, on_step=on_step)
     return {**summary, **record}
+
+
+def drawn_queries(
+    documents: Sequence[Document], source: Path, chosen: Method, settings: AdaptSettings
+) -> list[PseudoQuery]:
+    """The method's pseudo-queries over ``documents``; none, or a generator's refusal, is an error naming
+    ``source``."""
+    try:
+        queries = pseudo_queries(documents, chosen.generators, settings.seed)
+    except InputFileError as err:  # the generator knows the documents, not the file they came from
+        raise InputFileError(f"{source}: {err}") from err
+    if not queries:
+        raise ValueError(f"{source}: no document gave a pseudo-query for method {settings.method!r}")
+    return queries
 
 
 def training_rows(
