@@ -228,7 +228,7 @@ def test_an_untitled_corpus_gets_crop_when_no_method_is_named(tmp_path):
     make_tiny_encoder().save(base)
     text = tmp_path / "docs.txt"
     rng = random.Random(0)
-    words = "printer calc writer crash hang slow font table chart save".split()
+    words = ["printer", "calc", "writer", "crash", "hang", "slow", "font", "table", "chart", "save"]
     text.write_text("".join(" ".join(rng.choices(words, k=12)) + "\n" for _ in range(8)))
     args = ["adapt", str(base), "--corpus", str(text), "--out", str(tmp_path / "o"), "--steps", "1"]
     result = CliRunner().invoke(main, [*args, "--batch-size", "4", "--device", "cpu", "--no-progress"])

@@ -54,6 +54,9 @@ def test_bm25_wins_where_only_exact_words_find_the_documents():
     assert record["choice"]["alpha"] == 0.0 and record["choice"]["hybrid"] is True
     assert set(record["ndcg@10"]) == {c.name for c in whole} and record["kinds"] == {"title": 30, "span": 0}
     assert "chose bm25" in result.summary()
+    # the runner-up, hybrid at dense weight 0.3, finds every document too: a tie, said to be one
+    assert record["runner_up"] == {"name": "hybrid weighted 0.3", "gap": 0.0, "standard_error": 0.0}
+    assert "is within noise" in result.summary()
 
 
 @pytest.mark.slow
@@ -70,6 +73,21 @@ def test_dense_wins_where_titles_share_no_word_with_their_documents():
     result = choose_search(sbert.load("default", device="cpu"), docs, queries=6, choices=CHOICES[:2])
     assert result.scores["dense"] == pytest.approx(100.0) and result.scores["bm25"] < 100
     assert result.choice.name == "dense"
+
+
+def test_the_margin_over_the_runner_up_is_the_mean_paired_difference_and_its_standard_error():
+    from sbert.search.auto import AutoResult, paired_margin
+
+    margin = paired_margin("b", [1.0, 1.0, 0.5], [0.5, 1.0, 0.5])  # differences 50, 0, 0 (x 100)
+    assert margin.gap == pytest.approx(50 / 3)
+    assert margin.standard_error == pytest.approx(((2 * (50 / 3) ** 2 + (100 / 3) ** 2) / 2 / 3) ** 0.5)  # 16.67
+    assert margin.within_noise  # 16.67 < 2 x 16.67
+    clear = paired_margin("b", [1.0] * 4, [0.0] * 4)
+    assert (clear.gap, clear.standard_error, clear.within_noise) == (100.0, 0.0, False)
+    assert paired_margin("b", [1.0, 0.5], [1.0, 0.5]).within_noise  # a tie
+    assert paired_margin("b", [1.0], [0.0]).within_noise  # one query: no evidence of a gap
+    result = AutoResult(CHOICES[0], {"dense": 96.46, "bm25": 96.44}, 200, 0, margin=margin)
+    assert "is within noise" in result.summary() and result.record()["runner_up"]["name"] == "b"
 
 
 def test_ndcg_of_one_relevant_document_equals_the_evaluators():

@@ -72,6 +72,7 @@ class AutoResult:
     queries: int
     seed: int
     kinds: dict[str, int] = field(default_factory=dict)  # pseudo-queries by kind: title, span
+    margin: Margin | None = None  # the choice against the runner-up, query by query
 
     def record(self) -> dict[str, Any]:
         """For a manifest or a JSON report."""
@@ -81,16 +82,52 @@ class AutoResult:
             "pseudo_queries": self.queries,
             "kinds": self.kinds,
             "seed": self.seed,
+            **({"runner_up": self.margin.record()} if self.margin else {}),
         }
 
     def summary(self) -> str:
-        """One line a person reads: the choice, its score and the runner-up's."""
+        """One line a person reads: the choice, its score, the runner-up's, and whether the gap is noise."""
         ranked = sorted(self.scores.items(), key=lambda kv: -kv[1])
         runner = f"; next {ranked[1][0]} {ranked[1][1]:.2f}" if len(ranked) > 1 else ""
+        if self.margin and self.margin.within_noise:
+            runner += (
+                f"; the gap, {self.margin.gap:.2f}, is within noise (standard error {self.margin.standard_error:.2f}): "
+                "either would do as well on these pseudo-queries"
+            )
         return (
             f"auto: chose {self.choice.name} (NDCG@10 {self.scores[self.choice.name]:.2f} on {self.queries} "
             f"pseudo-queries held out from the corpus{runner})"
         )
+
+
+@dataclass(frozen=True)
+class Margin:
+    """How far the choice is ahead of ``runner_up``: the mean of the per-query NDCG@10 differences
+    (``gap``, x 100) and its standard error; ``within_noise`` where the gap is at most two standard errors
+    (a tie is)."""
+
+    runner_up: str
+    gap: float
+    standard_error: float
+
+    @property
+    def within_noise(self) -> bool:
+        return self.gap <= 2 * self.standard_error
+
+    def record(self) -> dict[str, Any]:
+        return {"name": self.runner_up, "gap": round(self.gap, 4), "standard_error": round(self.standard_error, 4)}
+
+
+def paired_margin(runner_up: str, best: Sequence[float], other: Sequence[float]) -> Margin:
+    """``Margin`` of per-query scores ``best`` over ``other`` (0-1 each, the same queries in order)."""
+    import math
+
+    diffs = [100 * (a - b) for a, b in zip(best, other, strict=True)]
+    mean = sum(diffs) / len(diffs)
+    if len(diffs) < 2:
+        return Margin(runner_up, mean, math.inf)
+    variance = sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)
+    return Margin(runner_up, mean, math.sqrt(variance / len(diffs)))
 
 
 def held_out_queries(documents: Sequence[Document], queries: int = QUERIES, seed: int = 0) -> HeldOut:
@@ -158,6 +195,7 @@ def choose_search(
     texts, ids = [d.joined() for d in held.documents], [d.id for d in held.documents]
     query_ids, query_texts = list(held.queries), list(held.queries.values())
     scores: dict[str, float] = {}
+    per_query: dict[str, list[float]] = {}
     for chunk in dict.fromkeys(c.chunk for c in choices):
         index = build_index(
             None, encoder, texts, ids, model=model, chunking=Chunking() if chunk else None, bm25=True,
@@ -167,12 +205,14 @@ def choose_search(
             options = SearchOptions(10, hybrid=choice.hybrid, fusion=choice.fusion, alpha=choice.alpha)
             hits = search_texts(index, encoder, query_texts, options, batch_size=batch_size)
             found = [ndcg_of_one([h.id for h in h_], held.relevant[q]) for q, h_ in zip(query_ids, hits, strict=True)]
-            scores[choice.name] = 100 * sum(found) / len(found)
-    best = max(choices, key=lambda c: (scores[c.name], -choices.index(c)))
+            scores[choice.name], per_query[choice.name] = 100 * sum(found) / len(found), found
+    ranked = sorted(choices, key=lambda c: (scores[c.name], -choices.index(c)), reverse=True)
+    best = ranked[0]
+    margin = paired_margin(ranked[1].name, per_query[best.name], per_query[ranked[1].name]) if len(ranked) > 1 else None
     titled = {d.id for d in documents if d.title.strip()}
     kinds = {"title": sum(1 for q in held.relevant if held.relevant[q] in titled)}
     kinds["span"] = len(held.queries) - kinds["title"]
-    return AutoResult(best, scores, len(held.queries), seed, kinds)
+    return AutoResult(best, scores, len(held.queries), seed, kinds, margin)
 
 
 def ndcg_of_one(ranked: Sequence[str], relevant: str, k: int = 10) -> float:
