@@ -10,7 +10,8 @@ benchmarks/scale.py; the tables are assembled from whatever parts are there):
   folder: STSb, SICK, SNLI sentences, the SciFact and openoffice-dups corpora); that one trained on labelled
   pairs of the training parts (mnrl); the default model trained with ``--matryoshka 384,256,128,64`` (mnrl
   on the STSb train pairs scored 4 or more; ``--matryoshka-pairs all`` adds the retrieval training parts'
-  judged pairs; ``--matryoshka-epochs``, ``--matryoshka-steps``), and the same without Matryoshka. A model
+  judged pairs, ``all+regression`` besides them the paper's regression objective on every STSb train pair;
+  ``--matryoshka-epochs``, ``--matryoshka-steps``), and the same without Matryoshka. A model
   is trained when its folder under benchmarks/.work/static/models is missing; delete it (and its vectors
   under benchmarks/.work/static/vectors) to train it again.
 - quality: per row, STSb test Spearman x 100 (cosine), SciFact test NDCG@10, openoffice-dups MRR@10 (the
@@ -54,13 +55,18 @@ from common import WORK, cpu_name, device_name, environment_lines, markdown_tabl
 ROOT = Path(__file__).resolve().parent.parent
 DOC, SCALE_DOC, RETRIEVAL_DOC = (ROOT / "docs" / name for name in ("cpu-inference.md", "scale.md", "retrieval.md"))
 BEGIN, END = "<!-- benchmarks/static.py: begin -->", "<!-- benchmarks/static.py: end -->"
+MRL_BEGIN, MRL_END = "<!-- benchmarks/static.py matryoshka: begin -->", "<!-- benchmarks/static.py matryoshka: end -->"
+MAIN_PARTS = ("models", "quality", "speed", "query")  # the main table's; the Matryoshka table has its own block
 PLOT = ROOT / "docs" / "img" / "static-speed-quality.png"
 PARTS = ("models", "quality", "speed", "matryoshka", "query")
 MRL_DIMS = (384, 256, 128, 64)
 MRL_PAIRS = {
     "stsb": "the STSb train pairs scored 4 or more",
     "all": "the STSb train pairs scored 4 or more and the SciFact and openoffice-dups training parts' judged pairs",
+    "all+regression": "the pairs of `all`, and besides them the paper's regression objective (cosine against the "
+    "gold score, MSE) on every STSb train pair, the two interleaved round-robin, training texts cut to 128 tokens",
 }
+MRL_CUT = 128  # all+regression: training texts cut to this many tokens (as sbert adapt does: 3x faster on a CPU)
 QUORA = 40_000_000
 ONE_THREAD = "the same, torch.set_num_threads(1)"  # a speed-only row after the trained static model
 ROWS = {  # row -> (kind, what it loads)
@@ -132,7 +138,7 @@ def write_pairs(path: Path, args, collections: tuple[str, ...] = ("scifact", "op
 
 def matryoshka_pairs(args, work: Path) -> Path:
     """The Matryoshka models' training pairs (``--matryoshka-pairs``), written once."""
-    if args.matryoshka_pairs == "all":
+    if args.matryoshka_pairs.startswith("all"):
         path = work / "pairs.jsonl"
         return path if path.is_file() else write_pairs(path, args)
     path = work / "stsb-positives.jsonl"
@@ -202,6 +208,25 @@ def write_title_pairs(path: Path, args, generators: tuple[str, ...] = ("title",)
     return path
 
 
+def matryoshka_objectives(args, work: Path) -> list[str]:
+    """``sbert train``'s options naming the Matryoshka models' objectives: mnrl on the pairs, or (``all+regression``)
+    a run file holding mnrl on the pairs and regression on the STSb train scores."""
+    from sbert.data.paths import data_dir
+
+    if args.matryoshka_pairs != "all+regression":
+        return ["--objective", "mnrl", "--format", "ntuples", "--train", str(matryoshka_pairs(args, work))]
+    stsb = data_dir(args.data) / "stsbenchmark" / "sts-train.csv"
+    run = work / "mrl-run.toml"
+    pairs = matryoshka_pairs(args, work)
+    objectives = [("mnrl", "ntuples", pairs), ("regression", "stsb", stsb)]
+    text = f"out = {json.dumps(str(work / 'models' / 'mrl'))}\n\n[train]\nmax_seq_length = {MRL_CUT}\n"
+    for objective, fmt, path in objectives:  # JSON strings are TOML basic strings
+        text += f"\n[[objectives]]\nobjective = {json.dumps(objective)}\nformat = {json.dumps(fmt)}\n"
+        text += f"train = {json.dumps(str(path))}\n"
+    run.write_text(text, encoding="utf-8")
+    return ["--config", str(run)]
+
+
 def build_matryoshka_models(args, work: Path) -> dict:
     """The default model trained with and without ``--matryoshka`` (each skipped when its folder is there),
     on ``--device``; what training each cost."""
@@ -212,12 +237,13 @@ def build_matryoshka_models(args, work: Path) -> dict:
     for folder, matryoshka in (("mrl", ["--matryoshka", ",".join(map(str, MRL_DIMS))]), ("mrl-control", [])):
         if (models / folder).is_dir():
             continue
-        train = ["train", "--objective", "mnrl", "--format", "ntuples", "--train", str(matryoshka_pairs(args, work))]
-        train += ["--model", "default", *matryoshka, "--out", str(models / folder), "--no-progress"]
-        train += ["--batch-size", "64", "--epochs", str(args.matryoshka_epochs)]
-        train += ["--max-steps", str(args.matryoshka_steps), "--checkpoint-every", "100000", "--device", args.device]
+        train = ["train", *matryoshka_objectives(args, work), "--model", "default", *matryoshka]
+        train += ["--out", str(models / folder), "--no-progress", "--batch-size", str(args.matryoshka_batch)]
+        train += ["--epochs", str(args.matryoshka_epochs), "--max-steps", str(args.matryoshka_steps)]
+        train += ["--checkpoint-every", "100000", "--device", args.device]
         facts[f"{folder} training seconds"] = sbert_cli(*train)
         recipe = {"pairs": args.matryoshka_pairs, "epochs": args.matryoshka_epochs, "max_steps": args.matryoshka_steps}
+        recipe["batch"] = args.matryoshka_batch
         recipe["device"] = device_name(args.device)
         (models / f"{folder}-recipe.json").write_text(json.dumps(recipe))
     return facts
@@ -441,7 +467,9 @@ def matryoshka_part(args, work: Path) -> tuple[list[str], dict]:
     intro = (
         f"The default model cut to each width (and re-normalised), against the default model trained {steps} "
         f"steps ({recipe['epochs']} epoch(s), at most {recipe['max_steps']}) with "
-        f"`--matryoshka {','.join(map(str, MRL_DIMS))}` (mnrl at batch 64 on {MRL_PAIRS[recipe['pairs']]}), "
+        f"`--matryoshka {','.join(map(str, MRL_DIMS))}` (mnrl at batch {recipe.get('batch', 64)} on "
+        f"{MRL_PAIRS[recipe['pairs']]}; "
+        f"`--matryoshka-pairs {recipe['pairs']}`), "
         "and against the same training without "
         "`--matryoshka` (what the training itself does, apart from Matryoshka); the same evaluation as above."
     )
@@ -633,6 +661,7 @@ def main() -> None:
     work = work_dir(args)
     began = time.perf_counter()
     facts, lines = run_parts(args, work)
+    missing = [part for part in MAIN_PARTS if part not in lines]
     body = [
         f"One run on {cpu_name()} ({os.cpu_count()} logical cores), torch fp32 on the CPU. STSb: Spearman x 100 "
         "of cosine on STSb test; SciFact NDCG@10 on its test split; openoffice-dups MRR@10 on the newer part of "
@@ -644,13 +673,11 @@ def main() -> None:
     ]
     if "models" in lines:
         body += ["Building the models:", "", *lines["models"], ""]
-    if "matryoshka" in lines:
-        body += ["**Matryoshka against truncation.**", "", *lines["matryoshka"], ""]
     if "query" in lines:
         body += ["**Query latency with whole bug reports.**", "", *lines["query"], ""]
     if plot(facts, work / "static-speed-quality.png" if args.quick else PLOT):
         body += ["![quality against speed](img/static-speed-quality.png)", ""]
-    body += [
+    ending = [
         f"Wall time of this invocation {time.perf_counter() - began:,.0f} s (parts not run are read from "
         "benchmarks/.work/static).",
         "",
@@ -659,15 +686,25 @@ def main() -> None:
             ("sbert", "torch", "onnxruntime", "sentence-transformers", "model2vec", "wordllama"),
         ),
     ]
-    lines = ["# Static models: measured", "", *body]
+    body += ending
+    matryoshka = []
+    if "matryoshka" in lines:
+        matryoshka = ["**Matryoshka against truncation.**", "", *lines["matryoshka"], "", *ending]
     if args.quick:  # tiny sizes: never in benchmarks/results or the docs
-        (work / "static-quick.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        print("\n".join(lines) + f"\nwrote {work / 'static-quick.md'}")
-    else:
-        write_result("static.md", lines)
-        write_between_markers(DOC, BEGIN, END, body)
-        write_between_markers(SCALE_DOC, BEGIN, END, scale_lines(facts))
-        write_between_markers(RETRIEVAL_DOC, BEGIN, END, retrieval_lines(facts, lines))
+        text = "\n".join(["# Static models: measured", "", *body, "", *matryoshka]) + "\n"
+        (work / "static-quick.md").write_text(text, encoding="utf-8")
+        print(text + f"wrote {work / 'static-quick.md'}")
+        return
+    if matryoshka:
+        write_result("static-matryoshka.md", ["# Matryoshka against truncation: measured", "", *matryoshka[2:]])
+        write_between_markers(DOC, MRL_BEGIN, MRL_END, matryoshka)
+    if missing:  # never overwrite the committed tables with dashes
+        print(f"the main table lacks the parts {', '.join(missing)} (not run, none cached): not written")
+        return
+    write_result("static.md", ["# Static models: measured", "", *body])
+    write_between_markers(DOC, BEGIN, END, body)
+    write_between_markers(SCALE_DOC, BEGIN, END, scale_lines(facts))
+    write_between_markers(RETRIEVAL_DOC, BEGIN, END, retrieval_lines(facts, lines))
 
 
 def arguments() -> argparse.Namespace:
@@ -680,6 +717,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--static-batch", type=int, default=256)
     parser.add_argument("--matryoshka-steps", type=int, default=1000)
     parser.add_argument("--matryoshka-epochs", type=int, default=1)
+    parser.add_argument("--matryoshka-batch", type=int, default=64)
     parser.add_argument("--device", default="cpu", help="where the Matryoshka models train and are scored (cpu, cuda)")
     parser.add_argument(
         "--matryoshka-pairs", choices=tuple(MRL_PAIRS), default="stsb", help="the Matryoshka models' training pairs"
