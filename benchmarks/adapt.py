@@ -39,7 +39,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from common import WORK, device_name, environment_lines, markdown_table, write_between_markers, write_result
+from common import (
+    WORK,
+    device_name,
+    environment_lines,
+    markdown_table,
+    rows_lost,
+    write_between_markers,
+    write_result,
+)
 from retrieval import sample, test_part
 
 import sbert
@@ -357,6 +365,7 @@ def main() -> None:
     parser.add_argument("--data", default=None)
     parser.add_argument("--out", default="adapt.md")
     parser.add_argument("--device", default="cpu", help="where adapt trains and models embed (cpu, cuda)")
+    parser.add_argument("--replace", action="store_true", help="write the table even if it drops earlier rows")
     args = parser.parse_args()
     quick = args.queries is not None or args.documents is not None
     began = time.perf_counter()
@@ -397,6 +406,15 @@ def main() -> None:
         "",
         *environment_lines(torch.get_num_threads(), ("sbert", "torch", "transformers", "bm25s")),
     ]
+    lost = [] if quick or args.replace else rows_lost(DOC, BEGIN, END, lines[2:])
+    if lost:  # rows live in benchmarks/.work only: a fresh machine's partial run must not drop the others
+        (WORK / "adapt").mkdir(parents=True, exist_ok=True)
+        (WORK / "adapt" / args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        raise SystemExit(
+            f"{len(lost)} row(s) of docs/retrieval.md's table are in neither this run nor its cache "
+            f"(first: {lost[0]}); wrote {WORK / 'adapt' / args.out} only. Run their --methods too, or pass "
+            "--replace to drop them."
+        )
     write_result(args.out, lines)
     if not quick:
         write_between_markers(DOC, BEGIN, END, lines[2:])

@@ -89,3 +89,27 @@ def write_between_markers(doc: Path, begin: str, end: str, lines: list[str]) -> 
     head, rest = text.split(begin, 1)
     with atomic_file(doc, "w", encoding="utf-8") as handle:
         handle.write(head + begin + "\n" + "\n".join(lines) + "\n" + end + rest.split(end, 1)[1])
+
+
+def row_names(lines: list[str]) -> set[str]:
+    """The first cells of a markdown text's table rows (headers and separators left out), by section:
+    ``"## section|first cell"``, so that two tables may hold a row of the same name."""
+    names, section, previous = set(), "", ""
+    for line in lines:
+        if line.startswith("#"):
+            section = line.strip("# ").strip()
+        elif line.startswith("|") and not set(line) <= set("|-: ") and not previous.startswith("|"):
+            pass  # a header row: the line after it is the separator
+        elif line.startswith("|") and not set(line) <= set("|-: "):
+            names.add(f"{section}|{line.split('|')[1].strip()}")
+        previous = line
+    return names
+
+
+def rows_lost(doc: Path, begin: str, end: str, lines: list[str]) -> list[str]:
+    """The table rows that stand between ``begin`` and ``end`` in ``doc`` and that ``lines`` would drop."""
+    text = doc.read_text(encoding="utf-8")
+    if begin not in text or end not in text:
+        return []
+    old = text.split(begin, 1)[1].split(end, 1)[0].splitlines()
+    return sorted(row_names(old) - row_names(lines))
