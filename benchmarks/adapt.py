@@ -10,7 +10,10 @@ command so that its wall time and peak memory are its own), every way of searchi
 from (``sbert.search.auto.CHOICES``: dense, BM25, weighted and RRF fusion, whole or chunked). Each model's
 rows: dense (no option), ``--auto`` (chosen on pseudo-queries held out from the documents, then scored
 on the test queries) and the best choice *with* the test labels (the ceiling ``--auto`` is measured against).
-Adapted models are cached under ``benchmarks/.work/adapt`` by (collection, method, steps, teacher).
+Adapted models are cached under ``benchmarks/.work/adapt`` by (collection, method, steps, teacher); the
+rows measured are kept, committed, in ``benchmarks/results/records/adapt/<collection>.json``: a run adds its
+rows to them (a row measured again replaces its earlier self) and the tables are assembled from all of
+them, so a run of one method on a fresh machine keeps every other row (``--assemble``: run nothing).
 Beside them, for openoffice-dups, the rows that use its training labels (the older 80% of queries), kept by
 ``benchmarks/batches.py``: fine-tuned from the default model, and from the adapted model (supervised after
 adapt; ``python benchmarks/batches.py --variants adapted``).
@@ -21,6 +24,7 @@ would have chosen, and its score here: that is the figure a user with a new coll
     python benchmarks/adapt.py [--collections scifact,openoffice-dups] [--methods title,crop,title+crop]
                                [--steps 100] [--teacher all-mpnet-base-v2] [--queries N --documents N]
                                [--device cuda]
+    python benchmarks/adapt.py --assemble   # run nothing: the tables again from the rows kept
     (a method as METHOD@SEED: another seed than 42; METHOD/N: adapted with ``--hold-out N``, the documents
     ``--auto`` draws its N pseudo-queries from left out of training)
 """
@@ -40,12 +44,15 @@ from pathlib import Path
 
 import torch
 from common import (
+    RECORDS,
     WORK,
+    cpu_name,
     device_name,
     environment_lines,
     markdown_table,
     rows_lost,
     write_between_markers,
+    write_record,
     write_result,
 )
 from retrieval import sample, test_part
@@ -182,21 +189,33 @@ def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
     return out, cost
 
 
-def collection_rows(name: str, args) -> list[Row]:
-    """BM25 and every model's rows on ``name``; kept in .work/adapt/<name>-rows.json per (methods, steps),
-    so that collections can be run one at a time and the tables assembled from what is there."""
+def record_path(name: str) -> Path:
+    """Where ``name``'s rows are kept, committed (``benchmarks/results/records/adapt/<name>.json``)."""
+    return RECORDS / "adapt" / f"{name}.json"
+
+
+def read_record(name: str) -> tuple[list[Row], list[str]]:
+    """The rows and the runs kept for ``name`` (none yet: empty)."""
+    path = record_path(name)
+    if not path.is_file():
+        return [], []
+    kept = json.loads(path.read_text(encoding="utf-8"))
+    return [Row(**row) for row in kept["rows"]], kept["runs"]
+
+
+def keep_rows(name: str, rows: list[Row], run: str) -> tuple[list[Row], list[str]]:
+    """``name``'s kept rows with this run's merged in: a row measured again replaces its earlier self in
+    place, a new one is added after the others, and no earlier row is dropped (a row that lost stays)."""
     from dataclasses import asdict
 
-    quick = "" if args.queries is None and args.documents is None else f"-quick{args.queries}-{args.documents}"
-    cache = WORK / "adapt" / f"{name}-rows{quick}.json"
-    key = f"{args.methods}|{args.steps}|{args.teacher}"
-    kept = json.loads(cache.read_text()) if cache.is_file() else {}
-    if key in kept:
-        return [Row(**row) for row in kept[key]]
-    rows = _collection_rows(name, args)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps({**kept, key: [asdict(row) for row in rows]}, indent=1))
-    return rows
+    kept, runs = read_record(name)
+    path = record_path(name)
+    other = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}  # its note, if any
+    fresh = {row.name: row for row in rows}
+    merged = [fresh.pop(row.name, row) for row in kept] + list(fresh.values())
+    runs = [*runs, run]
+    write_record(path, {**other, "runs": runs, "rows": [asdict(row) for row in merged]})
+    return merged, runs
 
 
 def _collection_rows(name: str, args) -> list[Row]:
@@ -269,7 +288,7 @@ def supervised_rows(name: str) -> list[Row]:
     found = []
     variants = (("sampler", "fine-tuned with labels"), ("adapted", f"adapt --method {DEFAULT_METHOD}, then fine-tuned"))
     for variant, label in variants if name == "openoffice-dups" else ():
-        path = WORK / "batches" / f"{variant}.json"
+        path = RECORDS / "batches" / f"{variant}.json"
         if path.is_file():
             kept = json.loads(path.read_text())
             for search, choice in (("dense", "dense"), ("default", "hybrid weighted 0.7")):
@@ -366,20 +385,52 @@ def main() -> None:
     parser.add_argument("--out", default="adapt.md")
     parser.add_argument("--device", default="cpu", help="where adapt trains and models embed (cpu, cuda)")
     parser.add_argument("--replace", action="store_true", help="write the table even if it drops earlier rows")
+    parser.add_argument("--assemble", action="store_true", help="run nothing: the tables from the rows kept")
     args = parser.parse_args()
     quick = args.queries is not None or args.documents is not None
     began = time.perf_counter()
-    runs = [f"{name}: --methods {args.methods} --steps {args.steps} (this run)" for name in args.collections.split(",")]
-    results = {name: collection_rows(name, args) for name in args.collections.split(",")}
-    if not quick:  # collections run earlier (other methods or steps): their latest rows, said below
-        for name in COLLECTIONS:
-            cache = WORK / "adapt" / f"{name}-rows.json"
-            if name not in results and cache.is_file():
-                key, rows = list(json.loads(cache.read_text()).items())[-1]
-                results[name] = [Row(**row) for row in rows]
-                runs.append(f"{name}: --methods {key.split('|')[0]} --steps {key.split('|')[1]} (an earlier run)")
+    results, runs = {}, {}
+    for name in [] if args.assemble else args.collections.split(","):
+        rows = _collection_rows(name, args)
+        if quick:
+            results[name], runs[name] = rows, ["this quick run"]
+        else:
+            where = device_name(args.device)
+            stamp = (
+                f"{time.strftime('%Y-%m-%d')}, {f'{cpu_name()}, {os.cpu_count()} cores' if where == 'cpu' else where}"
+            )
+            run = f"--methods {args.methods} --steps {args.steps} ({stamp})"
+            results[name], runs[name] = keep_rows(name, rows, run)
+    for name in [] if quick else COLLECTIONS:  # collections not run now: the rows kept from earlier runs
+        if name not in results and record_path(name).is_file():
+            results[name], runs[name] = read_record(name)
     order = [*COLLECTIONS, *(n for n in results if n not in COLLECTIONS)]  # the same order, however run
     results = {name: results[name] for name in order if name in results}
+    ran = (
+        "assembled from the rows kept (nothing run)"
+        if args.assemble
+        else (
+            f"`python benchmarks/adapt.py --collections {args.collections} --methods {args.methods} "
+            f"--steps {args.steps}`; wall time of this run {time.perf_counter() - began:.0f} s"
+        )
+    )
+    lines = document_lines(results, runs, ran, args.steps)
+    lost = [] if quick or args.replace else rows_lost(DOC, BEGIN, END, lines[2:])
+    if lost:  # a record missing (not committed?): a partial run must not drop the doc's other rows
+        (WORK / "adapt").mkdir(parents=True, exist_ok=True)
+        (WORK / "adapt" / args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        raise SystemExit(
+            f"{len(lost)} row(s) of docs/retrieval.md's table are in neither this run nor "
+            f"{RECORDS / 'adapt'} (first: {lost[0]}); wrote {WORK / 'adapt' / args.out} only. Run their "
+            "--methods too, or pass --replace to drop them."
+        )
+    write_result(args.out, lines)
+    if not quick:
+        write_between_markers(DOC, BEGIN, END, lines[2:])
+
+
+def document_lines(results: dict[str, list[Row]], runs: dict[str, list[str]], ran: str, steps: int) -> list[str]:
+    """The result file's lines (a title, then what goes between the doc's markers)."""
     lines = ["# Label-free adaptation and search choice: measured", ""]
     for name, rows in results.items():
         lines += [f"## {name} (headline {HEADLINE[name]})", "", *table(rows + supervised_rows(name)), ""]
@@ -388,10 +439,8 @@ def main() -> None:
     lines += [*transfer_lines(results), "", "Way of searching (the default a user who passes no option gets):", ""]
     lines += [*search_transfer_lines(results), ""]
     lines += [
-        f"Command: `python benchmarks/adapt.py --collections {args.collections} --methods {args.methods} "
-        f"--steps {args.steps}`; wall time of this run {time.perf_counter() - began:.0f} s "
-        "(rows kept from earlier runs are not timed again). Adapted on the "
-        f"collection's documents only (no queries, no judgments), {args.steps} steps at batch 32; 'ran' is the "
+        f"Command: {ran}. Adapted on the collection's documents only (no queries, no judgments), "
+        f"{steps} steps at batch 32 unless a run below says otherwise; 'ran' is the "
         "way of searching scored (sbert.search.auto.CHOICES); '--auto' chose it on 200 pseudo-queries held out "
         "from the documents; 'best with test labels' is the ceiling, chosen on the very queries it is scored on. "
         "'load avg' is the 1-minute load before/after the adapt run (other jobs may share the 2 cores)."
@@ -402,22 +451,16 @@ def main() -> None:
             else ""
         ),
         "",
-        "Runs: " + "; ".join(runs) + ".",
+        "Rows are kept in benchmarks/results/records/adapt (a row measured again replaces its earlier self; "
+        "none is dropped). The runs behind them:",
+        "",
+        *(f"- {name}: " + "; ".join(runs.get(name, [])) for name in results),
+        "",
+        "This invocation's machine and versions (each run above names its own):",
         "",
         *environment_lines(torch.get_num_threads(), ("sbert", "torch", "transformers", "bm25s")),
     ]
-    lost = [] if quick or args.replace else rows_lost(DOC, BEGIN, END, lines[2:])
-    if lost:  # rows live in benchmarks/.work only: a fresh machine's partial run must not drop the others
-        (WORK / "adapt").mkdir(parents=True, exist_ok=True)
-        (WORK / "adapt" / args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
-        raise SystemExit(
-            f"{len(lost)} row(s) of docs/retrieval.md's table are in neither this run nor its cache "
-            f"(first: {lost[0]}); wrote {WORK / 'adapt' / args.out} only. Run their --methods too, or pass "
-            "--replace to drop them."
-        )
-    write_result(args.out, lines)
-    if not quick:
-        write_between_markers(DOC, BEGIN, END, lines[2:])
+    return lines
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ as a default index is searched: + BM25, weighted, alpha 0.7). Variants (``--vari
   collection's documents, label-free, by ``sbert adapt``'s default method (``benchmarks/adapt.py``'s
   model, made by the same command and kept there; adapt reads no query, so no test query leaks in).
 
-Each row is kept in benchmarks/.work/batches (``<variant>.json`` for the CPU at seed 42, else
+Each row is kept, committed, in benchmarks/results/records/batches (``<variant>.json`` for the CPU at seed 42, else
 ``<variant>-seed<N>-<cpu|gpu>.json``; a killed run loses one row); every row kept is tabled, with means
 over seeds per device;
 the table goes to benchmarks/results/batches.md and docs/retrieval.md. Cost on 2 CPU cores: mining ~4
@@ -39,7 +39,17 @@ import resource
 import time
 from pathlib import Path
 
-from common import WORK, device_name, environment_lines, markdown_table, versions, write_between_markers, write_result
+from common import (
+    RECORDS,
+    WORK,
+    device_name,
+    environment_lines,
+    markdown_table,
+    versions,
+    write_between_markers,
+    write_record,
+    write_result,
+)
 from finetune_retrieval import mined_examples, split_collection, training_config
 from retrieval import sample
 
@@ -208,7 +218,8 @@ def arguments() -> argparse.Namespace:
 
 def main() -> None:
     args = arguments()
-    work = WORK / ("batches-quick" if args.quick else "batches")
+    work = WORK / ("batches-quick" if args.quick else "batches")  # trained models
+    kept = work if args.quick else RECORDS / "batches"  # measured rows, committed (quick ones are not)
     work.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
     wanted = list(filter(None, args.variants.split(",")))
@@ -218,10 +229,10 @@ def main() -> None:
         for variant in wanted:
             print(f"{variant}: training (seed {args.seed}, {args.device})", flush=True)
             row = run_variant(variant, examples, args, work)
-            (work / cache_name(variant, args)).write_text(json.dumps(row, indent=1))
+            write_record(kept / cache_name(variant, args), row)
     import torch
 
-    rows = kept_rows(work)
+    rows = kept_rows(kept)
     queries = rows[0]["queries"] if rows else 0
     count = len(examples) if examples is not None else judged_pairs(args.data)  # one row per judged pair
     lines = [

@@ -10,6 +10,9 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WORK = Path(__file__).resolve().parent / ".work"  # trained models, reused across scripts (not in git)
+# Measured rows (metrics and costs, no data), committed: a table assembled from several runs, on several
+# machines, is rebuilt from them anywhere, and a partial re-run adds to it instead of dropping the rest.
+RECORDS = RESULTS / "records"
 
 
 def paper_recipe(epochs: int, seed: int = 42, max_steps: int | None = None):
@@ -89,6 +92,17 @@ def write_between_markers(doc: Path, begin: str, end: str, lines: list[str]) -> 
     head, rest = text.split(begin, 1)
     with atomic_file(doc, "w", encoding="utf-8") as handle:
         handle.write(head + begin + "\n" + "\n".join(lines) + "\n" + end + rest.split(end, 1)[1])
+
+
+def write_record(path: Path, record: dict | list) -> None:
+    """Write a measured record (JSON) atomically."""
+    import json
+
+    from sbert.atomic import atomic_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, indent=1) + "\n")
 
 
 def row_names(lines: list[str]) -> set[str]:

@@ -23,3 +23,36 @@ def test_rows_lost_names_what_a_partial_run_would_drop(tmp_path):
     partial = [line for line in TABLE if "title" not in line] + ["| adapt crop | 65.40 |"]
     assert rows_lost(doc, BEGIN, END, partial) == ["scifact|adapt title"]
     assert rows_lost(doc, "<!-- none -->", END, partial) == []  # no block yet: nothing to lose
+
+
+def test_keep_rows_replaces_a_row_in_place_adds_new_ones_and_drops_none(tmp_path, monkeypatch):
+    import adapt
+
+    monkeypatch.setattr(adapt, "RECORDS", tmp_path)
+    first = [adapt.Row("default model, dense", {"ndcg@10": 64.51}), adapt.Row("adapt title, dense", {"ndcg@10": 65.8})]
+    adapt.keep_rows("scifact", first, "run one")
+    record = tmp_path / "adapt" / "scifact.json"
+    record.write_text(record.read_text().replace('"runs"', '"note": "kept", "runs"'))  # a note survives a run
+    again = [adapt.Row("adapt title, dense", {"ndcg@10": 66.0}), adapt.Row("adapt crop, dense", {"ndcg@10": 65.4})]
+    rows, runs = adapt.keep_rows("scifact", again, "run two")
+    assert [(r.name, r.metrics["ndcg@10"]) for r in rows] == [
+        ("default model, dense", 64.51),
+        ("adapt title, dense", 66.0),
+        ("adapt crop, dense", 65.4),
+    ]
+    assert runs == ["run one", "run two"]
+    assert adapt.read_record("scifact") == (rows, runs)
+    assert '"note": "kept"' in record.read_text()
+    assert adapt.read_record("nowhere") == ([], [])
+
+
+def test_the_committed_records_rebuild_the_committed_adapt_tables_row_for_row():
+    import adapt
+
+    results, runs = {}, {}
+    for name in adapt.COLLECTIONS:
+        results[name], runs[name] = adapt.read_record(name)
+    built = [line for line in adapt.document_lines(results, runs, "test", 100) if line.startswith("|")]
+    text = adapt.DOC.read_text(encoding="utf-8")
+    committed = text.split(adapt.BEGIN, 1)[1].split(adapt.END, 1)[0].splitlines()
+    assert built == [line for line in committed if line.startswith("|")]
