@@ -33,8 +33,8 @@ from common import WORK, environment_lines, markdown_table, write_between_marker
 
 import sbert
 from sbert.data.beir import RetrievalCollection, read_beir
-from sbert.evaluation.retrieval import DenseRetriever, RetrievalEvaluator, Retriever
-from sbert.evaluation.retrievers import ChunkedRetriever, HybridRetriever, LexicalRetriever
+from sbert.evaluation.retrieval import RetrievalEvaluator, Retriever
+from sbert.evaluation.retrievers import HybridRetriever, IndexRetriever, LexicalRetriever, RetrievalSettings
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "retrieval.md"
 BEGIN, END = "<!-- benchmarks/retrieval.py: begin -->", "<!-- benchmarks/retrieval.py: end -->"
@@ -102,11 +102,11 @@ def model_rows(
     """Dense (truncated), chunked (maxp, mean) and hybrid (rrf, weighted) rows for one model, each index
     built once. ``choices`` (chunk mode, fusion): only the truncated row and those (the fine-tuned model).
     ``keep``: a dict that receives each hybrid row's retriever, by row name."""
-    dense = Indexed(DenseRetriever(), model, collection)
+    dense = Indexed(IndexRetriever(), model, collection)
     rows = [evaluate(f"{label}, truncated at 256 tokens", model, collection, dense, dense.seconds, args.latency)]
     if choices is None and not args.skip_st:
         rows[0].reference = st_reference(model.path, collection)
-    maxp = Indexed(ChunkedRetriever(mode="maxp"), model, collection)
+    maxp = Indexed(IndexRetriever(RetrievalSettings(chunk=True, mode="maxp")), model, collection)
     chunked = {"maxp": maxp, "mean": Indexed(maxp.retriever.scored_by("mean"), model, collection, maxp.seconds)}
     modes = list(chunked) if choices is None else [choices[0]]
     scores = {}

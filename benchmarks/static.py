@@ -16,7 +16,7 @@ benchmarks/scale.py; the tables are assembled from whatever parts are there):
   under benchmarks/.work/static/vectors) to train it again.
 - quality: per row, STSb test Spearman x 100 (cosine), SciFact test NDCG@10, openoffice-dups MRR@10 (the
   newer part of its split in time: benchmarks/retrieval.py's ``test_part``), documents cut at each model's
-  limit (``RetrievalEvaluator`` + ``DenseRetriever``).
+  limit (``RetrievalEvaluator`` + ``IndexRetriever``).
 - speed: sentences per second (batch 32, STSb/SICK sentences), batch-1 latency p50, size on disk, and the
   index size at 1M vectors (1M x dim x 4 bytes float32, x 1 byte int8: computed).
 - matryoshka: the Matryoshka-trained model against plain truncation of today's model at 384/256/128/64.
@@ -345,10 +345,11 @@ def collections(args) -> dict:
 
 def retrieval_scores(model, collection, retriever=None, latency: int = 0) -> dict[str, float]:
     """NDCG@10, MRR@10 (and the per-query latency when ``latency`` > 0) of ``model`` on ``collection``: the
-    one place that calls the retrieval evaluation API (DenseRetriever by default)."""
-    from sbert.evaluation.retrieval import DenseRetriever, RetrievalEvaluator
+    one place that calls the retrieval evaluation API (``IndexRetriever``, documents whole, by default)."""
+    from sbert.evaluation.retrieval import RetrievalEvaluator
+    from sbert.evaluation.retrievers import IndexRetriever
 
-    retriever = retriever or DenseRetriever()
+    retriever = retriever or IndexRetriever()
     return RetrievalEvaluator(collection, retriever=retriever, latency_queries=latency)(model)
 
 
