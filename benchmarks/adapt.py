@@ -70,6 +70,7 @@ BEGIN, END = "<!-- benchmarks/adapt.py: begin -->", "<!-- benchmarks/adapt.py: e
 METRICS = ("ndcg@10", "mrr@10", "recall@100")
 HEADLINE = {"scifact": "ndcg@10", "openoffice-dups": "mrr@10"}
 COLLECTIONS = ("scifact", "openoffice-dups")
+LABELS = "labels"  # a --methods entry ("labels", "METHOD>labels"): fine-tuned with the training judgments
 
 
 @dataclass
@@ -82,6 +83,7 @@ class Row:
     adapt: dict = field(default_factory=dict)  # seconds, peak_rss_gib, steps of the adapt run
     choices: dict = field(default_factory=dict)  # on "dense" rows: every CHOICES entry's metrics
     evidence: dict = field(default_factory=dict)  # on --auto rows: each choice's NDCG@10 on the pseudo-queries
+    labels: bool = False  # trained on the collection's training judgments (never a label-free choice)
 
 
 class Built:
@@ -168,23 +170,15 @@ def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
     if record.is_file() and out.is_dir():
         return out, json.loads(record.read_text())
     corpus = data_dir(args.data) / "retrieval" / collection
-    command = [sys.executable, "-m", "sbert", "adapt", "default", "--corpus", str(corpus), "--out", str(out)]
+    command = ["adapt", "default", "--corpus", str(corpus), "--out", str(out)]
     command += ["--method", method, "--steps", str(args.steps), "--seed", str(args.seed)]
     command += ["--hold-out", str(args.hold_out)] if getattr(args, "hold_out", 0) else []
     command += ["--device", args.device, "--no-progress"]
     command += ["--teacher", teacher] if teacher else []
     command += ["--resume"] if (out.with_name(out.name + ".train") / "checkpoint.pt").is_file() else []  # a killed run
-    print(f"  adapting: {' '.join(command[2:])}", flush=True)
     began, load = time.perf_counter(), os.getloadavg()[0]
-    subprocess.run(command, check=True)
-    cost = {
-        "seconds": round(time.perf_counter() - began, 1),
-        "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20, 2),
-        "load_before": round(load, 2),
-        "load_after": round(os.getloadavg()[0], 2),
-        "steps": args.steps,
-        "device": device_name(args.device),
-    }
+    run_sbert(command)
+    cost = run_cost(began, load, args)
     record.write_text(json.dumps(cost))
     return out, cost
 
@@ -227,6 +221,9 @@ def _collection_rows(name: str, args) -> list[Row]:
     make_default = lambda: ("default", {}), "default"
     rows += scored_model(name, "default model", "", make_default, collection, quick, args.device)
     for spec in args.methods.split(","):  # METHOD[@SEED][/N]: another seed than sbert adapt's 42; --hold-out N
+        if spec.endswith(LABELS):  # "labels" or "METHOD>labels": fine-tuned with the training judgments
+            rows += labelled_rows(name, spec.partition(">")[0] if ">" in spec else "", collection, quick, args)
+            continue
         spec, _, held = spec.partition("/")
         method, _, seed = spec.partition("@")
         one = copy(args)
@@ -239,6 +236,73 @@ def _collection_rows(name: str, args) -> list[Row]:
         if one.hold_out and not quick:
             rows.append(auto_from_trained_documents(name, label, method + seeded, make, rows[-3], args))
     return rows
+
+
+def labelled_rows(name: str, base: str, collection: RetrievalCollection, quick: bool, args) -> list[Row]:
+    """The rows of the default model (``base`` empty) or of the model adapted by ``base``, fine-tuned with
+    ``name``'s training judgments (``fine_tuned``): not label-free, so never among the methods chosen."""
+    label = f"adapt --method {base}, then fine-tuned with labels" if base else "fine-tuned with labels"
+    one = copy(args)
+    one.seed, one.hold_out = 42, 0
+    key = f"labels-{adapt_key(base, one) if base else 'default'}" + ("-quick" if quick else "")
+    make = (lambda: fine_tuned(name, base, key, quick, one)), key
+    rows = scored_model(name, label, f"{base}>{LABELS}" if base else LABELS, make, collection, quick, args.device)
+    for row in rows:
+        row.labels = True
+    return rows
+
+
+def fine_tuned(name: str, base: str, key: str, quick: bool, args) -> tuple[Path, dict]:
+    """The default model, or the model adapted by ``base``, fine-tuned on ``name``'s training judgments with
+    benchmarks/finetune_retrieval.py's recipe, run as the commands its docstring documents (``sbert
+    mine-negatives`` with the default model, once per collection; then ``sbert train``); cached. Its cost:
+    the training's (``mining_seconds`` beside it)."""
+    from finetune_retrieval import RECIPE, split_collection, training
+
+    out = WORK / "adapt" / name / key
+    record = out.with_name(key + ".json")
+    if record.is_file() and out.is_dir():
+        return out, json.loads(record.read_text())
+    model = str(adapted(name, base, args)[0]) if base else "default"
+    folder, mined = split_collection(name, args.data), out.parent / "negatives-default.jsonl"
+    began = time.perf_counter()
+    if not mined.is_file():
+        recipe = [f"--{option.replace('_', '-')}={value}" for option, value in RECIPE.items()]
+        partial = mined.with_name(mined.name + ".partial.jsonl")
+        command = ["mine-negatives", str(folder), "--split", "train", *recipe, "--keep-incomplete"]
+        run_sbert([*command, "--out", str(partial), "--device", args.device])
+        partial.replace(mined)
+    mining, load = time.perf_counter() - began, os.getloadavg()[0]
+    settings = training(name)
+    command = ["train", "--model", model, "--objective", "mnrl", "--format", "ntuples", "--train", str(mined)]
+    command += ["--batch-size", str(settings["batch_size"]), "--epochs", str(settings["epochs"]), "--out", str(out)]
+    command += ["--seed", str(args.seed), "--device", args.device, "--no-progress"]
+    command += ["--max-steps", "2"] if quick else []
+    command += ["--resume"] if (out.with_name(out.name + ".train") / "checkpoint.pt").is_file() else []
+    began = time.perf_counter()
+    run_sbert(command)
+    cost = run_cost(began, load, args)
+    cost["mining_seconds"] = round(mining, 1)
+    record.write_text(json.dumps(cost))
+    return out, cost
+
+
+def run_sbert(command: list[str]) -> None:
+    """``sbert COMMAND`` as a child process (its wall time and peak memory its own)."""
+    print(f"  running: sbert {' '.join(command)}", flush=True)
+    subprocess.run([sys.executable, "-m", "sbert", *command], check=True)
+
+
+def run_cost(began: float, load: float, args) -> dict:
+    """What the child process just run cost: wall time, the children's peak memory, the load around it."""
+    return {
+        "seconds": round(time.perf_counter() - began, 1),
+        "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20, 2),
+        "load_before": round(load, 2),
+        "load_after": round(os.getloadavg()[0], 2),
+        "steps": args.steps,
+        "device": device_name(args.device),
+    }
 
 
 def auto_from_trained_documents(name: str, label: str, method: str, make: tuple, dense: Row, args) -> Row:
@@ -308,7 +372,7 @@ def transfer_lines(results: dict[str, list[Row]]) -> list[str]:
                 continue
             both = {r.method for r in rows} & {r.method for r in other}
             for search in ("dense", "auto"):
-                candidates = [r for r in other if r.method and r.method in both and r.search == search]
+                candidates = [r for r in other if r.method and not r.labels and r.method in both and r.search == search]
                 if not candidates:
                     continue
                 chosen = max(candidates, key=lambda r: r.metrics[HEADLINE[there]]).method
@@ -424,9 +488,11 @@ def main() -> None:
             f"{RECORDS / 'adapt'} (first: {lost[0]}); wrote {WORK / 'adapt' / args.out} only. Run their "
             "--methods too, or pass --replace to drop them."
         )
+    if quick:  # checks that it runs: printed, nothing written
+        print("\n".join(lines))
+        return
     write_result(args.out, lines)
-    if not quick:
-        write_between_markers(DOC, BEGIN, END, lines[2:])
+    write_between_markers(DOC, BEGIN, END, lines[2:])
 
 
 def document_lines(results: dict[str, list[Row]], runs: dict[str, list[str]], ran: str, steps: int) -> list[str]:
@@ -448,6 +514,16 @@ def document_lines(results: dict[str, list[Row]], runs: dict[str, list[str]], ra
             " Rows 'fine-tuned' are not label-free: they train on openoffice-dups' older 80% of queries and their "
             "judged duplicates (benchmarks/batches.py, on the CPU, seed 42; its table has the recipe and cost)."
             if any(supervised_rows(name) for name in results)
+            else ""
+        )
+        + (
+            " Rows 'fine-tuned with labels' are not label-free either: the default model (or the adapted one) "
+            "trained on the collection's training judgments by benchmarks/finetune_retrieval.py's recipe, run as "
+            "`sbert mine-negatives DIR --split train --num-negatives 1 --range-min 10 --range-max 50 "
+            "--relative-margin 0.05 --keep-incomplete` (the default model mines) and `sbert train --model BASE "
+            "--objective mnrl --format ntuples --batch-size 32 --epochs E` (E: 1 for SciFact, 2 for "
+            "openoffice-dups); their wall time is the training's."
+            if any(row.labels for rows in results.values() for row in rows)
             else ""
         ),
         "",
