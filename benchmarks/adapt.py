@@ -190,11 +190,13 @@ def record_path(name: str) -> Path:
 
 def read_record(name: str) -> tuple[list[Row], list[str]]:
     """The rows and the runs kept for ``name`` (none yet: empty)."""
+    kept = _record(name)
+    return [Row(**row) for row in kept.get("rows", [])], kept.get("runs", [])
+
+
+def _record(name: str) -> dict:
     path = record_path(name)
-    if not path.is_file():
-        return [], []
-    kept = json.loads(path.read_text(encoding="utf-8"))
-    return [Row(**row) for row in kept["rows"]], kept["runs"]
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 def keep_rows(name: str, rows: list[Row], run: str) -> tuple[list[Row], list[str]]:
@@ -202,13 +204,11 @@ def keep_rows(name: str, rows: list[Row], run: str) -> tuple[list[Row], list[str
     place, a new one is added after the others, and no earlier row is dropped (a row that lost stays)."""
     from dataclasses import asdict
 
-    kept, runs = read_record(name)
-    path = record_path(name)
-    other = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}  # its note, if any
+    kept = _record(name)  # its rows, its runs and any note, kept as they are
     fresh = {row.name: row for row in rows}
-    merged = [fresh.pop(row.name, row) for row in kept] + list(fresh.values())
-    runs = [*runs, run]
-    write_record(path, {**other, "runs": runs, "rows": [asdict(row) for row in merged]})
+    merged = [fresh.pop(row["name"], None) or Row(**row) for row in kept.get("rows", [])] + list(fresh.values())
+    runs = [*kept.get("runs", []), run]
+    write_record(record_path(name), {**kept, "runs": runs, "rows": [asdict(row) for row in merged]})
     return merged, runs
 
 
@@ -266,12 +266,10 @@ def fine_tuned(name: str, base: str, key: str, quick: bool, args) -> tuple[Path,
     model = str(adapted(name, base, args)[0]) if base else "default"
     folder, mined = split_collection(name, args.data), out.parent / "negatives-default.jsonl"
     began = time.perf_counter()
-    if not mined.is_file():
+    if not mined.is_file():  # mine-negatives writes its --out atomically: a killed run leaves none
         recipe = [f"--{option.replace('_', '-')}={value}" for option, value in RECIPE.items()]
-        partial = mined.with_name(mined.name + ".partial.jsonl")
         command = ["mine-negatives", str(folder), "--split", "train", *recipe, "--keep-incomplete"]
-        run_sbert([*command, "--out", str(partial), "--device", args.device])
-        partial.replace(mined)
+        run_sbert([*command, "--out", str(mined), "--device", args.device])
     mining, load = time.perf_counter() - began, os.getloadavg()[0]
     settings = training(name)
     command = ["train", "--model", model, "--objective", "mnrl", "--format", "ntuples", "--train", str(mined)]
@@ -285,6 +283,12 @@ def fine_tuned(name: str, base: str, key: str, quick: bool, args) -> tuple[Path,
     cost["mining_seconds"] = round(mining, 1)
     record.write_text(json.dumps(cost))
     return out, cost
+
+
+def machine(args) -> str:
+    """What this run ran on, as a record's run line says it: the CPU and its cores, or the GPU."""
+    where = device_name(args.device)
+    return f"{cpu_name()}, {os.cpu_count()} cores" if where == "cpu" else where
 
 
 def run_sbert(command: list[str]) -> None:
@@ -459,11 +463,7 @@ def main() -> None:
         if quick:
             results[name], runs[name] = rows, ["this quick run"]
         else:
-            where = device_name(args.device)
-            stamp = (
-                f"{time.strftime('%Y-%m-%d')}, {f'{cpu_name()}, {os.cpu_count()} cores' if where == 'cpu' else where}"
-            )
-            run = f"--methods {args.methods} --steps {args.steps} ({stamp})"
+            run = f"--methods {args.methods} --steps {args.steps} ({time.strftime('%Y-%m-%d')}, {machine(args)})"
             results[name], runs[name] = keep_rows(name, rows, run)
     for name in [] if quick else COLLECTIONS:  # collections not run now: the rows kept from earlier runs
         if name not in results and record_path(name).is_file():
