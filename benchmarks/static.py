@@ -1,7 +1,8 @@
 """The speed and size dial: transformer backends, static models, Matryoshka widths, on one CPU in one run.
 
-Parts (``--parts``, each cached in benchmarks/.work/static/<part>.json and re-runnable alone, as in
-benchmarks/scale.py; the tables are assembled from whatever parts are there):
+Parts (``--parts``, each re-runnable alone; its facts and lines are kept, committed, in
+benchmarks/results/records/static/<part>.json, and the tables are assembled from whatever parts are there, so
+a part re-run on another machine replaces only its own; quick runs keep theirs in .work/static-quick):
 
 - models: the static models and the Matryoshka model, each built once (folders under .work/static/models):
   ``sbert distill default`` (model2vec's defaults: 256 dims); the same with the collections' words added
@@ -50,7 +51,17 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-from common import WORK, cpu_name, device_name, environment_lines, markdown_table, write_between_markers, write_result
+from common import (
+    RECORDS,
+    WORK,
+    cpu_name,
+    device_name,
+    environment_lines,
+    markdown_table,
+    write_between_markers,
+    write_record,
+    write_result,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC, SCALE_DOC, RETRIEVAL_DOC = (ROOT / "docs" / name for name in ("cpu-inference.md", "scale.md", "retrieval.md"))
@@ -251,7 +262,7 @@ def build_matryoshka_models(args, work: Path) -> dict:
 
 def models_part(args, work: Path) -> tuple[list[str], dict]:
     """What building each model cost: this run's, over what earlier runs measured for models kept since."""
-    saved = work / "models.json"
+    saved = part_record(args, work, "models")
     earlier = json.loads(saved.read_text())["facts"] if saved.is_file() else {}
     facts = {**earlier, **build_models(args, work), **build_matryoshka_models(args, work)}
     lines = [f"- {key}: {f'{value:,.0f}' if isinstance(value, float) else value}" for key, value in facts.items()]
@@ -632,6 +643,11 @@ def scale_lines(facts: dict) -> list[str]:
     return lines
 
 
+def part_record(args, work: Path, name: str) -> Path:
+    """Where a part's facts and lines are kept: committed records, or the quick runs' own work folder."""
+    return work / f"{name}.json" if args.quick else RECORDS / "static" / f"{name}.json"
+
+
 def run_parts(args, work: Path) -> tuple[dict, dict]:
     """Each part run (``--parts``) or read back from its cache; returns (facts, lines) by part."""
     runs = {
@@ -647,10 +663,10 @@ def run_parts(args, work: Path) -> tuple[dict, dict]:
     if "matryoshka" in wanted and "models" not in wanted:
         build_matryoshka_models(args, work)  # only its own two models
     for name, part in runs.items():
-        saved = work / f"{name}.json"
+        saved = part_record(args, work, name)
         if name in wanted:
             lines[name], facts[name] = part(args, work)
-            saved.write_text(json.dumps({"lines": lines[name], "facts": facts[name]}, indent=1))
+            write_record(saved, {"lines": lines[name], "facts": facts[name]})
         elif saved.is_file():
             earlier = json.loads(saved.read_text())
             lines[name], facts[name] = earlier["lines"], earlier["facts"]
@@ -680,7 +696,7 @@ def main() -> None:
         body += ["![quality against speed](img/static-speed-quality.png)", ""]
     ending = [
         f"Wall time of this invocation {time.perf_counter() - began:,.0f} s (parts not run are read from "
-        "benchmarks/.work/static).",
+        "benchmarks/results/records/static).",
         "",
         *environment_lines(
             __import__("torch").get_num_threads(),

@@ -1,7 +1,10 @@
 """The benchmarks' guard against a partial re-run dropping the rows of a committed table (benchmarks/common.py)."""
 
+import json
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
@@ -56,3 +59,15 @@ def test_the_committed_records_rebuild_the_committed_adapt_tables_row_for_row():
     text = adapt.DOC.read_text(encoding="utf-8")
     committed = text.split(adapt.BEGIN, 1)[1].split(adapt.END, 1)[0].splitlines()
     assert built == [line for line in committed if line.startswith("|")]
+
+
+def test_the_committed_static_matryoshka_record_holds_the_committed_table():
+    import static
+
+    record = json.loads((static.RECORDS / "static" / "matryoshka.json").read_text(encoding="utf-8"))
+    text = static.DOC.read_text(encoding="utf-8")
+    committed = text.split(static.MRL_BEGIN, 1)[1].split(static.MRL_END, 1)[0].splitlines()
+    table = [line for line in record["lines"] if line.startswith("|")]
+    assert len(table) == 2 + 3 * len(static.MRL_DIMS)  # a header, a separator, three models at each width
+    assert table == [line for line in committed if line.startswith("|")]
+    assert record["facts"]["Matryoshka-trained|128"]["stsb"] == pytest.approx(83.50, abs=0.005)
