@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -61,8 +62,10 @@ import sbert
 from sbert.adapt.methods import DEFAULT_METHOD
 from sbert.data.beir import RetrievalCollection
 from sbert.data.paths import data_dir
+from sbert.errors import ModelNotFoundError
 from sbert.evaluation.retrieval import RetrievalEvaluator
 from sbert.evaluation.retrievers import IndexRetriever, LexicalRetriever, RetrievalSettings
+from sbert.registry import resolve
 from sbert.search.auto import CHOICES, SearchChoice, choose_search
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "retrieval.md"
@@ -456,6 +459,11 @@ def main() -> None:
     parser.add_argument("--assemble", action="store_true", help="run nothing: the tables from the rows kept")
     args = parser.parse_args()
     quick = args.queries is not None or args.documents is not None
+    if not args.assemble and any(m.startswith("distill") for m in re.split(r"[,+>]", args.methods)):
+        try:  # a teacher not installed: said now, not after minutes of scoring the default model
+            resolve(args.teacher)
+        except ModelNotFoundError as err:
+            raise SystemExit(f"--teacher {args.teacher}: {err}") from err
     began = time.perf_counter()
     results, runs = {}, {}
     for name in [] if args.assemble else args.collections.split(","):
