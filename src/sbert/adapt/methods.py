@@ -60,7 +60,8 @@ METHODS: dict[str, Method] = {
 # dense: openoffice-dups 64.40 MRR@10 against title+crop's 64.12, SciFact 65.84 NDCG@10 against 65.70).
 DEFAULT_METHOD = "title"
 # For a corpus most of whose documents have no title, the best method that needs none, chosen the same way
-# (crop: openoffice-dups 64.11 against ict's 64.01 and simcse's 62.71; SciFact 65.40 against ict's 63.60).
+# (crop: openoffice-dups 64.11 against ict's 64.01 and simcse's 62.71; SciFact 65.40 against ict's 63.60
+# and simcse's 62.53).
 UNTITLED_METHOD = "crop"
 MIN_TITLED = 0.5  # the share of documents with a title (and a body) the default method needs
 
