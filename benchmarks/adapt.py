@@ -369,27 +369,46 @@ def supervised_rows(name: str) -> list[Row]:
     return found
 
 
+def unseeded(method: str) -> str:
+    """A row's method without its seed: the rows of one method at several seeds are one choice."""
+    return re.sub(r" \(seed \d+\)", "", method)
+
+
+def seed_means(rows: list[Row], search: str) -> dict[str, tuple[dict[str, float], int]]:
+    """Label-free methods searched ``search``: each method's metrics averaged over its seeds, and how many."""
+    by_method: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.method and not row.labels and row.search == search:
+            by_method.setdefault(unseeded(row.method), []).append(row)
+    return {
+        method: ({m: sum(r.metrics[m] for r in seeded) / len(seeded) for m in METRICS}, len(seeded))
+        for method, seeded in by_method.items()
+    }
+
+
 def transfer_lines(results: dict[str, list[Row]]) -> list[str]:
     """For each collection: the method (dense, and with ``--auto``) that the other collection's test queries
-    choose among the methods run on both, and its gain here over the default model searched the same way."""
+    choose among the methods run on both (a method run at several seeds by its mean), and its gain here (its
+    mean) over the default model searched the same way."""
     lines = []
     for here, rows in results.items():
         for there, other in results.items():
             if there == here:
                 continue
-            both = {r.method for r in rows} & {r.method for r in other}
             for search in ("dense", "auto"):
-                candidates = [r for r in other if r.method and not r.labels and r.method in both and r.search == search]
-                if not candidates:
+                mine, theirs = seed_means(rows, search), seed_means(other, search)
+                both = [method for method in theirs if method in mine]
+                if not both:
                     continue
-                chosen = max(candidates, key=lambda r: r.metrics[HEADLINE[there]]).method
-                mine = next(r for r in rows if r.method == chosen and r.search == search)
+                chosen = max(both, key=lambda method: theirs[method][0][HEADLINE[there]])
                 base = next(r for r in rows if not r.method and r.search == search)
                 metric = HEADLINE[here]
+                score, seeds = mine[chosen][0][metric], mine[chosen][1]
+                mean = f", mean of {seeds} seeds" if seeds > 1 else ""
                 lines.append(
                     f"- {search}: chosen on {there} ({HEADLINE[there]}): `{chosen}`; on {here} it scores {metric} "
-                    f"{mine.metrics[metric]:.2f} ({mine.metrics[metric] - base.metrics[metric]:+.2f} over the "
-                    f"default model searched the same way)"
+                    f"{score:.2f} ({score - base.metrics[metric]:+.2f} over the default model searched the same "
+                    f"way{mean})"
                 )
     return lines
 

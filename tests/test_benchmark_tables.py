@@ -71,3 +71,31 @@ def test_the_committed_static_matryoshka_record_holds_the_committed_table():
     assert len(table) == 2 + 3 * len(static.MRL_DIMS)  # a header, a separator, three models at each width
     assert table == [line for line in committed if line.startswith("|")]
     assert record["facts"]["Matryoshka-trained|128"]["stsb"] == pytest.approx(83.50, abs=0.005)
+
+
+def test_transfer_choice_takes_a_method_at_several_seeds_by_its_mean():
+    import adapt
+
+    def row(method: str, ndcg: float, mrr: float, labels: bool = False) -> "adapt.Row":
+        return adapt.Row(
+            method or "default", {"ndcg@10": ndcg, "mrr@10": mrr, "recall@100": 0.0}, method, "dense", labels=labels
+        )
+
+    results = {
+        # on SciFact, title's two seeds average 66 (64 and 68): below crop's 67, though one seed is above it
+        "scifact": [row("", 60, 0), row("title", 64, 0), row("title (seed 43)", 68, 0), row("crop", 67, 0)],
+        # on openoffice-dups title's mean (50 + 54) / 2 = 52 beats crop's 51; a labelled row never counts
+        "openoffice-dups": [
+            row("", 0, 40),
+            row("title", 0, 50),
+            row("title (seed 43)", 0, 54),
+            row("crop", 0, 51),
+            row("labels", 0, 99, labels=True),
+        ],
+    }
+    assert adapt.transfer_lines(results) == [
+        "- dense: chosen on openoffice-dups (mrr@10): `title`; on scifact it scores ndcg@10 66.00 (+6.00 over the "
+        "default model searched the same way, mean of 2 seeds)",
+        "- dense: chosen on scifact (ndcg@10): `crop`; on openoffice-dups it scores mrr@10 51.00 (+11.00 over the "
+        "default model searched the same way)",
+    ]
