@@ -23,7 +23,7 @@ would have chosen, and its score here: that is the figure a user with a new coll
 
     python benchmarks/adapt.py [--collections scifact,openoffice-dups] [--methods title,crop,title+crop]
                                [--steps 100] [--teacher all-mpnet-base-v2] [--queries N --documents N]
-                               [--device cuda]
+                               [--temperature 0.05] [--device cuda]
     python benchmarks/adapt.py --assemble   # run nothing: the tables again from the rows kept
     (a method as METHOD@SEED: another seed than 42; METHOD/N: adapted with ``--hold-out N``, the documents
     ``--auto`` draws its N pseudo-queries from left out of training)
@@ -60,6 +60,7 @@ from retrieval import sample, test_part
 
 import sbert
 from sbert.adapt.methods import DEFAULT_METHOD
+from sbert.adapt.recipe import AdaptSettings
 from sbert.data.beir import RetrievalCollection
 from sbert.data.paths import data_dir
 from sbert.errors import ModelNotFoundError
@@ -71,6 +72,7 @@ from sbert.search.auto import CHOICES, SearchChoice, choose_search
 DOC = Path(__file__).resolve().parent.parent / "docs" / "retrieval.md"
 BEGIN, END = "<!-- benchmarks/adapt.py: begin -->", "<!-- benchmarks/adapt.py: end -->"
 METRICS = ("ndcg@10", "mrr@10", "recall@100")
+KL_TEMPERATURE = AdaptSettings.temperature  # sbert adapt's; another is a row (and a method) of its own
 HEADLINE = {"scifact": "ndcg@10", "openoffice-dups": "mrr@10"}
 COLLECTIONS = ("scifact", "openoffice-dups")
 LABELS = "labels"  # a --methods entry ("labels", "METHOD>labels"): fine-tuned with the training judgments
@@ -161,7 +163,13 @@ def adapt_key(method: str, args) -> str:
     teacher = args.teacher if method.startswith("distill") else None
     seed = f"-seed{args.seed}" if args.seed != 42 else ""  # 42: sbert adapt's default, the first runs' key
     held = f"-holdout{args.hold_out}" if getattr(args, "hold_out", 0) else ""
-    return f"{method}-{args.steps}" + (f"-{Path(teacher).name}" if teacher else "") + seed + held
+    warm = f"-T{args.temperature:g}" if other_temperature(method, args) else ""
+    return f"{method}-{args.steps}" + (f"-{Path(teacher).name}" if teacher else "") + warm + seed + held
+
+
+def other_temperature(method: str, args) -> bool:
+    """Whether ``method`` trains with KL at another temperature than sbert adapt's (a row of its own)."""
+    return "distill-kl" in method and getattr(args, "temperature", KL_TEMPERATURE) != KL_TEMPERATURE
 
 
 def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
@@ -178,6 +186,7 @@ def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
     command += ["--hold-out", str(args.hold_out)] if getattr(args, "hold_out", 0) else []
     command += ["--device", args.device, "--no-progress"]
     command += ["--teacher", teacher] if teacher else []
+    command += ["--temperature", f"{args.temperature:g}"] if other_temperature(method, args) else []
     command += ["--resume"] if (out.with_name(out.name + ".train") / "checkpoint.pt").is_file() else []  # a killed run
     began, load = time.perf_counter(), os.getloadavg()[0]
     run_sbert(command)
@@ -233,6 +242,7 @@ def _collection_rows(name: str, args) -> list[Row]:
         one.seed, one.hold_out = int(seed or 42), int(held or 0)
         seeded = f" (seed {one.seed})" if one.seed != 42 else ""  # another seed: a row (and a method) of its own
         seeded += f" (hold-out {one.hold_out})" if one.hold_out else ""
+        seeded += f" (temperature {args.temperature:g})" if other_temperature(method, args) else ""
         make = (lambda m=method, a=one: adapted(name, m, a)), adapt_key(method, one)
         label = f"adapt --method {method}{seeded}"
         rows += scored_model(name, label, method + seeded, make, collection, quick, args.device)
@@ -469,6 +479,7 @@ def main() -> None:
     parser.add_argument("--methods", default="title,crop,title+crop")
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--teacher", default="all-mpnet-base-v2")
+    parser.add_argument("--temperature", type=float, default=KL_TEMPERATURE, help="distill-kl's softmax temperature")
     parser.add_argument("--queries", type=int, default=None, help="quick runs: only the first N test queries")
     parser.add_argument("--documents", type=int, default=None, help="quick runs: relevant documents + N others")
     parser.add_argument("--data", default=None)

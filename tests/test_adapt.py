@@ -296,3 +296,10 @@ def test_a_teacher_method_trains_on_the_teachers_scores(tmp_path):
     assert summary["steps"] == 2 and summary["pairs"] == 48
     with pytest.raises(ValueError, match="needs a teacher"):
         adapt(base, _tiny_corpus(tmp_path), tmp_path / "o2", AdaptSettings(method="distill-kl"), device="cpu")
+    args = ["adapt", str(base), "--corpus", str(_tiny_corpus(tmp_path)), "--out", str(tmp_path / "kl")]
+    args += ["--method", "distill-kl", "--teacher", str(teacher_folder), "--temperature", "0.5", "--steps", "1"]
+    result = CliRunner().invoke(main, [*args, "--batch-size", "4", "--device", "cpu", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "kl.train" / "adapt.json").read_text())["temperature"] == 0.5
+    bad = CliRunner().invoke(main, [*args[:-4], "--temperature", "0", "--steps", "1"])
+    assert bad.exit_code == 2 and "--temperature" in bad.output

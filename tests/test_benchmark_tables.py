@@ -99,3 +99,16 @@ def test_transfer_choice_takes_a_method_at_several_seeds_by_its_mean():
         "- dense: chosen on scifact (ndcg@10): `crop`; on openoffice-dups it scores mrr@10 51.00 (+11.00 over the "
         "default model searched the same way)",
     ]
+
+
+def test_a_kl_run_at_another_temperature_is_kept_and_passed_apart():
+    from argparse import Namespace
+
+    import adapt
+
+    default = Namespace(teacher="/m/all-mpnet-base-v2", seed=42, hold_out=0, steps=100, temperature=0.05)
+    warm = Namespace(**{**vars(default), "temperature": 1.0})
+    assert adapt.adapt_key("distill-kl", default) == "distill-kl-100-all-mpnet-base-v2"  # the first run's key
+    assert adapt.adapt_key("distill-kl", warm) == "distill-kl-100-all-mpnet-base-v2-T1"
+    assert adapt.adapt_key("distill-margin", warm) == "distill-margin-100-all-mpnet-base-v2"  # no temperature
+    assert adapt.adapt_key("title", warm) == "title-100"

@@ -56,9 +56,9 @@ METHODS: dict[str, Method] = {
     ),
 }
 
-# Chosen on openoffice-dups in benchmarks/adapt.py and reported on SciFact (searched dense, the mean of two
-# seeds: openoffice-dups 64.91 MRR@10 against title+crop's 64.06); SciFact's own choice, title+crop, leads
-# title's mean there by 0.14 NDCG@10 (one seed against two), within a seed's spread (docs/retrieval.md).
+# Chosen by each collection of benchmarks/adapt.py for the other (searched dense, the mean of two seeds:
+# openoffice-dups 64.91 MRR@10 against title+crop's 64.06; SciFact 65.56 NDCG@10 against 65.40, within a
+# seed's spread there) (docs/retrieval.md).
 DEFAULT_METHOD = "title"
 # For a corpus most of whose documents have no title, the best method that needs none, chosen the same way
 # (crop: openoffice-dups 64.11 against ict's 64.01 and simcse's 62.71; SciFact 65.40 against ict's 63.60

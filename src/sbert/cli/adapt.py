@@ -55,6 +55,13 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
     help="Teacher methods: candidates scored per pseudo-query (half the student's, half BM25's).",
 )
 @click.option(
+    "--temperature",
+    type=click.FloatRange(min=0, min_open=True),
+    default=AdaptSettings.temperature,
+    show_default=True,
+    help="distill-kl: the softmax temperature over the candidates (teacher's and student's scores alike).",
+)
+@click.option(
     "--max-seq-length",
     type=click.IntRange(min=8),
     default=AdaptSettings.max_seq_length,
@@ -77,6 +84,7 @@ def adapt(
     seed,
     teacher,
     negatives,
+    temperature,
     max_seq_length,
     resume,
     device,
@@ -88,7 +96,7 @@ def adapt(
     settings = AdaptSettings(
         method, steps, batch_size, lr, seed=seed, teacher=teacher, negatives=negatives, max_seq_length=max_seq_length
     )
-    settings = replace(settings, hold_out=hold_out)
+    settings = replace(settings, hold_out=hold_out, temperature=temperature)
     try:
         summary = run_adapt(model, corpus, out, settings, resume=resume, device=device, progress=progress)
     except TrainingInterrupted as stop:
