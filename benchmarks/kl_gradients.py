@@ -33,6 +33,7 @@ from sbert.losses.distillation import DistillKLDivLoss, MarginMSELoss
 from sbert.losses.in_batch import MultipleNegativesRankingLoss
 from sbert.losses.teachers import Teacher
 from sbert.training.recipe import build_encoder
+from sbert.training.trainer import TrainConfig
 
 
 class Rescaled(nn.Module):
@@ -46,29 +47,27 @@ class Rescaled(nn.Module):
         return self.loss(encoder, batch) * self.factor
 
 
-def gradient(encoder: nn.Module, loss: nn.Module, batch: list) -> tuple[float, torch.Tensor]:
-    """The loss on ``batch`` and the gradient of every parameter that gets one (flattened, absolute)."""
-    encoder.zero_grad()
-    value = loss(encoder, batch)
-    value.backward()
-    grads = [p.grad.flatten() for p in encoder.parameters() if p.grad is not None]
-    return value.item(), torch.cat(grads).abs()
-
-
-def moved(encoder: nn.Module, loss: nn.Module, batch: list, steps: int) -> float:
-    """How far ``steps`` AdamW steps on ``batch`` move the parameters (L2 norm of the change)."""
+def run_steps(encoder: nn.Module, loss: nn.Module, batch: list, steps: int) -> tuple[float, torch.Tensor, float]:
+    """``steps`` steps of sbert's trainer's optimizer (AdamW at adapt's lr and the trainer's eps and clipping,
+    without warm-up or weight decay) on ``batch``: the first step's loss and the absolute gradient of every
+    parameter that gets one (before clipping), and how far the parameters moved (L2). The encoder is put back
+    as it was."""
+    config = TrainConfig()
     start = [p.detach().clone() for p in encoder.parameters()]
-    optimizer = torch.optim.AdamW(encoder.parameters(), lr=2e-5, eps=1e-8, weight_decay=0.0)
-    for _ in range(steps):
+    optimizer = torch.optim.AdamW(encoder.parameters(), lr=AdaptSettings.lr, eps=config.adam_eps, weight_decay=0.0)
+    for step in range(steps):
         optimizer.zero_grad()
-        loss(encoder, batch).backward()
-        torch.nn.utils.clip_grad_norm_(encoder.parameters(), 1.0)
+        value = loss(encoder, batch)
+        value.backward()
+        if step == 0:
+            first = value.item(), torch.cat([p.grad.flatten() for p in encoder.parameters() if p.grad is not None])
+        torch.nn.utils.clip_grad_norm_(encoder.parameters(), config.max_grad_norm)
         optimizer.step()
     change = sum(float((p.detach() - s).pow(2).sum()) for p, s in zip(encoder.parameters(), start, strict=True))
     with torch.no_grad():
         for p, s in zip(encoder.parameters(), start, strict=True):
             p.copy_(s)
-    return change**0.5
+    return first[0], first[1].abs(), change**0.5
 
 
 def positive_weight(rows: list, temperature: float) -> float:
@@ -92,10 +91,10 @@ def main() -> None:
     found = candidates(sbert.load("default", device="cpu"), documents, queries, dense=2, lexical=2)
     rows = teacher_rows(Teacher(args.teacher), documents, queries, found)
     pairs = [q.example() for q in queries]
-    t = 0.05
+    t = AdaptSettings.temperature
     losses = [
-        ("distill-kl, T = 0.05, x T² (sbert adapt's)", DistillKLDivLoss(None, "dot", t), rows),
-        ("distill-kl, T = 0.05, without T²", Rescaled(DistillKLDivLoss(None, "dot", t), 1 / t**2), rows),
+        (f"distill-kl, T = {t:g}, x T² (sbert adapt's)", DistillKLDivLoss(None, "dot", t), rows),
+        (f"distill-kl, T = {t:g}, without T²", Rescaled(DistillKLDivLoss(None, "dot", t), 1 / t**2), rows),
         ("distill-kl, T = 1", DistillKLDivLoss(None, "dot", 1.0), rows),
         ("distill-margin (MarginMSE)", MarginMSELoss(None, "dot"), rows),
         ("title (in-batch negatives, scale 20)", MultipleNegativesRankingLoss(20.0), pairs),
@@ -106,10 +105,10 @@ def main() -> None:
     body = []
     for name, loss, batch in losses:
         torch.manual_seed(0)  # the same dropout masks for every loss
-        value, grads = gradient(encoder, loss, batch)
+        value, grads, distance = run_steps(encoder, loss, batch, args.steps)
         active = grads[grads > 0]
         q50, q90 = torch.quantile(active[torch.randperm(len(active))[:1_000_000]], torch.tensor([0.5, 0.9])).tolist()
-        torch.manual_seed(0)
+        eps = TrainConfig().adam_eps
         body.append(
             [
                 name,
@@ -117,8 +116,8 @@ def main() -> None:
                 f"{grads.norm():.2e}",
                 f"{q50:.1e}",
                 f"{q90:.1e}",
-                f"{float((active < 1e-8).float().mean()):.0%}",
-                f"{moved(encoder, loss, batch, args.steps):.4f}",
+                f"{float((active < eps).float().mean()):.0%}",
+                f"{distance:.4f}",
             ]
         )
         print(" | ".join(body[-1]), flush=True)

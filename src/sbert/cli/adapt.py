@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 
 import click
 
@@ -94,9 +93,17 @@ def adapt(
     from sbert.training import TrainingInterrupted
 
     settings = AdaptSettings(
-        method, steps, batch_size, lr, seed=seed, teacher=teacher, negatives=negatives, max_seq_length=max_seq_length
+        method,
+        steps,
+        batch_size,
+        lr,
+        seed=seed,
+        teacher=teacher,
+        negatives=negatives,
+        temperature=temperature,
+        max_seq_length=max_seq_length,
+        hold_out=hold_out,
     )
-    settings = replace(settings, hold_out=hold_out, temperature=temperature)
     try:
         summary = run_adapt(model, corpus, out, settings, resume=resume, device=device, progress=progress)
     except TrainingInterrupted as stop:
