@@ -96,3 +96,31 @@ def test_ndcg_of_one_relevant_document_equals_the_evaluators():
 
     for ranked in (["a", "b", "c"], ["b", "a"], ["b", "c", "d"], [str(i) for i in range(12)] + ["a"]):
         assert ndcg_of_one(ranked, "a") == pytest.approx(ndcg_at_k(ranked, {"a"}, 10))
+
+
+def test_auto_embeds_each_document_it_did_not_change_once_and_indexes_as_without_reuse():
+    from sbert.evaluation.retrievers import IndexRetriever, RetrievalSettings
+
+    model = sbert.load("default", device="cpu")
+    docs = _rare_word_corpus()  # 30 short documents: each is one window
+    rows: list[int] = []
+    run = model._runner.sentences
+
+    def counted(features, packed=False):
+        rows.append(len(features["input_ids"]))
+        return run(features, packed)
+
+    model._runner.sentences = counted
+    auto = RetrievalSettings(auto=True, auto_queries=10).retriever()
+    auto.index(model, docs)
+    # choosing: the 30 documents (10 without their titles), their windows (looked up), the 10 titles (looked
+    # up when searched again); the index: only the 10 documents held out, now with their titles
+    assert sum(rows) == 30 + 10 + 10
+    assert model._memo is None
+    model._runner.sentences = run
+    plain = IndexRetriever(auto.chosen.settings)
+    plain.index(model, docs)
+    queries = [d.title for d in docs[:5]] + ["printer crash when saving"]
+    for got, expected in zip(auto.search(model, queries, 5), plain.search(model, queries, 5), strict=True):
+        assert [hit[0] for hit in got] == [hit[0] for hit in expected]
+        assert [hit[1] for hit in got] == pytest.approx([hit[1] for hit in expected], abs=1e-5)

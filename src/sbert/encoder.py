@@ -26,7 +26,16 @@ from sbert.modules import MODULE_TYPES, Module, Normalize, Pooling, StaticEmbedd
 from sbert.modules.base import Features, write_json
 from sbert.modules.folder import check_links, module_folder, read_json, refuse_remote_code
 from sbert.modules.static import is_model2vec_folder, model2vec_modules, save_model2vec
-from sbert.pipeline import PACKED_TOKENS, Batching, Runner, Tokenized, TorchRunner, finish, token_vectors
+from sbert.pipeline import (
+    PACKED_TOKENS,
+    Batching,
+    Runner,
+    Tokenized,
+    TorchRunner,
+    VectorMemo,
+    finish,
+    token_vectors,
+)
 from sbert.progress import ENCODE_FROM, progress_bar
 from sbert.prompts import Prompts, Task, prompt_length, prompted
 from sbert.versions import saved_versions
@@ -408,8 +417,36 @@ class Encoder(nn.Sequential):
             )
         return tokens
 
+    @contextlib.contextmanager
+    def reusing_vectors(self) -> Iterator[VectorMemo]:
+        """Within this context a text or document window embedded once (the same token ids, prompt, width
+        and normalisation, on the same backend) is not run again: its sentence vector is looked up (``sbert
+        index build --auto`` embeds the corpus to choose, then to index). Its memory: one vector a distinct
+        text. Nested contexts share the outer one's memo; change no weights inside it."""
+        outer = getattr(self, "_memo", None)
+        self._memo = outer if outer is not None else VectorMemo()
+        try:
+            yield self._memo
+        finally:
+            self._memo = outer
+
     def _run(self, tokens: Tokenized, batching: Batching, normalize: bool, width: int, out, start: int, bar) -> None:
         """Embed ``tokens`` into ``out[start:]``: an (n, width) array, or a list for token vectors."""
+        memo: VectorMemo | None = getattr(self, "_memo", None)
+        if memo is not None and isinstance(out, np.ndarray):
+            keys = memo.keys(tokens, f"{self._runner.name}|{self._runner.precision}|{width}|{normalize}")
+            missing = memo.fill(keys, out[start : start + len(tokens)])
+            bar.update(len(tokens) - len(missing))
+            rest = np.asarray(missing, dtype=np.int64)
+            self._run_rows(tokens.select(missing), batching, normalize, width, out, start + rest, bar)
+            memo.store([keys[r] for r in missing], out[start + rest])
+            return
+        self._run_rows(tokens, batching, normalize, width, out, start + np.arange(len(tokens)), bar)
+
+    def _run_rows(
+        self, tokens: Tokenized, batching: Batching, normalize: bool, width: int, out, positions: np.ndarray, bar
+    ) -> None:
+        """Embed ``tokens`` into the rows ``positions`` of ``out`` (one per text)."""
         if tokens.prompt_lengths is not None and isinstance(out, np.ndarray) and self._runner is not self._torch:
             raise ValueError(
                 "this model's pooling leaves prompt tokens out (include_prompt=false), which the ONNX backend "
@@ -420,10 +457,10 @@ class Encoder(nn.Sequential):
             if tokens.prompt_lengths is not None:
                 features["prompt_length"] = torch.tensor([tokens.prompt_lengths[r] for r in rows])
             if isinstance(out, np.ndarray):
-                out[start + rows] = finish(self._runner.sentences(features, batching.packed), width, normalize)
+                out[positions[rows]] = finish(self._runner.sentences(features, batching.packed), width, normalize)
             else:  # token vectors: always torch
                 vectors = token_vectors(self._torch.features(features, batching.packed), normalize)
-                for row, text_vectors in zip(start + rows, vectors, strict=True):
+                for row, text_vectors in zip(positions[rows], vectors, strict=True):
                     out[row] = text_vectors
             bar.update(len(rows))
 

@@ -44,6 +44,56 @@ class Tokenized:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def select(self, rows: Sequence[int]) -> Tokenized:
+        """These texts' ids at ``rows`` (``truncated`` counted anew among them)."""
+        cut = set(self.truncated)
+        lengths = None if self.prompt_lengths is None else [self.prompt_lengths[r] for r in rows]
+        return Tokenized([self.ids[r] for r in rows], [n for n, r in enumerate(rows) if r in cut], lengths)
+
+
+class VectorMemo:
+    """Sentence vectors already computed, keyed by a digest of their token ids, prompt length and the
+    ``setting`` they were returned with (runner, width, normalisation): within ``Encoder.reusing_vectors``
+    a text or window embedded once is looked up instead of run again. ``reused`` and ``computed`` count
+    rows. Holds one float32 vector and a 16-byte key a distinct row."""
+
+    def __init__(self) -> None:
+        self._vectors: dict[bytes, np.ndarray] = {}
+        self.reused = 0
+        self.computed = 0
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    @staticmethod
+    def keys(tokens: Tokenized, setting: str) -> list[bytes]:
+        import hashlib
+
+        lengths = tokens.prompt_lengths or [-1] * len(tokens)
+        out = []
+        for ids, prompt in zip(tokens.ids, lengths, strict=True):
+            digest = hashlib.blake2b(np.asarray(ids, dtype=np.int64).tobytes(), digest_size=16)
+            digest.update(f"|{prompt}|{setting}".encode())
+            out.append(digest.digest())
+        return out
+
+    def fill(self, keys: Sequence[bytes], out: np.ndarray) -> list[int]:
+        """Write the vectors known for ``keys`` into the rows of ``out``; the rows still to compute."""
+        missing = []
+        for row, key in enumerate(keys):
+            known = self._vectors.get(key)
+            if known is None:
+                missing.append(row)
+            else:
+                out[row] = known
+        self.reused += len(keys) - len(missing)
+        return missing
+
+    def store(self, keys: Sequence[bytes], vectors: np.ndarray) -> None:
+        for key, vector in zip(keys, vectors, strict=True):
+            self._vectors[key] = np.array(vector, dtype=np.float32)
+        self.computed += len(keys)
+
 
 Collate = Callable[[Sequence[Sequence[int]]], Features]
 

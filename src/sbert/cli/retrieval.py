@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import click
@@ -144,6 +145,7 @@ def index_build(
     'title') into an index at --out."""
     from sbert.data.corpus import read_corpus, read_titles
     from sbert.documents import Chunking
+    from sbert.search.auto import reusing_vectors
     from sbert.search.base import is_database_url
     from sbert.search.retrieve import build_index
 
@@ -168,15 +170,16 @@ def index_build(
         opts["truncate_dim"] = encoder.truncate_dim  # given, or the model's own (recorded on folder indexes)
         if not auto and opts["bm25"] is None:
             opts["bm25"] = True  # the default: searched hybrid (sbert.search.retrieve.SearchOptions)
-    if auto:
-        chunking, opts["bm25"], opts["search"] = _auto(
-            encoder, model, (ids, texts, titles), auto_queries, out, chunk, opts
-        )
-        chunk = chunking is not None
-    built = build_index(
-        out, encoder, texts, ids, model=model, chunking=chunking, table=table, metric=metric, overwrite=overwrite,
-        batch_size=batch_size, show_progress=progress, titles=titles, **prompts, **opts,
-    )  # fmt: skip
+    with reusing_vectors(encoder) if auto else contextlib.nullcontext():  # --auto: unchanged documents once
+        if auto:
+            chunking, opts["bm25"], opts["search"] = _auto(
+                encoder, model, (ids, texts, titles), auto_queries, out, chunk, opts
+            )
+            chunk = chunking is not None
+        built = build_index(
+            out, encoder, texts, ids, model=model, chunking=chunking, table=table, metric=metric,
+            overwrite=overwrite, batch_size=batch_size, show_progress=progress, titles=titles, **prompts, **opts,
+        )  # fmt: skip
     what = f"{len(built.document_ids):,} documents ({len(built):,} windows)" if chunk else f"{len(built):,} texts"
     click.echo(f"indexed {what} ({built.dim}-dim, {built.model}, {built.backend}) in {out}", err=True)
 

@@ -378,18 +378,19 @@ class AutoRetriever:
         import sys
         from dataclasses import replace
 
-        from sbert.search.auto import choose_search
+        from sbert.search.auto import choose_search, reusing_vectors
 
         name = getattr(model, "name_or_path", None) or "model"
-        self.result = choose_search(
-            model, documents, model=name, queries=self.settings.auto_queries, show_progress=show_progress
-        )
-        choice = self.result.choice
-        hybrid = {"fusion": choice.fusion, "alpha": choice.alpha} if choice.hybrid else {}
-        settings = replace(self.settings, auto=False, chunk=choice.chunk, hybrid=choice.hybrid, **hybrid)
-        self.chosen = IndexRetriever(settings, self.location)
-        print(self.result.summary(), file=sys.stderr)  # what eval measures next: the user should see it
-        self.chosen.index(model, documents, show_progress)
+        with reusing_vectors(model):  # the index after the choice: only the held-out documents are new to it
+            self.result = choose_search(
+                model, documents, model=name, queries=self.settings.auto_queries, show_progress=show_progress
+            )
+            choice = self.result.choice
+            hybrid = {"fusion": choice.fusion, "alpha": choice.alpha} if choice.hybrid else {}
+            settings = replace(self.settings, auto=False, chunk=choice.chunk, hybrid=choice.hybrid, **hybrid)
+            self.chosen = IndexRetriever(settings, self.location)
+            print(self.result.summary(), file=sys.stderr)  # what eval measures next: the user should see it
+            self.chosen.index(model, documents, show_progress)
 
     def search(self, model: Any, queries: Sequence[str], k: int) -> list[list[Any]]:
         if self.chosen is None:

@@ -12,6 +12,7 @@ and ``sbert search`` applies them; ``sbert eval --auto`` reports the test-query 
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -196,16 +197,18 @@ def choose_search(
     query_ids, query_texts = list(held.queries), list(held.queries.values())
     scores: dict[str, float] = {}
     per_query: dict[str, list[float]] = {}
-    for chunk in dict.fromkeys(c.chunk for c in choices):
-        index = build_index(
-            None, encoder, texts, ids, model=model, chunking=Chunking() if chunk else None, bm25=True,
-            batch_size=batch_size, show_progress=show_progress,
-        )  # fmt: skip
-        for choice in (c for c in choices if c.chunk == chunk):
-            options = SearchOptions(10, hybrid=choice.hybrid, fusion=choice.fusion, alpha=choice.alpha)
-            hits = search_texts(index, encoder, query_texts, options, batch_size=batch_size)
-            found = [ndcg_of_one([h.id for h in h_], held.relevant[q]) for q, h_ in zip(query_ids, hits, strict=True)]
-            scores[choice.name], per_query[choice.name] = 100 * sum(found) / len(found), found
+    with reusing_vectors(encoder):  # a document in one window is embedded as a whole one: once
+        for chunk in dict.fromkeys(c.chunk for c in choices):
+            index = build_index(
+                None, encoder, texts, ids, model=model, chunking=Chunking() if chunk else None, bm25=True,
+                batch_size=batch_size, show_progress=show_progress,
+            )  # fmt: skip
+            for choice in (c for c in choices if c.chunk == chunk):
+                options = SearchOptions(10, hybrid=choice.hybrid, fusion=choice.fusion, alpha=choice.alpha)
+                hits = search_texts(index, encoder, query_texts, options, batch_size=batch_size)
+                pairs = zip(query_ids, hits, strict=True)
+                found = [ndcg_of_one([h.id for h in ranked], held.relevant[q]) for q, ranked in pairs]
+                scores[choice.name], per_query[choice.name] = 100 * sum(found) / len(found), found
     ranked = sorted(choices, key=lambda c: (scores[c.name], -choices.index(c)), reverse=True)
     best = ranked[0]
     margin = paired_margin(ranked[1].name, per_query[best.name], per_query[ranked[1].name]) if len(ranked) > 1 else None
@@ -213,6 +216,14 @@ def choose_search(
     kinds = {"title": sum(1 for q in held.relevant if held.relevant[q] in titled)}
     kinds["span"] = len(held.queries) - kinds["title"]
     return AutoResult(best, scores, len(held.queries), seed, kinds, margin)
+
+
+def reusing_vectors(encoder: Any) -> contextlib.AbstractContextManager:
+    """``encoder.reusing_vectors()`` (``sbert.encoder.Encoder``), or nothing for an encoder without it: wrap
+    ``choose_search`` and the index built after it, so that the documents the choice did not change (all
+    but the held-out ones, and windows equal to whole documents) are embedded once."""
+    reuse = getattr(encoder, "reusing_vectors", None)
+    return reuse() if callable(reuse) else contextlib.nullcontext()
 
 
 def ndcg_of_one(ranked: Sequence[str], relevant: str, k: int = 10) -> float:
