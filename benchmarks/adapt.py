@@ -23,7 +23,7 @@ would have chosen, and its score here: that is the figure a user with a new coll
 
     python benchmarks/adapt.py [--collections scifact,openoffice-dups] [--methods title,crop,title+crop]
                                [--steps 100] [--teacher all-mpnet-base-v2] [--queries N --documents N]
-                               [--temperature 0.05] [--device cuda]
+                               [--temperature 1] [--device cuda]
     python benchmarks/adapt.py --assemble   # run nothing: the tables again from the rows kept
     (a method as METHOD@SEED: another seed than 42; METHOD/N: adapted with ``--hold-out N``, the documents
     ``--auto`` draws its N pseudo-queries from left out of training)
@@ -72,7 +72,11 @@ from sbert.search.auto import CHOICES, SearchChoice, choose_search
 DOC = Path(__file__).resolve().parent.parent / "docs" / "retrieval.md"
 BEGIN, END = "<!-- benchmarks/adapt.py: begin -->", "<!-- benchmarks/adapt.py: end -->"
 METRICS = ("ndcg@10", "mrr@10", "recall@100")
-KL_TEMPERATURE = AdaptSettings.temperature  # sbert adapt's; another is a row (and a method) of its own
+# distill-kl's rows without a temperature in their name were measured at 0.05 (sbert adapt's default before
+# 2026-11-27; 1 since): a run at another temperature is a row (and a method) of its own, and every run passes
+# its temperature to sbert adapt, whatever that command's default
+KL_TEMPERATURE = 0.05
+TEACHER = "all-mpnet-base-v2"  # --teacher: the larger model the teacher methods are measured with
 HEADLINE = {"scifact": "ndcg@10", "openoffice-dups": "mrr@10"}
 COLLECTIONS = ("scifact", "openoffice-dups")
 LABELS = "labels"  # a --methods entry ("labels", "METHOD>labels"): fine-tuned with the training judgments
@@ -168,8 +172,17 @@ def adapt_key(method: str, args) -> str:
 
 
 def other_temperature(method: str, args) -> bool:
-    """Whether ``method`` trains with KL at another temperature than sbert adapt's (a row of its own)."""
+    """Whether ``method`` trains with KL at another temperature than the unnamed rows' (a row of its own)."""
     return "distill-kl" in method and getattr(args, "temperature", KL_TEMPERATURE) != KL_TEMPERATURE
+
+
+def run_options(args) -> str:
+    """The options that say what a run measured: methods, steps, and a teacher or temperature not the default."""
+    options = f"--methods {args.methods} --steps {args.steps}"
+    options += f" --teacher {args.teacher}" if args.teacher != TEACHER and "distill" in args.methods else ""
+    if "distill-kl" in args.methods and args.temperature != KL_TEMPERATURE:
+        options += f" --temperature {args.temperature:g}"
+    return options
 
 
 def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
@@ -186,7 +199,7 @@ def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
     command += ["--hold-out", str(args.hold_out)] if getattr(args, "hold_out", 0) else []
     command += ["--device", args.device, "--no-progress"]
     command += ["--teacher", teacher] if teacher else []
-    command += ["--temperature", f"{args.temperature:g}"] if other_temperature(method, args) else []
+    command += ["--temperature", f"{args.temperature:g}"] if "distill-kl" in method else []
     command += ["--resume"] if (out.with_name(out.name + ".train") / "checkpoint.pt").is_file() else []  # a killed run
     began, load = time.perf_counter(), os.getloadavg()[0]
     run_sbert(command)
@@ -478,8 +491,10 @@ def main() -> None:
     parser.add_argument("--collections", default=",".join(COLLECTIONS))
     parser.add_argument("--methods", default="title,crop,title+crop")
     parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--teacher", default="all-mpnet-base-v2")
-    parser.add_argument("--temperature", type=float, default=KL_TEMPERATURE, help="distill-kl's softmax temperature")
+    parser.add_argument("--teacher", default=TEACHER)
+    parser.add_argument(
+        "--temperature", type=float, default=AdaptSettings.temperature, help="distill-kl's softmax temperature"
+    )
     parser.add_argument("--queries", type=int, default=None, help="quick runs: only the first N test queries")
     parser.add_argument("--documents", type=int, default=None, help="quick runs: relevant documents + N others")
     parser.add_argument("--data", default=None)
@@ -501,7 +516,7 @@ def main() -> None:
         if quick:
             results[name], runs[name] = rows, ["this quick run"]
         else:
-            run = f"--methods {args.methods} --steps {args.steps} ({time.strftime('%Y-%m-%d')}, {machine(args)})"
+            run = f"{run_options(args)} ({time.strftime('%Y-%m-%d')}, {machine(args)})"
             results[name], runs[name] = keep_rows(name, rows, run)
     for name in [] if quick else COLLECTIONS:  # collections not run now: the rows kept from earlier runs
         if name not in results and record_path(name).is_file():
@@ -512,8 +527,8 @@ def main() -> None:
         "assembled from the rows kept (nothing run)"
         if args.assemble
         else (
-            f"`python benchmarks/adapt.py --collections {args.collections} --methods {args.methods} "
-            f"--steps {args.steps}`; wall time of this run {time.perf_counter() - began:.0f} s"
+            f"`python benchmarks/adapt.py --collections {args.collections} {run_options(args)}`; wall time of "
+            f"this run {time.perf_counter() - began:.0f} s"
         )
     )
     lines = document_lines(results, runs, ran, args.steps)

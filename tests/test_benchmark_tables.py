@@ -112,3 +112,13 @@ def test_a_kl_run_at_another_temperature_is_kept_and_passed_apart():
     assert adapt.adapt_key("distill-kl", warm) == "distill-kl-100-all-mpnet-base-v2-T1"
     assert adapt.adapt_key("distill-margin", warm) == "distill-margin-100-all-mpnet-base-v2"  # no temperature
     assert adapt.adapt_key("title", warm) == "title-100"
+    # sbert adapt's default changed from 0.05 to 1: the unnamed rows stay 0.05's, and the runs say which
+    from sbert.adapt.recipe import AdaptSettings
+
+    assert AdaptSettings.temperature == 1.0 and adapt.KL_TEMPERATURE == 0.05
+    assert adapt.run_options(Namespace(**vars(warm), methods="distill-kl")) == (
+        "--methods distill-kl --steps 100 --teacher /m/all-mpnet-base-v2 --temperature 1"
+    )
+    assert adapt.run_options(Namespace(**{**vars(default), "teacher": adapt.TEACHER}, methods="title")) == (
+        "--methods title --steps 100"
+    )

@@ -40,7 +40,7 @@ class AdaptSettings:
     checkpoint_every: int = 25
     teacher: str | None = None
     negatives: int = 4
-    temperature: float = 0.05
+    temperature: float = 1.0  # distill-kl; 0.05 made the teacher's target nearly one-hot (docs/retrieval.md)
     max_seq_length: int | None = 128
     hold_out: int = 0
 
