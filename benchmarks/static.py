@@ -8,13 +8,14 @@ a part re-run on another machine replaces only its own; quick runs keep theirs i
   ``sbert distill default`` (model2vec's defaults: 256 dims); the same with the collections' words added
   (``--vocabulary``: SciFact and openoffice-dups corpora); that one trained on the teacher's own sentence
   vectors (``sbert train --objective embedding-mse --format texts --teacher default``: every text of the data
-  folder: STSb, SICK, SNLI sentences, the SciFact and openoffice-dups corpora); that one trained on labelled
+  folder: STSb, SICK, SNLI sentences, the SciFact and openoffice-dups corpora, whole and, unless
+  ``--no-teacher-sentences``, as their titles and sentences); that one trained on labelled
   pairs of the training parts (mnrl); the default model trained with ``--matryoshka 384,256,128,64`` (mnrl
   on the STSb train pairs scored 4 or more; ``--matryoshka-pairs all`` adds the retrieval training parts'
   judged pairs, ``all+regression`` besides them the paper's regression objective on every STSb train pair;
   ``--matryoshka-epochs``, ``--matryoshka-steps``), and the same without Matryoshka. A model
-  is trained when its folder under benchmarks/.work/static/models is missing; delete it (and its vectors
-  under benchmarks/.work/static/vectors) to train it again.
+  is trained when its folder under benchmarks/.work/static/models is missing; delete it to train it again
+  (vectors are cached by the model folder's files: a model built again is embedded again).
 - quality: per row, STSb test Spearman x 100 (cosine), SciFact test NDCG@10, openoffice-dups MRR@10 (the
   newer part of its split in time: benchmarks/retrieval.py's ``test_part``), documents cut at each model's
   limit (``RetrievalEvaluator`` + ``IndexRetriever``).
@@ -123,6 +124,21 @@ def collection_texts(args) -> list[str]:
     return texts
 
 
+def collection_sentences(args) -> list[str]:
+    """The titles and sentences of every SciFact and openoffice-dups document (``sbert.adapt``'s sentence
+    split): short texts of the two domains, like their queries, for the teacher to embed besides the whole
+    documents."""
+    from sbert.adapt.documents import read_adapt_documents
+    from sbert.adapt.pseudo_queries import sentences
+    from sbert.data.paths import data_dir
+
+    texts = []
+    for name in ("scifact", "openoffice-dups"):
+        documents, _ = read_adapt_documents(data_dir(args.data) / "retrieval" / name)
+        texts += [t for d in documents for t in ([d.title] if d.title.strip() else []) + sentences(d.text)]
+    return list(dict.fromkeys(t.strip() for t in texts if t.strip()))
+
+
 def write_jsonl(path: Path, texts: list[str]) -> Path:
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
     return path
@@ -175,6 +191,7 @@ def build_models(args, work: Path) -> dict:  # long: one step per model, each sk
         )
     if not (models / "trained").is_dir():
         texts = sentences(data, ("stsb", "sick", "snli")) + documents
+        texts = list(dict.fromkeys(texts + (collection_sentences(args) if args.teacher_sentences else [])))
         texts = texts[: args.static_texts] if args.static_texts else texts
         source = write_jsonl(work / "all-texts.jsonl", texts)
         train = ["train", "--objective", "embedding-mse", "--format", "texts", "--train", str(source)]
@@ -339,6 +356,17 @@ def load_row(name: str, work: Path):  # long: one branch per kind of row
     return (lambda t: model.embed(t, norm=True, batch_size=32)), weights.stat().st_size, 256
 
 
+def vector_cache(work: Path, name: str, folder: Path | None = None) -> Path:
+    """Where row ``name``'s vectors are cached: by the row and, for a model built here, by its folder's
+    files (names, sizes, modification times), so that a model built again never reuses its old vectors."""
+    cache = work / "vectors" / slug(name)
+    if folder is None or not Path(folder).is_dir():
+        return cache
+    files = sorted(Path(folder).rglob("*"))
+    stamp = [(str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
+    return cache / hashlib.sha1(json.dumps(stamp).encode()).hexdigest()[:12]
+
+
 def folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file() and ".onnx" not in p.name)
 
@@ -388,7 +416,9 @@ def quality_part(args, work: Path) -> tuple[list[str], dict]:
     for name in ROWS:
         print(f"quality: {name}", flush=True)
         encode, _, _ = load_row(name, work)
-        facts[name] = quality(Embedder(name, encode, work / "vectors" / slug(name)), args, parts)
+        kind, what = ROWS[name]
+        cache = vector_cache(work, name, work / "models" / what if kind in ("static", "model2vec") else None)
+        facts[name] = quality(Embedder(name, encode, cache), args, parts)
     return [], facts
 
 
@@ -463,7 +493,8 @@ def matryoshka_part(args, work: Path) -> tuple[list[str], dict]:
             def encode(t, m=model):
                 return m.encode(t, batch_size=32, on_truncation="ignore")
 
-            embedder = Embedder(f"mrl-{label}", encode, work / "vectors" / slug(f"mrl-{label}"), dim)
+            built = None if folder == "default" else Path(folder)
+            embedder = Embedder(f"mrl-{label}", encode, vector_cache(work, f"mrl-{label}", built), dim)
             facts[f"{label}|{dim}"] = quality(embedder, args, parts)
     rows = [
         [label, dim, *(f"{q[k]:.2f}" for k in ("stsb", "scifact_ndcg10", "openoffice_mrr10"))]
@@ -704,8 +735,8 @@ def main() -> None:
         ),
     ]
     body += ending
-    matryoshka = []
-    if "matryoshka" in lines:
+    matryoshka = []  # its block is rewritten only by a run of its part: it keeps its own run's wall time and command
+    if "matryoshka" in args.parts.split(","):
         matryoshka = ["**Matryoshka against truncation.**", "", *lines["matryoshka"], "", *ending]
     if args.quick:  # tiny sizes: never in benchmarks/results or the docs
         text = "\n".join(["# Static models: measured", "", *body, "", *matryoshka]) + "\n"
@@ -729,6 +760,12 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--parts", default=",".join(PARTS))
     parser.add_argument("--data", default=None)
     parser.add_argument("--static-texts", type=int, default=None, help="cap the static model's training texts")
+    parser.add_argument(
+        "--teacher-sentences",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the static model's teacher texts: the two corpora's titles and sentences too, not only whole documents",
+    )
     parser.add_argument("--static-epochs", type=int, default=3)
     parser.add_argument("--static-lr", type=float, default=1e-3)
     parser.add_argument("--static-batch", type=int, default=256)
