@@ -145,3 +145,17 @@ def make_tiny_encoder(seed: int = 0, dropout: float = 0.1):
 @pytest.fixture()
 def tiny_encoder():
     return make_tiny_encoder()
+
+
+def count_forward_rows(encoder) -> list[int]:
+    """Rows each forward pass of ``encoder``'s sentence runner runs, appended as they run (a spy: the
+    vectors are the runner's own)."""
+    rows: list[int] = []
+    run = encoder._runner.sentences
+
+    def counted(features, packed=False):
+        rows.append(len(features["input_ids"]))
+        return run(features, packed)
+
+    encoder._runner.sentences = counted
+    return rows

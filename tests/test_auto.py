@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from conftest import make_tiny_encoder
+from conftest import count_forward_rows, make_tiny_encoder
 
 import sbert
 from sbert.data.beir import Document
@@ -103,14 +103,8 @@ def test_auto_embeds_each_document_it_did_not_change_once_and_indexes_as_without
 
     model = sbert.load("default", device="cpu")
     docs = _rare_word_corpus()  # 30 short documents: each is one window
-    rows: list[int] = []
     run = model._runner.sentences
-
-    def counted(features, packed=False):
-        rows.append(len(features["input_ids"]))
-        return run(features, packed)
-
-    model._runner.sentences = counted
+    rows = count_forward_rows(model)
     auto = RetrievalSettings(auto=True, auto_queries=10).retriever()
     auto.index(model, docs)
     # choosing: the 30 documents (10 without their titles), their windows (looked up), the 10 titles (looked

@@ -5,30 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TINY_WORDS, make_tiny_encoder
+from conftest import TINY_WORDS, count_forward_rows, make_tiny_encoder
 
 from sbert.documents import encode_documents
 
 TEXTS = [" ".join(TINY_WORDS[i : i + 5]) for i in range(8)]
 
 
-def _counting(encoder) -> list[int]:
-    """Rows each forward pass of ``encoder`` runs, appended as they run."""
-    rows: list[int] = []
-    run = encoder._runner.sentences
-
-    def counted(features, packed=False):
-        rows.append(len(features["input_ids"]))
-        return run(features, packed)
-
-    encoder._runner.sentences = counted
-    return rows
-
-
 def test_texts_embedded_once_are_looked_up_and_equal_what_running_them_gives():
     encoder = make_tiny_encoder()
     plain = encoder.encode(TEXTS)
-    rows = _counting(encoder)
+    rows = count_forward_rows(encoder)
     with encoder.reusing_vectors() as memo:
         first = encoder.encode(TEXTS)
         again = encoder.encode([TEXTS[3], "zebra cat", TEXTS[0]])
@@ -50,7 +37,7 @@ def test_what_changes_a_vector_is_never_looked_up():
         "cut": encoder.encode(TEXTS, truncate_dim=8),
         "prompted": encoder.encode(TEXTS, prompt="query: "),
     }
-    rows = _counting(encoder)
+    rows = count_forward_rows(encoder)
     with encoder.reusing_vectors() as memo:
         got = {
             "plain": encoder.encode(TEXTS),
@@ -67,7 +54,7 @@ def test_what_changes_a_vector_is_never_looked_up():
 
 def test_a_document_in_one_window_reuses_its_whole_embedding_and_contexts_nest():
     encoder = make_tiny_encoder()
-    rows = _counting(encoder)
+    rows = count_forward_rows(encoder)
     with encoder.reusing_vectors() as outer:
         whole = encoder.encode_document(TEXTS)
         with encoder.reusing_vectors() as inner:
