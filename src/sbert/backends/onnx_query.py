@@ -27,6 +27,7 @@ import numpy as np
 
 from sbert.atomic import atomic_file
 from sbert.prompts import prompted
+from sbert.tokens import encode_ids
 
 RECORD = "query-encoder.json"
 TOKENIZER = "query-tokenizer.json"
@@ -147,7 +148,7 @@ class QueryEncoder:
             raise ValueError("empty query: the full path explains what it refuses")
         if self.spec["lower_case"]:
             texts = [t.lower() for t in texts]
-        return self.tokenizer.encode_batch(prompted(texts, self.spec["prompt"]), add_special_tokens=True)
+        return encode_ids(self.tokenizer, prompted(texts, self.spec["prompt"]), add_special_tokens=True)
 
     def _run(self, batch: list[list[int]]) -> np.ndarray:
         """One padded batch through the ONNX graph: (B, dim) sentence vectors."""

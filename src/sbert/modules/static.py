@@ -37,6 +37,7 @@ from torch.nn import functional as F
 from sbert.errors import ModelFormatError
 from sbert.modules.base import Features, Module, load_weights, write_json
 from sbert.modules.folder import read_json
+from sbert.tokens import encode_ids
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -145,7 +146,7 @@ class StaticEmbedding(Module):
     def tokenize(self, texts: Sequence[str]) -> tuple[list[list[int]], list[int]]:
         """Token ids of each text (no special tokens; unknown ones dropped if ``skip_unknown``), and the
         positions of the texts cut at ``max_seq_length``."""
-        encodings = self._fast.encode_batch(list(texts), add_special_tokens=False)
+        encodings = encode_ids(self._fast, texts, add_special_tokens=False)
         ids = [e.ids for e in encodings]
         if self._unknown is not None:
             ids = [[i for i in row if i != self._unknown] for row in ids]

@@ -18,6 +18,7 @@ from sbert.batching import pack_rows
 from sbert.errors import ModelFormatError
 from sbert.modules.base import Features, Module, write_json
 from sbert.modules.folder import check_finite, read_json, refuse_remote_code, weight_files
+from sbert.tokens import encode_ids
 
 CONFIG_FILE = "sentence_bert_config.json"
 PACK_WIDTH = 64  # tokens per packed row (or the batch's longest text, if longer)
@@ -117,7 +118,7 @@ class Transformer(Module):
         if self.do_lower_case:
             texts = [t.lower() for t in texts]
         if self._fast is not None:
-            encodings = self._fast.encode_batch(list(texts), add_special_tokens=True)
+            encodings = encode_ids(self._fast, texts, add_special_tokens=True)
             return [e.ids for e in encodings], [i for i, e in enumerate(encodings) if e.overflowing]
         ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_seq_length)["input_ids"]
         # Slow tokenizers do not report truncation: texts that fill the limit are counted (an upper bound).
