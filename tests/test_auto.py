@@ -15,7 +15,7 @@ from sbert.search.auto import CHOICES, SPAN_WORDS, choose_search, held_out_queri
 def test_held_out_queries_take_titles_or_spans_out_of_their_documents():
     words = [f"w{i}" for i in range(40)]
     docs = [Document("a", "printer crash", "the printer crashes"), Document("b", "", " ".join(words))]
-    held = held_out_queries(docs, queries=5, seed=1)
+    held = held_out_queries(docs, queries=5, seed=1, kind="title")
     assert held.relevant == {"auto-0": "a", "auto-1": "b"}
     assert held.queries["auto-0"] == "printer crash"
     span = held.queries["auto-1"].split()
@@ -23,7 +23,23 @@ def test_held_out_queries_take_titles_or_spans_out_of_their_documents():
     by_id = {d.id: d for d in held.documents}
     assert by_id["a"].joined() == "the printer crashes"  # indexed without its title
     assert by_id["b"].text.split() == [w for w in words if w not in span]  # and without the span
-    assert held_out_queries(docs, queries=5, seed=1) == held
+    assert held_out_queries(docs, queries=5, seed=1, kind="title") == held
+
+
+def test_span_queries_are_cut_from_titled_documents_too_and_mixed_draws_both():
+    words = [f"w{i}" for i in range(40)]
+    docs = [Document(str(i), f"title {i}", " ".join(words)) for i in range(40)]
+    held = held_out_queries(docs, queries=40, seed=3, kind="span")
+    for query, doc_id in held.relevant.items():
+        span, document = held.queries[query].split(), next(d for d in held.documents if d.id == doc_id)
+        assert len(span) == SPAN_WORDS and document.title == f"title {doc_id}"  # the title stays; the span goes
+        assert document.text.split() == [w for w in words if w not in span]
+    mixed = held_out_queries(docs, queries=40, seed=3, kind="mixed")
+    titles = [q for q, d in mixed.relevant.items() if mixed.queries[q] == f"title {d}"]
+    assert 10 < len(titles) < 30  # a fair coin over 40 documents
+    assert held_out_queries(docs, queries=40, seed=3, kind="mixed") == mixed  # the seed decides the coin
+    with pytest.raises(ValueError, match="unknown kind of pseudo-query 'claims': expected one of mixed, title"):
+        held_out_queries(docs, kind="claims")
 
 
 def test_a_corpus_that_gives_no_pseudo_query_is_refused():
@@ -46,13 +62,14 @@ def _rare_word_corpus() -> list[Document]:
 @pytest.mark.slow
 def test_bm25_wins_where_only_exact_words_find_the_documents():
     whole = tuple(c for c in CHOICES if not c.chunk)  # the tiny model's 32 tokens leave no room for windows
-    result = choose_search(make_tiny_encoder(), _rare_word_corpus(), queries=30, choices=whole)
+    result = choose_search(make_tiny_encoder(), _rare_word_corpus(), queries=30, choices=whole, kind="title")
     assert result.scores["bm25"] == pytest.approx(100.0)
     assert result.scores["dense"] < 60
     assert result.choice.name == "bm25"  # the first choice at the best score
     record = result.record()
     assert record["choice"]["alpha"] == 0.0 and record["choice"]["hybrid"] is True
     assert set(record["ndcg@10"]) == {c.name for c in whole} and record["kinds"] == {"title": 30, "span": 0}
+    assert record["drawn"] == "title"
     assert "chose bm25" in result.summary()
     # the runner-up, hybrid at dense weight 0.3, finds every document too: a tie, said to be one
     assert record["runner_up"] == {"name": "hybrid weighted 0.3", "gap": 0.0, "standard_error": 0.0}
@@ -70,7 +87,7 @@ def test_dense_wins_where_titles_share_no_word_with_their_documents():
         ("currency", "dollars and euros are exchanged at the bank"),
     ]
     docs = [Document(str(i), title, body) for i, (title, body) in enumerate(pairs)]
-    result = choose_search(sbert.load("default", device="cpu"), docs, queries=6, choices=CHOICES[:2])
+    result = choose_search(sbert.load("default", device="cpu"), docs, queries=6, choices=CHOICES[:2], kind="title")
     assert result.scores["dense"] == pytest.approx(100.0) and result.scores["bm25"] < 100
     assert result.choice.name == "dense"
 

@@ -34,18 +34,26 @@ def test_index_build_auto_records_its_choice_and_search_applies_it(tmp_path):
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text("".join(json.dumps(d) + "\n" for d in _rare_word_documents()))
     runner = CliRunner()
-    built = runner.invoke(main, ["index", "build", str(corpus), "--out", str(tmp_path / "ix"), "--auto"])
+    built = runner.invoke(
+        main, ["index", "build", str(corpus), "--out", str(tmp_path / "ix"), "--auto", "--auto-query-kind", "title"]
+    )
     assert built.exit_code == 0, built.output
     assert "auto: chose" in built.output and "pseudo-queries held out from the corpus" in built.output
     manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
     recorded = manifest["search"]
     assert recorded["hybrid"] is True and manifest.get("lexical")  # BM25 was built because it was chosen
     assert recorded["auto"]["pseudo_queries"] == 30 and recorded["auto"]["kinds"] == {"title": 30, "span": 0}
+    assert recorded["auto"]["drawn"] == "title"
     found = runner.invoke(
         main, ["search", str(tmp_path / "ix"), _rare_word_documents()[7]["title"], "-k", "1", "--json"]
     )
     assert found.exit_code == 0, found.output
     assert json.loads(found.stdout)[0]["hits"][0]["id"] == "7"  # the recorded hybrid search finds the code
+    mixed = runner.invoke(main, ["index", "build", str(corpus), "--out", str(tmp_path / "mixed"), "--auto"])
+    assert mixed.exit_code == 0, mixed.output  # the default draws titles and spans, one or the other a document
+    drawn = json.loads((tmp_path / "mixed" / "manifest.json").read_text())["search"]["auto"]
+    assert drawn["drawn"] == "mixed" and drawn["kinds"]["title"] > 0 and drawn["kinds"]["span"] > 0
+    assert drawn["kinds"]["title"] + drawn["kinds"]["span"] == 30
     for flag in ("--bm25", "--no-bm25"):
         both = runner.invoke(main, ["index", "build", str(corpus), "--out", str(tmp_path / "b"), "--auto", flag])
         assert both.exit_code == 2 and "--auto chooses --chunk and --bm25/--no-bm25 itself" in both.output

@@ -38,8 +38,9 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
     type=click.IntRange(min=0),
     default=AdaptSettings.hold_out,
     show_default=True,
-    help="Leave out of training the N documents --auto (with --auto-queries N) draws its pseudo-queries from, "
-    "so that its choice of search is scored on documents the model never trained on.",
+    help="Leave out of training the N documents --auto (with --auto-queries N and the default "
+    "--auto-query-kind) draws its pseudo-queries from, so that its choice of search is scored on documents the "
+    "model never trained on.",
 )
 @click.option("--steps", type=click.IntRange(min=1), default=AdaptSettings.steps, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=2), default=AdaptSettings.batch_size, show_default=True)

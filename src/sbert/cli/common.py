@@ -97,6 +97,21 @@ def load_model(model: str, runtime: Runtime, allow_pickle: bool):
     )
 
 
+def auto_kind_option(func: Callable) -> Callable:
+    """--auto-query-kind: which pseudo-queries ``--auto`` draws (``sbert.search.auto.KINDS``)."""
+    from sbert.search.auto import KIND, KINDS
+
+    return click.option(
+        "--auto-query-kind",
+        "auto_kind",
+        type=click.Choice(list(KINDS)),
+        default=KIND,
+        show_default=True,
+        help="--auto: the pseudo-queries: a document's title or a 16-word span cut out of it, one or the other "
+        "by a coin (mixed), titles only (title: spans for untitled documents) or spans only.",
+    )(func)
+
+
 def device_options(func: Callable) -> Callable:
     """--device, --backend, --precision (folded into one ``runtime`` argument) and --allow-pickle."""
 

@@ -8,6 +8,7 @@ import json
 import click
 
 from sbert.cli.common import (
+    auto_kind_option,
     column_options,
     device_options,
     friendly_errors,
@@ -126,11 +127,12 @@ def index() -> None:
     "--auto",
     is_flag=True,
     help="Choose --chunk, --bm25 and how search fuses them by scoring each way on pseudo-queries held out from "
-    "CORPUS (titles, or spans of untitled documents; never judged queries); recorded: search applies it.",
+    "CORPUS (titles and spans: --auto-query-kind; never judged queries); recorded: search applies it.",
 )
 @click.option(
     "--auto-queries", default=AUTO_QUERIES, show_default=True, type=click.IntRange(min=1), help="--auto: how many."
 )
+@auto_kind_option
 @_chunk_options
 @_lock_option
 @_corpus_options
@@ -139,7 +141,7 @@ def index() -> None:
 @friendly_errors
 def index_build(
     corpus, out, model, runtime, allow_pickle, metric, overwrite, batch_size, skip_empty, progress, prompts,
-    truncate_dim, auto, auto_queries, **opts
+    truncate_dim, auto, auto_queries, auto_kind, **opts
 ):  # fmt: skip
     """Embed CORPUS (text, one per line; .jsonl, or .csv/.tsv with a header row: 'text', optional 'id' and
     'title') into an index at --out."""
@@ -173,7 +175,7 @@ def index_build(
     with reusing_vectors(encoder) if auto else contextlib.nullcontext():  # --auto: unchanged documents once
         if auto:
             chunking, opts["bm25"], opts["search"] = _auto(
-                encoder, model, (ids, texts, titles), auto_queries, out, chunk, opts
+                encoder, model, (ids, texts, titles), (auto_queries, auto_kind), out, chunk, opts
             )
             chunk = chunking is not None
         built = build_index(
@@ -187,7 +189,7 @@ def index_build(
 _HNSW = ("hnsw_m", "ef_construction", "ef_search")
 
 
-def _auto(encoder, model, corpus: tuple, queries: int, out: str, chunk: bool, opts: dict):
+def _auto(encoder, model, corpus: tuple, pseudo: tuple[int, str], out: str, chunk: bool, opts: dict):
     """--auto: (chunking, bm25, what the index records) chosen on pseudo-queries from the corpus; says which."""
     from sbert.documents import Chunking
     from sbert.search.auto import choose_search, documents_from, index_settings
@@ -197,7 +199,8 @@ def _auto(encoder, model, corpus: tuple, queries: int, out: str, chunk: bool, op
         raise click.UsageError("--auto chooses --chunk and --bm25/--no-bm25 itself: leave them out")
     if is_database_url(out):
         raise click.UsageError("--auto applies to a folder index (an index in PostgreSQL has no windows or BM25)")
-    result = choose_search(encoder, documents_from(*corpus), model=str(model), queries=queries)
+    queries, kind = pseudo
+    result = choose_search(encoder, documents_from(*corpus), model=str(model), queries=queries, kind=kind)
     click.echo(result.summary(), err=True)
     return (Chunking() if result.choice.chunk else None), result.choice.hybrid, index_settings(result)
 

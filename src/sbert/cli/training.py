@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sbert.cli.common import MODEL_HELP, device_options, friendly_errors, load_model, one_model
+from sbert.cli.common import MODEL_HELP, auto_kind_option, device_options, friendly_errors, load_model, one_model
 from sbert.data.formats import FORMATS
 from sbert.evaluation.tasks import GROUPS, TASKS
 
@@ -238,6 +238,7 @@ def _relaunch_under_torchrun(nproc: int) -> None:
     help="Retrieval: choose --chunk/--hybrid/--fusion/--alpha on pseudo-queries from the corpus, never the "
     "judged queries (what sbert index build --auto chooses), then score that choice.",
 )
+@auto_kind_option
 @click.option(
     "--rerank",
     metavar="CROSS_ENCODER",

@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sbert.data.beir import Document
+from sbert.search.auto import KIND as AUTO_KIND
 from sbert.search.auto import QUERIES as AUTO_QUERIES
 from sbert.search.exact import TopK
 
@@ -295,6 +296,7 @@ class RetrievalSettings:
     candidates: int | None = None  # with rerank: how many of the first stage's (default 100)
     auto: bool = False  # choose chunk/hybrid/fusion/alpha on pseudo-queries from the corpus (sbert.search.auto)
     auto_queries: int = AUTO_QUERIES
+    auto_kind: str = AUTO_KIND  # the pseudo-queries' kind (sbert.search.auto.KINDS)
 
     def __post_init__(self) -> None:
         if self.auto and (self.chunk or self.hybrid or self.lexical or self.fusion or self.alpha is not None):
@@ -383,8 +385,9 @@ class AutoRetriever:
         name = getattr(model, "name_or_path", None) or "model"
         with reusing_vectors(model):  # the index after the choice: only the held-out documents are new to it
             self.result = choose_search(
-                model, documents, model=name, queries=self.settings.auto_queries, show_progress=show_progress
-            )
+                model, documents, model=name, queries=self.settings.auto_queries, kind=self.settings.auto_kind,
+                show_progress=show_progress,
+            )  # fmt: skip
             choice = self.result.choice
             hybrid = {"fusion": choice.fusion, "alpha": choice.alpha} if choice.hybrid else {}
             settings = replace(self.settings, auto=False, chunk=choice.chunk, hybrid=choice.hybrid, **hybrid)

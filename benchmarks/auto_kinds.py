@@ -1,0 +1,149 @@
+"""Which pseudo-queries should ``--auto`` choose on? Titles, spans, or a coin between them
+(``sbert.search.auto.KINDS``), scored by how close each kind's choice comes to the best way of searching
+chosen *with* the test labels, for several models on each collection.
+
+For each collection and model: every way of searching (``sbert.search.auto.CHOICES``) scored on the test
+queries (taken from benchmarks/adapt.py's record when it has them, else measured here), then
+``choose_search`` once per kind, all inside one ``Encoder.reusing_vectors`` (the corpus is embedded once;
+only each kind's held-out documents are new). Models: ``default`` (the default model) or an adapt method
+whose model benchmarks/adapt.py left in ``.work/adapt/<collection>/<method>-100`` (this script adapts it
+the same way when it is missing). Rows are kept in ``benchmarks/results/records/auto_kinds.json``
+(a re-measured row replaces itself); the table goes to ``benchmarks/results/auto_kinds.md`` and
+docs/retrieval.md. The default kind is chosen on one collection and reported on the other: the table says
+which.
+
+    python benchmarks/auto_kinds.py --collections scifact --models default,title,crop,ict,simcse
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+from adapt import KL_TEMPERATURE, TEACHER, adapted, every_choice, record_path
+from common import (
+    RECORDS,
+    cpu_name,
+    environment_lines,
+    markdown_table,
+    write_between_markers,
+    write_record,
+    write_result,
+)
+from retrieval import test_part
+
+import sbert
+from sbert.data.paths import data_dir
+from sbert.search.auto import KIND, KINDS, choose_search, reusing_vectors
+
+RECORD = RECORDS / "auto_kinds.json"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "retrieval.md"
+BEGIN, END = "<!-- auto-kinds:begin -->", "<!-- auto-kinds:end -->"
+HEADLINE = {"scifact": "ndcg@10", "openoffice-dups": "mrr@10"}
+CHOSEN_ON = "scifact"  # the collection KIND was chosen on; the other one reports it
+
+
+def label_of(model: str) -> str:
+    """benchmarks/adapt.py's row label for ``model``."""
+    return "default model" if model == "default" else f"adapt --method {model}"
+
+
+def test_scores(name: str, model: str, encoder, args) -> dict[str, float]:
+    """Each way of searching's headline metric on the test queries: adapt.py's record, or measured."""
+    metric, label = HEADLINE[name], label_of(model)
+    if record_path(name).is_file():
+        for row in json.loads(record_path(name).read_text())["rows"]:
+            if row["name"] == f"{label}, dense" and row.get("choices"):
+                return {choice: scores[metric] for choice, scores in row["choices"].items()}
+    began = time.perf_counter()
+    scores = every_choice(encoder, test_part(name, args))
+    print(f"  every way of searching on the test queries: {time.perf_counter() - began:.0f} s", flush=True)
+    return {choice: values[metric] for choice, values in scores.items()}
+
+
+def measure(name: str, model: str, kinds: list[str], args) -> dict:
+    """One model's row: the labelled best, and each kind's choice with its test score and evidence."""
+    folder = "default" if model == "default" else str(adapted(name, model, args)[0])
+    encoder = sbert.load(folder, device="cpu")
+    corpus = list(test_part(name, args).corpus.values())
+    with reusing_vectors(encoder):
+        test = test_scores(name, model, encoder, args)
+        best = max(test, key=lambda c: test[c])
+        out = {}
+        for kind in kinds:
+            began = time.perf_counter()
+            result = choose_search(encoder, corpus, model=label_of(model), kind=kind, show_progress=False)
+            pick = result.choice.name
+            out[kind] = {
+                "pick": pick,
+                "test": test[pick],
+                "gap": test[best] - test[pick],
+                "evidence": result.scores,
+                "kinds": result.kinds,
+                "runner_up": result.margin.record() if result.margin else None,
+                "seconds": round(time.perf_counter() - began, 1),
+            }
+            print(f"  {kind}: chose {pick}, {test[pick]:.2f} on the test queries (best {best} {test[best]:.2f})")
+    return {"best": best, "best_score": test[best], "metric": HEADLINE[name], "kinds": out, "cpu": cpu_name()}
+
+
+def read_record() -> dict:
+    """The rows measured so far: collection -> model label -> row."""
+    return json.loads(RECORD.read_text()) if RECORD.is_file() else {}
+
+
+def table_lines(record: dict) -> list[str]:
+    """The table (one row a collection and model, one column a kind) and the mean gap by kind."""
+    kinds = list(KINDS)
+    rows, means = [], []
+    for name, models in record.items():
+        for label, row in models.items():
+            cells = []
+            for kind in kinds:
+                found = row["kinds"].get(kind)
+                cells.append(f"{found['pick']}: {found['test']:.2f} (gap {found['gap']:.2f})" if found else "-")
+            rows.append([f"{name}, {label}", f"{row['best']}: {row['best_score']:.2f}", *cells])
+        for kind in kinds:
+            gaps = [row["kinds"][kind]["gap"] for row in models.values() if kind in row["kinds"]]
+            if gaps:
+                means.append(f"{name}: `{kind}` mean gap {sum(gaps) / len(gaps):.2f}, worst {max(gaps):.2f}")
+    header = ["collection (metric), model", "best with the test labels", *(f"`{kind}` chose" for kind in kinds)]
+    note = (
+        f"Each cell: the way of searching `--auto` chose on 200 pseudo-queries of that kind, its score on the "
+        f"test queries (NDCG@10 on SciFact, MRR@10 on openoffice-dups' newest 20%), and its gap to the best "
+        f"chosen with the test labels. The default kind (`{KIND}`) was chosen on {CHOSEN_ON}'s test queries; "
+        f"the other collection's rows are the evidence that counts."
+    )
+    return [note, "", *markdown_table(header, rows), "", *(f"- {line}" for line in means)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--collections", default="scifact,openoffice-dups")
+    parser.add_argument("--models", default="default,title,crop")
+    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--data", default=str(data_dir()))
+    parser.add_argument("--assemble", action="store_true", help="only rebuild the tables from the record")
+    args = parser.parse_args()
+    args.queries = args.documents = None
+    args.steps, args.seed, args.hold_out, args.device = 100, 42, 0, "cpu"  # as benchmarks/adapt.py adapts
+    args.teacher, args.temperature = TEACHER, KL_TEMPERATURE
+    if not args.assemble:
+        for name in args.collections.split(","):
+            for model in args.models.split(","):
+                print(f"{name}, {label_of(model)}", flush=True)
+                row = measure(name, model, args.kinds.split(","), args)
+                record = read_record()  # as it is now: another run may have added to it meanwhile
+                record.setdefault(name, {})[label_of(model)] = row
+                write_record(RECORD, record)  # a killed run keeps the models measured so far
+    lines = table_lines(read_record())
+    write_between_markers(DOC, BEGIN, END, lines)
+    write_result("auto_kinds.md", ["# --auto: which pseudo-queries", "", *environment_lines(
+        torch.get_num_threads(), ("torch", "transformers", "sbert")), "", *lines])  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
