@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -87,7 +88,10 @@ def measure(name: str, model: str, kinds: list[str], args) -> dict:
                 "seconds": round(time.perf_counter() - began, 1),
             }
             print(f"  {kind}: chose {pick}, {test[pick]:.2f} on the test queries (best {best} {test[best]:.2f})")
-    return {"best": best, "best_score": test[best], "metric": HEADLINE[name], "kinds": out, "cpu": cpu_name()}
+    command = " ".join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
+    return {"best": best, "best_score": test[best], "metric": HEADLINE[name], "kinds": out, "cpu": cpu_name()} | {
+        "run": f"`{command}`"
+    }
 
 
 def read_record() -> dict:
@@ -117,7 +121,10 @@ def table_lines(record: dict) -> list[str]:
         f"chosen with the test labels. The default kind (`{KIND}`) was chosen on {CHOSEN_ON}'s test queries; "
         f"the other collection's rows are the evidence that counts."
     )
-    return [note, "", *markdown_table(header, rows), "", *(f"- {line}" for line in means)]
+    notes = sorted(
+        {f"{name}: {row['run']}" for name, models in record.items() for row in models.values() if "run" in row}
+    )
+    return [note, "", *markdown_table(header, rows), "", *(f"- {line}" for line in means + notes)]
 
 
 def main() -> None:
