@@ -119,7 +119,7 @@ def table_lines(record: dict) -> list[str]:
         f"Each cell: the way of searching `--auto` chose on 200 pseudo-queries of that kind, its score on the "
         f"test queries (NDCG@10 on SciFact, MRR@10 on openoffice-dups' newest 20%), and its gap to the best "
         f"chosen with the test labels. The default kind (`{KIND}`) was chosen on {CHOSEN_ON}'s test queries; "
-        f"the other collection's rows are the evidence that counts."
+        f"the other collection's rows are the evidence that counts (docs/retrieval.md weighs both)."
     )
     notes = sorted(
         {f"{name}: {row['run']}" for name, models in record.items() for row in models.values() if "run" in row}
