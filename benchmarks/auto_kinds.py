@@ -52,7 +52,7 @@ def label_of(model: str) -> str:
     return "default model" if model == "default" else f"adapt --method {model}"
 
 
-def test_scores(name: str, model: str, encoder, args) -> dict[str, float]:
+def test_scores(name: str, model: str, encoder, collection) -> dict[str, float]:
     """Each way of searching's headline metric on the test queries: adapt.py's record, or measured."""
     metric, label = HEADLINE[name], label_of(model)
     if record_path(name).is_file():
@@ -60,7 +60,7 @@ def test_scores(name: str, model: str, encoder, args) -> dict[str, float]:
             if row["name"] == f"{label}, dense" and row.get("choices"):
                 return {choice: scores[metric] for choice, scores in row["choices"].items()}
     began = time.perf_counter()
-    scores = every_choice(encoder, test_part(name, args))
+    scores = every_choice(encoder, collection)
     print(f"  every way of searching on the test queries: {time.perf_counter() - began:.0f} s", flush=True)
     return {choice: values[metric] for choice, values in scores.items()}
 
@@ -69,9 +69,10 @@ def measure(name: str, model: str, kinds: list[str], args) -> dict:
     """One model's row: the labelled best, and each kind's choice with its test score and evidence."""
     folder = "default" if model == "default" else str(adapted(name, model, args)[0])
     encoder = sbert.load(folder, device="cpu")
-    corpus = list(test_part(name, args).corpus.values())
+    collection = test_part(name, args)  # read once: its corpus is what --auto draws from, too
+    corpus = list(collection.corpus.values())
     with reusing_vectors(encoder):
-        test = test_scores(name, model, encoder, args)
+        test = test_scores(name, model, encoder, collection)
         best = max(test, key=lambda c: test[c])
         out = {}
         for kind in kinds:
