@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 import torch
-from adapt import KL_TEMPERATURE, TEACHER, adapted, every_choice, record_path
+from adapt import KL_TEMPERATURE, TEACHER, adapted, every_choice
+from adapt import read_record as adapt_rows
 from common import (
     RECORDS,
     cpu_name,
@@ -55,10 +56,9 @@ def label_of(model: str) -> str:
 def test_scores(name: str, model: str, encoder, collection) -> dict[str, float]:
     """Each way of searching's headline metric on the test queries: adapt.py's record, or measured."""
     metric, label = HEADLINE[name], label_of(model)
-    if record_path(name).is_file():
-        for row in json.loads(record_path(name).read_text())["rows"]:
-            if row["name"] == f"{label}, dense" and row.get("choices"):
-                return {choice: scores[metric] for choice, scores in row["choices"].items()}
+    for row in adapt_rows(name)[0]:
+        if row.name == f"{label}, dense" and row.choices:
+            return {choice: scores[metric] for choice, scores in row.choices.items()}
     began = time.perf_counter()
     scores = every_choice(encoder, collection)
     print(f"  every way of searching on the test queries: {time.perf_counter() - began:.0f} s", flush=True)
@@ -90,9 +90,8 @@ def measure(name: str, model: str, kinds: list[str], args) -> dict:
             }
             print(f"  {kind}: chose {pick}, {test[pick]:.2f} on the test queries (best {best} {test[best]:.2f})")
     command = " ".join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
-    return {"best": best, "best_score": test[best], "metric": HEADLINE[name], "kinds": out, "cpu": cpu_name()} | {
-        "run": f"`{command}`"
-    }
+    return {"best": best, "best_score": test[best], "metric": HEADLINE[name], "kinds": out, "cpu": cpu_name(),
+            "run": f"`{command}`"}  # fmt: skip
 
 
 def read_record() -> dict:
