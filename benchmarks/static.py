@@ -436,8 +436,7 @@ def speed_texts(args) -> list[str]:
 
 
 def rate(encode, texts: list[str], min_seconds: float) -> float:
-    """Sentences per second of ``encode(texts)``, repeated until ``min_seconds`` have passed (one warm-up)."""
-    encode(texts[:64])
+    """Sentences per second of ``encode(texts)``, repeated until ``min_seconds`` have passed (at least once)."""
     done, began = 0, time.perf_counter()
     while True:
         encode(texts)
@@ -447,32 +446,44 @@ def rate(encode, texts: list[str], min_seconds: float) -> float:
 
 
 def speed_part(args, work: Path) -> tuple[list[str], dict]:
+    """Every row loaded at once and timed in turn, ``--speed-rounds`` times round-robin: each row's rate is
+    the median of its rounds, so a minute of load from another process on the shared CPU lowers one round
+    of every row, not all rounds of a few rows (timed one row after another, rows of the same table shape
+    came out up to 25% apart)."""
+    import statistics
+
+    import torch
     from cpu_backends import latency_ms
 
     texts, facts = speed_texts(args), {}
-    for name in ROWS:
-        print(f"speed: {name}", flush=True)
-        encode, size, dim = load_row(name, work)
-        facts[name] = {
-            "rate": rate(encode, texts, args.min_seconds),
-            "p50_ms": latency_ms(lambda t, e=encode: e([t]), texts[: args.latency])[0],
-            "disk_mb": size / 2**20,
-            "dim": dim,
-        }
-    import torch
+    loaded = {name: load_row(name, work) for name in ROWS}
+    loaded[ONE_THREAD] = loaded[list(ROWS)[6]]
+    threads = torch.get_num_threads()
 
-    threads, name = torch.get_num_threads(), list(ROWS)[6]
-    encode, size, dim = load_row(name, work)
-    torch.set_num_threads(1)  # a static model's ops are tiny: threads cost more than they give on a busy CPU
-    try:
-        facts[ONE_THREAD] = {
-            "rate": rate(encode, texts, args.min_seconds),
-            "p50_ms": latency_ms(lambda t: encode([t]), texts[: args.latency])[0],
+    def timed(name: str, measure: Callable[[], float]) -> float:
+        torch.set_num_threads(1 if name == ONE_THREAD else threads)  # a static model's ops are tiny
+        try:
+            return measure()
+        finally:
+            torch.set_num_threads(threads)
+
+    for encode, _, _ in loaded.values():
+        encode(texts[:64])  # warm-up
+    rates: dict[str, list[float]] = {name: [] for name in loaded}
+    for number in range(args.speed_rounds):
+        print(f"speed: round {number + 1} of {args.speed_rounds}", flush=True)
+        for name, (encode, _, _) in loaded.items():
+            rates[name].append(timed(name, lambda e=encode: rate(e, texts, args.min_seconds / args.speed_rounds)))
+    for name, (encode, size, dim) in loaded.items():
+        print(f"speed: latency of {name}", flush=True)
+        p50 = timed(name, lambda e=encode: latency_ms(lambda t: e([t]), texts[: args.latency])[0])
+        facts[name] = {
+            "rate": statistics.median(rates[name]),
+            "rounds": [round(r, 1) for r in rates[name]],
+            "p50_ms": p50,
             "disk_mb": size / 2**20,
             "dim": dim,
         }
-    finally:
-        torch.set_num_threads(threads)
     return [], facts
 
 
@@ -653,6 +664,15 @@ def plot(facts: dict, path: Path) -> bool:
     return True
 
 
+def speed_rounds(facts: dict) -> str:
+    """How the speed column was timed: the rounds the speed part's record holds (none in older records)."""
+    rows = list(facts.get("speed", {}).values())
+    rounds = {len(row.get("rounds", [])) for row in rows}
+    if not rows or rounds == {0}:
+        return ", each row timed in turn"
+    return f", each row the median of {max(rounds)} rounds timing every row in turn"
+
+
 def scale_lines(facts: dict) -> list[str]:
     """The static row of docs/scale.md's 40M plan, from the measured rates."""
     speed = facts.get("speed", {})
@@ -713,8 +733,9 @@ def main() -> None:
     body = [
         f"One run on {cpu_name()} ({os.cpu_count()} logical cores), torch fp32 on the CPU. STSb: Spearman x 100 "
         "of cosine on STSb test; SciFact NDCG@10 on its test split; openoffice-dups MRR@10 on the newer part of "
-        "its split in time; documents cut at each model's limit. Speed: STSb/SICK sentences, batch 32; "
-        "latency: one sentence per call. Index: computed, 1M vectors x dims x 4 (float32) or 1 (int8) bytes.",
+        "its split in time; documents cut at each model's limit. Speed: STSb/SICK sentences, batch 32"
+        f"{speed_rounds(facts)}; latency: one sentence per call. Index: computed, 1M vectors x dims x 4 (float32) "
+        "or 1 (int8) bytes.",
         "",
         *main_table(facts),
         "",
@@ -777,7 +798,10 @@ def arguments() -> argparse.Namespace:
         "--matryoshka-pairs", choices=tuple(MRL_PAIRS), default="stsb", help="the Matryoshka models' training pairs"
     )
     parser.add_argument("--speed-texts", type=int, default=10_000)
-    parser.add_argument("--min-seconds", type=float, default=5.0, help="each speed measurement runs this long")
+    parser.add_argument(
+        "--min-seconds", type=float, default=5.0, help="each row's rate is timed this long in all (at least a pass)"
+    )
+    parser.add_argument("--speed-rounds", type=int, default=5, help="rounds of timing every row in turn")
     parser.add_argument("--latency", type=int, default=500, help="single-sentence calls for the batch-1 latency")
     parser.add_argument("--sts-pairs", type=int, default=None)
     parser.add_argument("--queries", type=int, default=None, help="quick runs: only the first N test queries")
@@ -789,6 +813,7 @@ def arguments() -> argparse.Namespace:
     if args.quick:
         args.static_texts, args.static_epochs, args.matryoshka_steps = 2000, 1, 4
         args.speed_texts, args.min_seconds, args.latency, args.sts_pairs = 256, 0.2, 20, 100
+        args.speed_rounds = 2
         args.queries, args.documents, args.query_latency = 10, 60, 10
     return args
 

@@ -1,10 +1,15 @@
-"""encode_ids: the ids, truncation and overflow of encode_batch, without offsets where tokenizers allows."""
+"""encode_ids: the ids, truncation and overflow of encode_batch, without offsets where tokenizers allows;
+collection_paused: the garbage collector held off while texts become ids, and put back as it was."""
 
 from __future__ import annotations
 
+import gc
+import threading
+
+import pytest
 from tokenizers import Tokenizer
 
-from sbert.tokens import encode_ids
+from sbert.tokens import collection_paused, encode_ids
 
 TEXTS = ["A man is playing a guitar.", "NullPointerException at org.openoffice.Foo.bar(Foo.java:12)", "word " * 10, ""]
 
@@ -48,3 +53,63 @@ def test_falls_back_to_encode_batch_without_the_fast_method(model):
     got = encode_ids(Older(tokenizer), TEXTS[:2], add_special_tokens=False)
     assert [e.ids for e in got] == [e.ids for e in tokenizer.encode_batch(TEXTS[:2], add_special_tokens=False)]
     assert got[0].offsets  # encode_batch's encodings carry offsets
+
+
+@pytest.fixture
+def collector_on():
+    """The collector on before the test, and on again after it whatever the test did."""
+    was = gc.isenabled()
+    gc.enable()
+    yield
+    gc.enable() if was else gc.disable()
+
+
+def test_collection_paused_nests_and_restores(collector_on):
+    with collection_paused():
+        assert not gc.isenabled()
+        with collection_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner block closing does not turn it back on
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), collection_paused():
+        raise RuntimeError("inside")
+    assert gc.isenabled()  # put back after an exception too
+
+
+def test_collection_paused_leaves_a_callers_off_switch_alone(collector_on):
+    gc.disable()
+    with collection_paused():
+        assert not gc.isenabled()
+    assert not gc.isenabled()
+
+
+def test_collection_paused_overlapping_threads_end_with_it_on(collector_on):
+    entered, leave = threading.Barrier(2), threading.Event()
+    seen = []
+
+    def hold(wait: bool) -> None:
+        with collection_paused():
+            entered.wait(timeout=10)
+            if wait:
+                leave.wait(timeout=10)
+            seen.append(gc.isenabled())
+
+    first, second = threading.Thread(target=hold, args=(False,)), threading.Thread(target=hold, args=(True,))
+    first.start(), second.start()
+    first.join(timeout=10)
+    assert not gc.isenabled()  # the first thread left, the second is still inside
+    leave.set()
+    second.join(timeout=10)
+    assert seen == [False, False] and gc.isenabled()
+
+
+def test_encoder_tokenizes_with_the_collector_paused(model, monkeypatch, collector_on):
+    states, tokenize = [], model.transformer.tokenize
+
+    def spy(texts):
+        states.append(gc.isenabled())
+        return tokenize(texts)
+
+    monkeypatch.setattr(model.transformer, "tokenize", spy)
+    model.encode(["one sentence", "and another"])
+    assert states == [False] and gc.isenabled()

@@ -38,6 +38,7 @@ from sbert.pipeline import (
 )
 from sbert.progress import ENCODE_FROM, progress_bar
 from sbert.prompts import Prompts, Task, prompt_length, prompted
+from sbert.tokens import collection_paused
 from sbert.versions import saved_versions
 
 CHUNK = 65_536  # texts tokenised at a time: bounds the memory for ids, keeps sorting near-global
@@ -268,7 +269,8 @@ class Encoder(nn.Sequential):
 
     def _tokens(self, texts: list[str], prompt: str | None) -> Tokenized:
         """Token ids of ``prompt`` + each text, and the prompt's length where a Pooling leaves it out."""
-        ids, truncated = self.transformer.tokenize(prompted(texts, prompt))
+        with collection_paused():
+            ids, truncated = self.transformer.tokenize(prompted(texts, prompt))
         excluded = prompt and any(not getattr(m, "include_prompt", True) for m in self)
         if not excluded:
             return Tokenized(ids, truncated)
