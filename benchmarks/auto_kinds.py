@@ -39,13 +39,14 @@ from retrieval import test_part
 
 import sbert
 from sbert.data.paths import data_dir
-from sbert.search.auto import KIND, KINDS, choose_search, reusing_vectors
+from sbert.search.auto import CHOICES, KEEP_DEFAULT_WITHIN, KIND, KINDS, choose_search, default_choice, reusing_vectors
 
 RECORD = RECORDS / "auto_kinds.json"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "retrieval.md"
 BEGIN, END = "<!-- auto-kinds:begin -->", "<!-- auto-kinds:end -->"
 HEADLINE = {"scifact": "ndcg@10", "openoffice-dups": "mrr@10"}
 CHOSEN_ON = "scifact"  # the collection KIND was chosen on; the other one reports it
+DEFAULT = default_choice(CHOICES)  # what --auto keeps unless the best is ahead of it beyond its rule
 
 
 def label_of(model: str) -> str:
@@ -78,11 +79,16 @@ def measure(name: str, model: str, kinds: list[str], args) -> dict:
         for kind in kinds:
             began = time.perf_counter()
             result = choose_search(encoder, corpus, model=label_of(model), kind=kind, show_progress=False)
-            pick = result.choice.name
+            pick, top = result.choice.name, (result.best or result.choice).name
             out[kind] = {
                 "pick": pick,
                 "test": test[pick],
                 "gap": test[best] - test[pick],
+                "best": top,  # the best on the pseudo-queries: the pick unless the default stayed
+                "best_test": test[top],
+                "default_test": test[DEFAULT.name],
+                "over_default": result.over_default.record() if result.over_default else None,
+                "stayed_with_default": result.stayed_with_default,
                 "evidence": result.scores,
                 "kinds": result.kinds,
                 "runner_up": result.margin.record() if result.margin else None,
@@ -108,15 +114,22 @@ def table_lines(record: dict) -> list[str]:
             cells = []
             for kind in kinds:
                 found = row["kinds"].get(kind)
-                cells.append(f"{found['pick']}: {found['test']:.2f} (gap {found['gap']:.2f})" if found else "-")
+                top, score = (
+                    (found.get("best", found["pick"]), found.get("best_test", found["test"])) if found else (0, 0)
+                )
+                cells.append(f"{top}: {score:.2f} (gap {row['best_score'] - score:.2f})" if found else "-")
             rows.append([f"{name}, {label}", f"{row['best']}: {row['best_score']:.2f}", *cells])
         for kind in kinds:
-            gaps = [row["kinds"][kind]["gap"] for row in models.values() if kind in row["kinds"]]
+            gaps = [
+                row["best_score"] - row["kinds"][kind].get("best_test", row["kinds"][kind]["test"])
+                for row in models.values()
+                if kind in row["kinds"]
+            ]
             if gaps:
                 means.append(f"{name}: `{kind}` mean gap {sum(gaps) / len(gaps):.2f}, worst {max(gaps):.2f}")
     header = ["collection (metric), model", "best with the test labels", *(f"`{kind}` chose" for kind in kinds)]
     note = (
-        f"Each cell: the way of searching `--auto` chose on 200 pseudo-queries of that kind, its score on the "
+        f"Each cell: the best way of searching on 200 pseudo-queries of that kind, its score on the "
         f"test queries (NDCG@10 on SciFact, MRR@10 on openoffice-dups' newest 20%), and its gap to the best "
         f"chosen with the test labels. The default kind (`{KIND}`) was chosen on {CHOSEN_ON}'s test queries; "
         f"the other collection's rows are the evidence that counts (docs/retrieval.md weighs both)."
@@ -125,6 +138,61 @@ def table_lines(record: dict) -> list[str]:
         {f"{name}: {row['run']}" for name, models in record.items() for row in models.values() if "run" in row}
     )
     return [note, "", *markdown_table(header, rows), "", *(f"- {line}" for line in means + notes)]
+
+
+def guarded(row: dict, kind: str) -> dict | None:
+    """``kind``'s choice under the rule ``--auto`` follows now (the default stays unless the best on the
+    pseudo-queries is ahead of it by more than ``KEEP_DEFAULT_WITHIN`` standard errors): as measured, or,
+    for a row measured before the rule, derived where its record holds the margin over the default (the
+    best was the default, or the default was the runner-up) and the default's test score; else None."""
+    found = row["kinds"].get(kind)
+    if found is None or "stayed_with_default" in found:
+        return found
+    if found["pick"] == DEFAULT.name:
+        return {**found, "best": found["pick"], "best_test": found["test"], "over_default": None, "derived": True}
+    margin = found.get("runner_up") or {}
+    default_test = row["best_score"] if row["best"] == DEFAULT.name else found.get("default_test")
+    if margin.get("name") != DEFAULT.name or default_test is None:
+        return None
+    stays = margin["gap"] <= KEEP_DEFAULT_WITHIN * margin["standard_error"]
+    test = default_test if stays else found["test"]
+    return {"pick": DEFAULT.name if stays else found["pick"], "test": test, "gap": row["best_score"] - test,
+            "best": found["pick"], "best_test": found["test"], "over_default": margin, "stayed_with_default": stays,
+            "derived": True}  # fmt: skip
+
+
+def rule_lines(record: dict) -> list[str]:
+    """The default kind's choices under the rule that keeps the default within one standard error."""
+    rows, gaps = [], {}
+    for name, models in record.items():
+        for label, row in models.items():
+            found = guarded(row, KIND)
+            if found is None:
+                rows.append([f"{name}, {label}", f"{row['best']}: {row['best_score']:.2f}", "-", "-", "-"])
+                continue
+            over = found["over_default"]
+            lead = f"{over['gap']:.2f} ({over['standard_error']:.2f})" if over else "(it is the default)"
+            rows.append([
+                f"{name}, {label}" + (" (derived from the record)" if found.get("derived") else ""),
+                f"{row['best']}: {row['best_score']:.2f}",
+                f"{found['best']}: {found['best_test']:.2f} (gap {row['best_score'] - found['best_test']:.2f})",
+                lead,
+                f"**{found['pick']}: {found['test']:.2f} (gap {found['gap']:.2f})**",
+            ])  # fmt: skip
+            gaps.setdefault(name, []).append(found["gap"])
+    header = ["collection, model", "best with the test labels", f"best on the `{KIND}` pseudo-queries",
+              f"its lead over {DEFAULT.name} on them (standard error)", "`--auto` chooses"]  # fmt: skip
+    note = (
+        f"`--auto` keeps the default way of searching ({DEFAULT.name}, what a user who passes no option gets) "
+        f"unless the best on the pseudo-queries is ahead of it by more than {KEEP_DEFAULT_WITHIN:g} standard "
+        "error of the per-query differences. Rows measured before that rule are derived from their record "
+        "where it holds the margin over the default (the default was the best or the runner-up); '-' where "
+        "it does not."
+    )
+    means = [
+        f"{name}: mean gap {sum(g) / len(g):.2f}, worst {max(g):.2f} ({len(g)} models)" for name, g in gaps.items()
+    ]
+    return [note, "", *markdown_table(header, rows), "", *(f"- {line}" for line in means)]
 
 
 def main() -> None:
@@ -146,7 +214,7 @@ def main() -> None:
                 record = read_record()  # as it is now: another run may have added to it meanwhile
                 record.setdefault(name, {})[label_of(model)] = row
                 write_record(RECORD, record)  # a killed run keeps the models measured so far
-    lines = table_lines(read_record())
+    lines = [*table_lines(read_record()), "", *rule_lines(read_record())]
     write_between_markers(DOC, BEGIN, END, lines)
     write_result("auto_kinds.md", ["# --auto: which pseudo-queries", "", *environment_lines(
         torch.get_num_threads(), ("torch", "transformers", "sbert")), "", *lines])  # fmt: skip

@@ -74,6 +74,10 @@ def test_bm25_wins_where_only_exact_words_find_the_documents():
     # the runner-up, hybrid at dense weight 0.3, finds every document too: a tie, said to be one
     assert record["runner_up"] == {"name": "hybrid weighted 0.3", "gap": 0.0, "standard_error": 0.0}
     assert "is within noise" in result.summary()
+    # and it is ahead of the default way of searching (weighted 0.7) beyond noise: the default does not stay
+    assert record["over_default"]["name"] == "hybrid weighted 0.7" and record["over_default"]["gap"] > 0
+    assert record["best"] == "bm25" and record["stayed_with_default"] is False
+    assert "ahead of the default, hybrid weighted 0.7, by 13.65" in result.summary()
 
 
 @pytest.mark.slow
@@ -105,6 +109,37 @@ def test_the_margin_over_the_runner_up_is_the_mean_paired_difference_and_its_sta
     assert paired_margin("b", [1.0], [0.0]).within_noise  # one query: no evidence of a gap
     result = AutoResult(CHOICES[0], {"dense": 96.46, "bm25": 96.44}, 200, 0, margin=margin)
     assert "is within noise" in result.summary() and result.record()["runner_up"]["name"] == "b"
+
+
+def test_the_default_way_of_searching_stays_unless_the_best_is_ahead_of_it_beyond_noise():
+    from sbert.search.auto import AutoResult, decide, default_choice
+
+    default = default_choice(CHOICES)
+    assert default.name == "hybrid weighted 0.7" and not default.chunk  # what a user who passes no option gets
+    per_query = {c.name: [0.5, 0.5, 0.5, 0.5] for c in CHOICES}
+    per_query["hybrid weighted 0.5"] = [1.0, 1.0, 1.0, 0.5]
+    per_query[default.name] = [1.0, 1.0, 0.5, 0.5]
+    # best over the default: differences 0, 0, 50, 0 (x 100): gap 12.5, standard deviation 25, error 12.5:
+    kept = decide(CHOICES, per_query)  # not more than one standard error ahead (KEEP_DEFAULT_WITHIN)
+    assert kept["best"].name == "hybrid weighted 0.5" and kept["choice"] == default
+    assert kept["over_default"].gap == pytest.approx(12.5) and kept["over_default"].standard_error == pytest.approx(
+        12.5
+    )
+    assert decide(CHOICES, per_query, keep_default=False)["choice"].name == "hybrid weighted 0.5"
+    result = AutoResult(scores={c: 100 * sum(v) / 4 for c, v in per_query.items()}, queries=4, seed=0, **kept)
+    assert result.stayed_with_default and result.record()["stayed_with_default"] is True
+    assert result.record()["best"] == "hybrid weighted 0.5" and result.record()["choice"]["alpha"] == 0.7
+    assert "kept because the best on these pseudo-queries, hybrid weighted 0.5 (87.50)" in result.summary()
+    assert "ahead of it by 12.50, not more than 1 standard error (12.50)" in result.summary()
+    per_query["hybrid weighted 0.5"] = [1.0, 1.0, 1.0, 1.0]
+    per_query[default.name] = [1.0, 1.0, 0.0, 0.5]  # differences 0, 0, 100, 50: gap 37.5, error 23.9
+    assert decide(CHOICES, per_query)["choice"].name == "hybrid weighted 0.5"  # more than one error ahead
+    without = tuple(c for c in CHOICES if c != default)  # choices without the default: the best, no guard
+    leaves = decide(without, per_query)
+    assert leaves["choice"].name == "hybrid weighted 0.5" and leaves["over_default"] is None
+    per_query = {c.name: [0.0, 1.0] for c in CHOICES}  # a tie everywhere: the first choice is the best,
+    tie = decide(CHOICES, per_query)  # the default stays
+    assert tie["best"].name == "dense" and tie["choice"] == default
 
 
 def test_ndcg_of_one_relevant_document_equals_the_evaluators():

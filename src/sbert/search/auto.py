@@ -6,7 +6,13 @@ document indexed without the span); ``KINDS`` says which: by default (``mixed``)
 by document (titles alone were saturated on SciFact, where every fusion found ~96% of them, and could not
 rank fusions a point apart on real questions). Every way of searching in ``CHOICES``
 (dense, BM25, their weighted and reciprocal-rank fusions, each over whole or chunked documents) is scored
-by NDCG@10 on these queries, and the best is chosen; ties go to the earlier (simpler) choice.
+by NDCG@10 on these queries, and the best is chosen, unless it is ahead of the way a user who passes no
+option searches (``default_choice``: whole documents, weighted fusion at ``fusion.ALPHA``) by no more than
+``KEEP_DEFAULT_WITHIN`` standard errors of the per-query differences: then the default stays (the
+one-standard-error rule of model selection, with the default in place of the simplest model). 200
+pseudo-queries rank the top few choices no better than a coin, and the default did well on both
+collections (docs/retrieval.md), where a coin's pick lost 3.1 MRR@10 on bug reports. Ties go to the
+earlier (simpler) choice.
 
 The choice and its evidence are plain data (``AutoResult.record``): an index keeps them in its manifest
 and ``sbert search`` applies them; ``sbert eval --auto`` reports the test-query score of the choice.
@@ -21,10 +27,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sbert.data.beir import Document
+from sbert.search.fusion import ALPHA, DEFAULT_FUSION
 
 SPAN_WORDS = 16  # a held-out span's length, for documents without a title
 MIN_WORDS = 24  # an untitled document shorter than this is never held out
 QUERIES = 200  # pseudo-queries drawn by default (``--auto-queries``)
+KEEP_DEFAULT_WITHIN = 1.0  # standard errors the best must be ahead of the default by, for the default to go
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,14 @@ CHOICES: tuple[SearchChoice, ...] = (
 )
 
 
+def default_choice(choices: Sequence[SearchChoice]) -> SearchChoice | None:
+    """The choice that searches as a user who passes no option does (whole documents, ``DEFAULT_FUSION`` at
+    ``ALPHA``), if ``choices`` hold it."""
+    return next(
+        (c for c in choices if not c.chunk and c.hybrid and c.fusion == DEFAULT_FUSION and c.alpha == ALPHA), None
+    )
+
+
 @dataclass
 class HeldOut:
     """Pseudo-queries and the corpus to search them in: ``queries`` (id -> text), ``relevant`` (query id
@@ -75,8 +91,15 @@ class AutoResult:
     queries: int
     seed: int
     kinds: dict[str, int] = field(default_factory=dict)  # pseudo-queries by kind: title, span
-    margin: Margin | None = None  # the choice against the runner-up, query by query
+    margin: Margin | None = None  # the best on the pseudo-queries against the runner-up, query by query
     drawn: str = ""  # how they were drawn: a ``KINDS`` name
+    best: SearchChoice | None = None  # the best on the pseudo-queries (``choice`` unless the default stayed)
+    over_default: Margin | None = None  # ``best`` against ``default_choice``, query by query (None: it is it)
+
+    @property
+    def stayed_with_default(self) -> bool:
+        """Whether ``choice`` is the default because the best was not ahead of it beyond noise."""
+        return self.best is not None and self.best != self.choice
 
     def record(self) -> dict[str, Any]:
         """For a manifest or a JSON report."""
@@ -87,11 +110,24 @@ class AutoResult:
             "kinds": self.kinds,
             **({"drawn": self.drawn} if self.drawn else {}),
             "seed": self.seed,
+            **({"best": self.best.name} if self.best else {}),
             **({"runner_up": self.margin.record()} if self.margin else {}),
+            **({"over_default": self.over_default.record()} if self.over_default else {}),
+            "stayed_with_default": self.stayed_with_default,
         }
 
     def summary(self) -> str:
-        """One line a person reads: the choice, its score, the runner-up's, and whether the gap is noise."""
+        """One line a person reads: the choice, its score, why it was chosen, and whether a gap is noise."""
+        best = self.best or self.choice
+        chose = f"auto: chose {self.choice.name} (NDCG@10 {self.scores[self.choice.name]:.2f} on {self.queries} "
+        chose += "pseudo-queries held out from the corpus"
+        if self.stayed_with_default and self.over_default:
+            gap, error = self.over_default.gap, self.over_default.standard_error
+            return (
+                f"{chose}): the default way of searching, kept because the best on these pseudo-queries, "
+                f"{best.name} ({self.scores[best.name]:.2f}), is ahead of it by {gap:.2f}, not more than "
+                f"{KEEP_DEFAULT_WITHIN:g} standard error ({error:.2f})"
+            )
         ranked = sorted(self.scores.items(), key=lambda kv: -kv[1])
         runner = f"; next {ranked[1][0]} {ranked[1][1]:.2f}" if len(ranked) > 1 else ""
         if self.margin and self.margin.within_noise:
@@ -99,10 +135,10 @@ class AutoResult:
                 f"; the gap, {self.margin.gap:.2f}, is within noise (standard error {self.margin.standard_error:.2f}): "
                 "either would do as well on these pseudo-queries"
             )
-        return (
-            f"auto: chose {self.choice.name} (NDCG@10 {self.scores[self.choice.name]:.2f} on {self.queries} "
-            f"pseudo-queries held out from the corpus{runner})"
-        )
+        if self.over_default:
+            runner += f"; ahead of the default, {self.over_default.runner_up}, by {self.over_default.gap:.2f}"
+            runner += f" (standard error {self.over_default.standard_error:.2f})"
+        return f"{chose}{runner})"
 
 
 @dataclass(frozen=True)
@@ -117,7 +153,11 @@ class Margin:
 
     @property
     def within_noise(self) -> bool:
-        return self.gap <= 2 * self.standard_error
+        return not self.ahead_by_more_than(2)
+
+    def ahead_by_more_than(self, errors: float) -> bool:
+        """Whether the gap is more than ``errors`` standard errors."""
+        return self.gap > errors * self.standard_error
 
     def record(self) -> dict[str, Any]:
         return {"name": self.runner_up, "gap": round(self.gap, 4), "standard_error": round(self.standard_error, 4)}
@@ -212,11 +252,13 @@ def choose_search(
     seed: int = 0,
     choices: Sequence[SearchChoice] = CHOICES,
     kind: str = KIND,
+    keep_default: bool = True,
     batch_size: int = 32,
     show_progress: bool | None = None,
 ) -> AutoResult:
     """Score every choice on pseudo-queries held out from ``documents`` (one in-memory index per chunking,
-    with BM25) and return the best, by NDCG@10; ties go to the earlier choice."""
+    with BM25) and return the best, by NDCG@10 (ties go to the earlier choice), or, with ``keep_default``,
+    ``default_choice`` where the best is ahead of it by no more than ``KEEP_DEFAULT_WITHIN`` standard errors."""
     from sbert.documents import Chunking
     from sbert.search.retrieve import SearchOptions, build_index, search_texts
 
@@ -237,13 +279,31 @@ def choose_search(
                 pairs = zip(query_ids, hits, strict=True)
                 found = [ndcg_of_one([h.id for h in ranked], held.relevant[q]) for q, ranked in pairs]
                 scores[choice.name], per_query[choice.name] = 100 * sum(found) / len(found), found
-    ranked = sorted(choices, key=lambda c: (scores[c.name], -choices.index(c)), reverse=True)
-    best = ranked[0]
-    margin = paired_margin(ranked[1].name, per_query[best.name], per_query[ranked[1].name]) if len(ranked) > 1 else None
     titles = {d.id: d.title.strip() for d in documents}
     kinds = {"title": sum(1 for q, text in held.queries.items() if text == titles[held.relevant[q]])}
     kinds["span"] = len(held.queries) - kinds["title"]
-    return AutoResult(best, scores, len(held.queries), seed, kinds, margin, kind)
+    return AutoResult(scores=scores, queries=len(held.queries), seed=seed, kinds=kinds, drawn=kind,
+                      **decide(choices, per_query, keep_default))  # fmt: skip
+
+
+def decide(
+    choices: Sequence[SearchChoice], per_query: dict[str, Sequence[float]], keep_default: bool = True
+) -> dict[str, Any]:
+    """From each choice's per-query NDCG@10 (0-1, the same queries in order): the best by mean (ties to the
+    earlier choice), its margin over the runner-up and over ``default_choice``, and the choice: the
+    default where ``keep_default`` and the best is ahead of it by no more than ``KEEP_DEFAULT_WITHIN``
+    standard errors."""
+    mean = {c.name: sum(per_query[c.name]) / max(1, len(per_query[c.name])) for c in choices}
+    ranked = sorted(choices, key=lambda c: (mean[c.name], -choices.index(c)), reverse=True)
+    best = ranked[0]
+    margin = paired_margin(ranked[1].name, per_query[best.name], per_query[ranked[1].name]) if len(ranked) > 1 else None
+    default = default_choice(choices)
+    over = None
+    if default is not None and default != best:
+        over = paired_margin(default.name, per_query[best.name], per_query[default.name])
+    stays = keep_default and over is not None and not over.ahead_by_more_than(KEEP_DEFAULT_WITHIN)
+    choice = default if stays else best
+    return {"choice": choice, "best": best, "margin": margin, "over_default": over}
 
 
 def reusing_vectors(encoder: Any) -> contextlib.AbstractContextManager:
