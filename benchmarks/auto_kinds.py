@@ -152,8 +152,15 @@ def guarded(row: dict, kind: str) -> dict | None:
         return {**found, "best": found["pick"], "best_test": found["test"], "over_default": None, "derived": True}
     margin = found.get("runner_up") or {}
     default_test = row["best_score"] if row["best"] == DEFAULT.name else found.get("default_test")
-    if margin.get("name") != DEFAULT.name or default_test is None:
+    for other in row["kinds"].values():  # another kind's choice may have been the default
+        default_test = other["test"] if other["pick"] == DEFAULT.name else default_test
+    if default_test is None:
         return None
+    if margin.get("name") != DEFAULT.name:  # the margin is unknown: either outcome, the worse gap counts
+        gap = row["best_score"] - min(found["test"], default_test)
+        return {"pick": f"{found['pick']} or {DEFAULT.name}", "test": min(found["test"], default_test), "gap": gap,
+                "best": found["pick"], "best_test": found["test"], "over_default": None, "derived": True,
+                "either": True}  # fmt: skip
     stays = margin["gap"] <= KEEP_DEFAULT_WITHIN * margin["standard_error"]
     test = default_test if stays else found["test"]
     return {"pick": DEFAULT.name if stays else found["pick"], "test": test, "gap": row["best_score"] - test,
@@ -172,6 +179,7 @@ def rule_lines(record: dict) -> list[str]:
                 continue
             over = found["over_default"]
             lead = f"{over['gap']:.2f} ({over['standard_error']:.2f})" if over else "(it is the default)"
+            lead = "not recorded (either choice is shown; the worse counts)" if found.get("either") else lead
             rows.append([
                 f"{name}, {label}" + (" (derived from the record)" if found.get("derived") else ""),
                 f"{row['best']}: {row['best_score']:.2f}",
@@ -179,18 +187,22 @@ def rule_lines(record: dict) -> list[str]:
                 lead,
                 f"**{found['pick']}: {found['test']:.2f} (gap {found['gap']:.2f})**",
             ])  # fmt: skip
-            gaps.setdefault(name, []).append(found["gap"])
+            gaps.setdefault((name, bool(found.get("either"))), []).append(found["gap"])
     header = ["collection, model", "best with the test labels", f"best on the `{KIND}` pseudo-queries",
               f"its lead over {DEFAULT.name} on them (standard error)", "`--auto` chooses"]  # fmt: skip
     note = (
         f"`--auto` keeps the default way of searching ({DEFAULT.name}, what a user who passes no option gets) "
         f"unless the best on the pseudo-queries is ahead of it by more than {KEEP_DEFAULT_WITHIN:g} standard "
         "error of the per-query differences. Rows measured before that rule are derived from their record "
-        "where it holds the margin over the default (the default was the best or the runner-up); '-' where "
-        "it does not."
+        "where it holds the margin over the default (the default was the best or the runner-up) or where "
+        "the default's test score is known from another kind's choice (both outcomes shown, the worse "
+        "counted); '-' where neither."
     )
     means = [
-        f"{name}: mean gap {sum(g) / len(g):.2f}, worst {max(g):.2f} ({len(g)} models)" for name, g in gaps.items()
+        f"{name}: "
+        + ("the rule's choice not known (the worse of the two)" if either else "the rule's choice known")
+        + f": mean gap {sum(g) / len(g):.2f}, worst {max(g):.2f} ({len(g)} models)"
+        for (name, either), g in gaps.items()
     ]
     return [note, "", *markdown_table(header, rows), "", *(f"- {line}" for line in means)]
 
