@@ -39,7 +39,16 @@ from retrieval import test_part
 
 import sbert
 from sbert.data.paths import data_dir
-from sbert.search.auto import CHOICES, KEEP_DEFAULT_WITHIN, KIND, KINDS, choose_search, default_choice, reusing_vectors
+from sbert.search.auto import (
+    CHOICES,
+    KEEP_DEFAULT_WITHIN,
+    KIND,
+    KINDS,
+    Margin,
+    choose_search,
+    default_choice,
+    reusing_vectors,
+)
 
 RECORD = RECORDS / "auto_kinds.json"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "retrieval.md"
@@ -156,16 +165,17 @@ def guarded(row: dict, kind: str) -> dict | None:
         default_test = other["test"] if other["pick"] == DEFAULT.name else default_test
     if default_test is None:
         return None
+    derived = {"best": found["pick"], "best_test": found["test"], "derived": True}
     if margin.get("name") != DEFAULT.name:  # the margin is unknown: either outcome, the worse gap counts
-        gap = row["best_score"] - min(found["test"], default_test)
-        return {"pick": f"{found['pick']} or {DEFAULT.name}", "test": min(found["test"], default_test), "gap": gap,
-                "best": found["pick"], "best_test": found["test"], "over_default": None, "derived": True,
-                "either": True}  # fmt: skip
-    stays = margin["gap"] <= KEEP_DEFAULT_WITHIN * margin["standard_error"]
-    test = default_test if stays else found["test"]
-    return {"pick": DEFAULT.name if stays else found["pick"], "test": test, "gap": row["best_score"] - test,
-            "best": found["pick"], "best_test": found["test"], "over_default": margin, "stayed_with_default": stays,
-            "derived": True}  # fmt: skip
+        test = min(found["test"], default_test)
+        pick, extra = f"{found['pick']} or {DEFAULT.name}", {"over_default": None, "either": True}
+    else:  # the library's own rule on the recorded margin
+        stays = not Margin(margin["name"], margin["gap"], margin["standard_error"]).ahead_by_more_than(
+            KEEP_DEFAULT_WITHIN
+        )
+        pick, test = (DEFAULT.name, default_test) if stays else (found["pick"], found["test"])
+        extra = {"over_default": margin, "stayed_with_default": stays}
+    return {"pick": pick, "test": test, "gap": row["best_score"] - test, **derived, **extra}
 
 
 def rule_lines(record: dict) -> list[str]:
