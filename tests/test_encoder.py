@@ -134,6 +134,20 @@ def test_progress_bar_when_asked(model, capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_encode_runs_in_evaluation_mode_and_restores_training(model):
+    expected = model.encode(["a short text", "another one"])
+    model.train()
+    try:
+        assert np.array_equal(model.encode(["a short text", "another one"]), expected)  # dropout off
+        assert all(module.training for module in model.modules())
+        model.eval()
+        model[0].train()  # the transformer alone training (dropout 0.1): encode must still switch it off
+        assert not model.training
+        assert np.array_equal(model.encode(["a short text", "another one"]), expected)
+    finally:
+        model.eval()
+
+
 def test_load_never_imports_sentence_transformers():
     import subprocess
     import sys

@@ -10,7 +10,7 @@ from sbert.arrays import as_float32, as_tensor
 from sbert.errors import ModelFormatError
 from sbert.modules.folder import weight_files
 from sbert.pipeline import PACKED_TOKENS, Batching, Tokenized, TorchRunner, finish, token_vectors
-from sbert.progress import progress_bar
+from sbert.progress import HiddenBar, progress_bar
 from sbert.versions import package_version, saved_versions
 
 
@@ -66,6 +66,17 @@ def test_finish_cuts_then_normalises_and_token_vectors_drop_padding():
 def test_progress_policy(show, total, from_items, shown):
     with progress_bar(total, "x", show, "text", from_items=from_items) as bar:
         assert bar.disable is not shown
+
+
+def test_a_hidden_bar_counts_and_takes_what_tqdm_takes():
+    bar = progress_bar(10, "x", False, initial=3)
+    assert isinstance(bar, HiddenBar)
+    with bar:
+        bar.update(2)
+        bar.update()
+        bar.set_postfix(loss="0.1", refresh=False)
+        bar.set_description_str("train", refresh=True)
+    assert (bar.n, bar.total) == (6, 10)
 
 
 def test_versions_have_one_spelling_for_missing_packages():

@@ -393,14 +393,19 @@ class Encoder(nn.Sequential):
 
     @contextlib.contextmanager
     def _inference(self) -> Iterator[None]:
-        """Evaluation mode without autograd, for one ``encode``; the training mode is restored after."""
+        """Evaluation mode without autograd, for one ``encode``; the training mode is restored after. A model
+        already wholly in evaluation mode is left as it is (walking every module twice costs a one-sentence
+        encode a fifth of its time)."""
+        training = any(module.training for module in self.modules())
         was_training = self.training
-        self.eval()
+        if training:
+            self.eval()
         try:
             with torch.inference_mode():
                 yield
         finally:
-            self.train(was_training)
+            if training:
+                self.train(was_training)
 
     def _warn_truncated(self, truncated: int, total: int, prompt: str | None) -> None:
         warnings.warn(
