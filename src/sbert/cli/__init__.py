@@ -1,7 +1,7 @@
 """The ``sbert`` command: argument parsing and printing only; the work is the library's.
 
 One module per family of commands: ``embeddings`` (encode, similarity, info), ``training`` (train,
-eval), ``retrieval`` (index, search, mine, cluster), ``service`` (serve), ``static`` (distill);
+eval), ``retrieval`` (index, search, mine, cluster), ``service`` (serve), ``static`` (distill, rotate);
 ``common`` holds the options and error handling they share.
 """
 
@@ -15,7 +15,7 @@ from sbert.cli.negatives import mine_negatives
 from sbert.cli.plot import plot
 from sbert.cli.retrieval import cluster, index, mine, search
 from sbert.cli.service import serve
-from sbert.cli.static import distill
+from sbert.cli.static import distill, rotate
 from sbert.cli.training import evaluate, train
 
 __all__ = ["main"]
@@ -46,5 +46,6 @@ for _command in (
     serve,
     plot,
     distill,
+    rotate,
 ):
     main.add_command(_command)

@@ -1,4 +1,6 @@
-"""``sbert distill``: a static model distilled from a transformer model (``sbert.distill``)."""
+"""Smaller and faster models: ``sbert distill``, a static model distilled from a transformer model
+(``sbert.distill``), and ``sbert rotate``, a model whose first coordinates are its best truncation
+(``sbert.rotate``)."""
 
 from __future__ import annotations
 
@@ -43,3 +45,50 @@ def distill(model, out, corpus, dim, min_count, max_words, device, allow_pickle)
     )
     added = f", {summary['added']:,} words added from the corpus" if corpus else ""
     click.echo(f"distilled {summary['vocabulary']:,} tokens{added} to {summary['dim']} dimensions: {summary['out']}")
+
+
+@click.command(
+    help="Rotate MODEL onto the principal axes of its vectors of CORPUS's documents, so that cutting its "
+    "vectors (--truncate-dim here, in `index build`, `encode`) keeps the directions in which your documents "
+    "differ most. No training, no labels; at full width every cosine is unchanged (a rotation). The folder "
+    "written loads in sbert and sentence-transformers. MODEL: " + MODEL_HELP
+)
+@click.argument("model", default="default", metavar="[MODEL]")
+@click.option(
+    "--corpus",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The documents: a BEIR folder or corpus.jsonl[.gz], JSON lines (text, optional title) or one per line.",
+)
+@click.option("--out", "-o", required=True, type=click.Path(path_type=Path), help="Folder for the rotated model.")
+@click.option(
+    "--truncate-dim", type=int, default=None, help="Also make the model cut its vectors to this width by default."
+)
+@click.option("--max-texts", type=int, default=50_000, show_default=True, help="Documents embedded (drawn at random).")
+@click.option("--batch-size", type=int, default=32, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Which documents, when there are more.")
+@click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if present).")
+@click.option("--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code).")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@friendly_errors
+def rotate(model, corpus, out, truncate_dim, max_texts, batch_size, seed, device, allow_pickle, no_progress) -> None:
+    from sbert.rotate import rotate_model
+
+    summary = rotate_model(
+        model,
+        corpus,
+        out,
+        max_texts=max_texts,
+        truncate_dim=truncate_dim,
+        batch_size=batch_size,
+        seed=seed,
+        device=device,
+        allow_pickle=allow_pickle,
+        show_progress=False if no_progress else None,
+    )
+    click.echo(f"rotated onto the principal axes of {summary['texts']:,} documents of {summary['corpus']}")
+    for width, (plain, turned) in summary["kept"].items():
+        click.echo(
+            f"  first {width} of {summary['width']} coordinates: {plain:.1%} of the variance before, {turned:.1%} after"
+        )
+    click.echo(summary["out"])
