@@ -112,7 +112,7 @@ LAYERS: list[set[str]] = [
     {"encoder"},
     {"losses", "evaluation", "search", "documents", "cross_encoder", "distill", "embeddings_io", "parallel"},
     {"training", "plot"},
-    {"adapt"},
+    {"adapt", "rotate"},
     {"serve"},
     {"cli", "__main__"},
 ]
