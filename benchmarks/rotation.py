@@ -36,6 +36,7 @@ from static import (
     sbert_cli,
     slug,
     stsb_pairs,
+    vector_cache,
     write_jsonl,
 )
 
@@ -48,6 +49,19 @@ FITS = {  # row label -> the corpus `sbert rotate` reads (a collection's folder,
     "rotated on openoffice-dups' documents": "openoffice-dups",
     "rotated on both collections' documents": "both",
     "rotated on STSb's train sentences": "stsb-train",
+}
+MRL = WORK / "static" / "models" / "mrl"  # benchmarks/static.py's Matryoshka model (its recipe beside it)
+TRUNCATED = "truncated"
+BASES = {  # row prefix -> (the model rotated, the fits it gets): the Matryoshka model only where it is built
+    "": ("default", tuple(FITS)),
+    "Matryoshka-trained, ": (
+        str(MRL),
+        (
+            "rotated on SciFact's documents",
+            "rotated on openoffice-dups' documents",
+            "rotated on STSb's train sentences",
+        ),
+    ),
 }
 OWN = {  # each evaluation's own fit: what a user who rotates on the texts they search gets
     "stsb": "rotated on STSb's train sentences",
@@ -79,13 +93,14 @@ class Rotated:
     encode_query = encode_document = encode
 
 
-def build(args, work: Path) -> dict[str, dict]:
-    """Each rotated folder (``sbert rotate``, skipped when there), its seconds and its rotation matrix."""
+def build(args, work: Path, prefix: str, model: str, fits: tuple[str, ...]) -> dict[str, dict]:
+    """Each rotated folder of ``model`` (``sbert rotate``, skipped when there) and what it cost."""
     from sbert.data.paths import data_dir
 
     built = {}
-    for label, source in FITS.items():
-        folder, made = work / "models" / slug(label), work / "models" / f"{slug(label)}.json"
+    for label in fits:
+        source, name = FITS[label], slug(prefix + label)
+        folder, made = work / "models" / name, work / "models" / f"{name}.json"
         if not folder.is_dir():
             corpus = data_dir(args.data) / "retrieval" / source
             if source == "both":
@@ -93,11 +108,11 @@ def build(args, work: Path) -> dict[str, dict]:
             elif source == "stsb-train":
                 corpus = write_jsonl(work / "stsb-train.jsonl", stsb_train_sentences(args))
             seconds = sbert_cli(
-                "rotate", "default", "--corpus", str(corpus), "--out", str(folder), "--device", "cpu",
+                "rotate", model, "--corpus", str(corpus), "--out", str(folder), "--device", "cpu",
                 "--max-texts", str(args.max_texts), "--no-progress",
             )  # fmt: skip
             made.write_text(json.dumps({"seconds": seconds, "load": os.getloadavg()[0]}))
-        built[label] = {"folder": folder, **json.loads(made.read_text())}
+        built[prefix + label] = {"folder": folder, **json.loads(made.read_text())}
     return built
 
 
@@ -122,25 +137,40 @@ def served_difference(folder: Path, base: Embedder, rotation: np.ndarray, texts:
 def measure(args, work: Path) -> dict:
     import sbert
 
-    model = sbert.load("default", device="cpu")
-    base = Embedder("default", lambda t: model.encode(t, batch_size=32, on_truncation="ignore"), work / "vectors")
-    parts, built = collections(args), build(args, work)
+    parts = collections(args)
     sample = stsb_pairs(args)[0][:100] + collection_texts(args)[:100]
     rows, notes = {}, {}
-    for label in ("today's model, truncated", *FITS):
-        rotation = None
-        if label in FITS:
-            loaded = sbert.load(built[label]["folder"], device="cpu")
-            rotation = loaded[-1].linear.weight.detach().double().numpy()
-            notes[label] = {
-                "seconds": built[label]["seconds"],
-                "load": built[label]["load"],
-                "max_difference": served_difference(built[label]["folder"], base, rotation, sample),
-            }
-        for dim in MRL_DIMS:
-            print(f"rotation: {label} at {dim}", flush=True)
-            rows[f"{label}|{dim}"] = quality(Rotated(base, rotation, dim), args, parts)
+    for prefix, (name, fits) in BASES.items():
+        if name != "default" and not Path(name).is_dir():
+            print(f"rotation: {name} is not built (benchmarks/static.py --parts matryoshka): its rows are skipped")
+            continue
+        model = sbert.load(name, device="cpu")
+        cache = work / "vectors" if name == "default" else vector_cache(work, prefix, Path(name))
+
+        def encode(texts, m=model):
+            return m.encode(texts, batch_size=32, on_truncation="ignore")
+
+        base = Embedder(prefix or "default", encode, cache)
+        built = build(args, work, prefix, name, fits)
+        for label in (TRUNCATED, *fits):
+            rotation = None
+            if label in fits:
+                folder = built[prefix + label]["folder"]
+                rotation = sbert.load(folder, device="cpu")[-1].linear.weight.detach().double().numpy()
+                notes[prefix + label] = {
+                    "seconds": built[prefix + label]["seconds"],
+                    "load": built[prefix + label]["load"],
+                    "max_difference": served_difference(folder, base, rotation, sample),
+                }
+            for dim in MRL_DIMS:
+                print(f"rotation: {prefix}{label} at {dim}", flush=True)
+                rows[f"{row_label(prefix, label)}|{dim}"] = quality(Rotated(base, rotation, dim), args, parts)
     return {"rows": rows, "notes": notes, "max_texts": args.max_texts, "cpu": cpu_name()}
+
+
+def row_label(prefix: str, label: str) -> str:
+    """A row's label: "today's model, truncated", "rotated on ...", "Matryoshka-trained, truncated", ..."""
+    return ("today's model, " if label == TRUNCATED else "") + label if not prefix else prefix + label
 
 
 def lines(record: dict) -> list[str]:
@@ -163,9 +193,18 @@ def lines(record: dict) -> list[str]:
         for dim in (128, 64):
             delta = [plain[f"{label}|{dim}"][m] - plain[f"today's model, truncated|{dim}"][m] for m in METRICS]
             gains.append(f"{label} at {dim}: " + ", ".join(f"{d:+.2f}" for d in delta))
-    for dim in (128, 64):
-        own = [plain[f"{OWN[m]}|{dim}"][m] - plain[f"today's model, truncated|{dim}"][m] for m in METRICS]
-        gains.append(f"**each collection rotated on its own texts** at {dim}: " + ", ".join(f"{d:+.2f}" for d in own))
+    today = "today's model, truncated"
+    for prefix in (p for p in BASES if f"{row_label(p, TRUNCATED)}|128" in plain):
+        for dim in (384, 128, 64) if prefix else (128, 64):
+            own = [plain[f"{prefix}{OWN[m]}|{dim}"][m] for m in METRICS]
+            against = [(today, [o - plain[f"{today}|{dim}"][m] for o, m in zip(own, METRICS, strict=True)])]
+            if prefix:
+                itself = row_label(prefix, TRUNCATED)
+                against.append((itself, [o - plain[f"{itself}|{dim}"][m] for o, m in zip(own, METRICS, strict=True)]))
+            gains.append(
+                f"**{prefix}each collection rotated on its own texts** at {dim}: "
+                + "; ".join(f"against {name}: " + ", ".join(f"{d:+.2f}" for d in delta) for name, delta in against)
+            )
     notes = [
         f"- {label}: fitted on at most {record['max_texts']:,} documents drawn at random"
         + f", `sbert rotate` {n['seconds']:,.0f} s (load average {n['load']:.1f} after)"
