@@ -206,7 +206,7 @@ def lines(record: dict) -> list[str]:
                 + "; ".join(f"against {name}: " + ", ".join(f"{d:+.2f}" for d in delta) for name, delta in against)
             )
     notes = [
-        f"- {label}: fitted on at most {record['max_texts']:,} documents drawn at random"
+        f"- {label}: fitted on at most {record['max_texts']:,} texts drawn at random"
         + f", `sbert rotate` {n['seconds']:,.0f} s (load average {n['load']:.1f} after)"
         + f"; the folder's own vectors differ from the scored ones by at most {n['max_difference']:.1e}"
         for label, n in record["notes"].items()
@@ -214,8 +214,14 @@ def lines(record: dict) -> list[str]:
     return [
         f"One run on {record['cpu']} (2 logical cores). Rows of this run: today's model cut to each width (and "
         "re-normalised), and the same model after `sbert rotate` on each collection's documents (STSb: its train "
-        "split's sentences, no scores); the rows marked "
-        "otherwise are benchmarks/static.py's Matryoshka table (trained models; not re-run here). A rotation "
+        "split's sentences, no scores)"
+        + (
+            "; the Matryoshka-trained model that benchmarks/static.py builds (its recipe: its table), cut and "
+            "rotated the same way"
+            if any(key.startswith("Matryoshka") for key in record["rows"])
+            else ""
+        )
+        + ". The rows marked otherwise are benchmarks/static.py's Matryoshka table (not re-run here). A rotation "
         "reads no query and no judgment (nor a score, nor STSb's test split); each collection is seen only by its "
         "own fit and the fit on both retrieval collections.",
         "",
