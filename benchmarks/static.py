@@ -13,7 +13,9 @@ a part re-run on another machine replaces only its own; quick runs keep theirs i
   pairs of the training parts (mnrl); the default model trained with ``--matryoshka 384,256,128,64`` (mnrl
   on the STSb train pairs scored 4 or more; ``--matryoshka-pairs all`` adds the retrieval training parts'
   judged pairs, ``all+regression`` besides them the paper's regression objective on every STSb train pair;
-  ``--matryoshka-epochs``, ``--matryoshka-steps``), and the same without Matryoshka. A model
+  ``--matryoshka-epochs``, ``--matryoshka-steps``), the same without Matryoshka, and the same Matryoshka
+  training started from ``sbert rotate default`` fitted on its training texts (``--matryoshka-rows`` picks
+  which of them a run builds and measures; the others are read back from the part's record). A model
   is trained when its folder under benchmarks/.work/static/models is missing; delete it to train it again
   (vectors are cached by the model folder's files: a model built again is embedded again).
 - quality: per row, STSb test Spearman x 100 (cosine), SciFact test NDCG@10, openoffice-dups MRR@10 (the
@@ -21,7 +23,7 @@ a part re-run on another machine replaces only its own; quick runs keep theirs i
   limit (``RetrievalEvaluator`` + ``IndexRetriever``).
 - speed: sentences per second (batch 32, STSb/SICK sentences), batch-1 latency p50, size on disk, and the
   index size at 1M vectors (1M x dim x 4 bytes float32, x 1 byte int8: computed).
-- matryoshka: the Matryoshka-trained model against plain truncation of today's model at 384/256/128/64.
+- matryoshka: the Matryoshka-trained models against plain truncation of today's model at 384/256/128/64.
 - query: whole bug reports (openoffice-dups test queries) and SciFact's claims as queries, warm hybrid
   search (windows + BM25, sbert's default fusion: weighted, alpha 0.7) over each corpus in windows: p50 per
   query (query embedding + search) for torch, ONNX int8 and the static model, and the NDCG@10 / MRR@10 each
@@ -78,6 +80,15 @@ MRL_PAIRS = {
     "all+regression": "the pairs of `all`, and besides them the paper's regression objective (cosine against the "
     "gold score, MSE) on every STSb train pair, the two interleaved round-robin, training texts cut to 128 tokens",
 }
+# Matryoshka table row -> (folder under .work/static/models, how it starts: "" trained without --matryoshka,
+# "default" with it from the default model, "rotated" with it from `sbert rotate default` on its training texts)
+MRL_ROWS = {
+    "today's model, truncated": ("default", ""),
+    "trained the same without Matryoshka, truncated": ("mrl-control", ""),
+    "Matryoshka-trained": ("mrl", "default"),
+    "Matryoshka-trained from a rotation (sbert rotate on its training texts first)": ("mrl-rotated", "rotated"),
+}
+MRL_ROTATION_TEXTS = 2_000  # the rotated start's fit: texts drawn at random (as benchmarks/rotation.py's fits)
 MRL_CUT = 128  # all+regression: training texts cut to this many tokens (as sbert adapt does: 3x faster on a CPU)
 QUORA = 40_000_000
 ONE_THREAD = "the same, torch.set_num_threads(1)"  # a speed-only row after the trained static model
@@ -255,17 +266,42 @@ def matryoshka_objectives(args, work: Path) -> list[str]:
     return ["--config", str(run)]
 
 
+def matryoshka_rotation_texts(args, work: Path) -> Path:
+    """The texts the Matryoshka models train on, without their pairing or scores (every distinct query and
+    positive of the pairs; with ``all+regression`` STSb's train sentences too): what ``mrl-rotated``'s
+    ``sbert rotate`` is fitted on before its training."""
+    from sbert.data.paths import data_dir
+    from sbert.data.sts import read_stsb
+
+    rows = [json.loads(line) for line in matryoshka_pairs(args, work).read_text(encoding="utf-8").splitlines()]
+    texts = [t for row in rows for t in (row["query"], row["positive"])]
+    if args.matryoshka_pairs == "all+regression":
+        stsb = read_stsb(data_dir(args.data) / "stsbenchmark" / "sts-train.csv")
+        texts += [t for p in stsb for t in (p.sentence1, p.sentence2)]
+    return write_jsonl(work / "mrl-rotation-texts.jsonl", list(dict.fromkeys(texts)))
+
+
 def build_matryoshka_models(args, work: Path) -> dict:
-    """The default model trained with and without ``--matryoshka`` (each skipped when its folder is there),
-    on ``--device``; what training each cost."""
+    """The Matryoshka part's trained models (``--matryoshka-rows``; each skipped when its folder is there),
+    on ``--device``; what building each cost."""
     models, facts = work / "models", {}
     models.mkdir(parents=True, exist_ok=True)
+    dims = ["--matryoshka", ",".join(map(str, MRL_DIMS))]
     # mnrl takes every pair it is given as a positive: only STSb train pairs scored 4 or more (of 5), and with
     # --matryoshka-pairs all, the retrieval training parts' judged pairs too (pairs.jsonl)
-    for folder, matryoshka in (("mrl", ["--matryoshka", ",".join(map(str, MRL_DIMS))]), ("mrl-control", [])):
-        if (models / folder).is_dir():
+    for label in matryoshka_rows(args):
+        folder, start = MRL_ROWS[label]
+        if folder == "default" or (models / folder).is_dir():
             continue
-        train = ["train", *matryoshka_objectives(args, work), "--model", "default", *matryoshka]
+        base = "default"
+        if start == "rotated":  # sbert rotate on the training texts first, then the same training
+            base = str(models / f"{folder}-start")
+            texts = str(matryoshka_rotation_texts(args, work))
+            facts[f"{folder} rotation seconds"] = sbert_cli(
+                "rotate", "default", "--corpus", texts, "--out", base, "--device", args.device,
+                "--max-texts", str(MRL_ROTATION_TEXTS), "--no-progress",
+            )  # fmt: skip
+        train = ["train", *matryoshka_objectives(args, work), "--model", base, *(dims if start else [])]
         train += ["--out", str(models / folder), "--no-progress", "--batch-size", str(args.matryoshka_batch)]
         train += ["--epochs", str(args.matryoshka_epochs), "--max-steps", str(args.matryoshka_steps)]
         train += ["--checkpoint-every", "100000", "--device", args.device]
@@ -275,6 +311,16 @@ def build_matryoshka_models(args, work: Path) -> dict:
         recipe["device"] = device_name(args.device)
         (models / f"{folder}-recipe.json").write_text(json.dumps(recipe))
     return facts
+
+
+def matryoshka_rows(args) -> list[str]:
+    """The Matryoshka table's rows this run measures (``--matryoshka-rows``: their folder names, or all)."""
+    wanted = args.matryoshka_rows.split(",") if args.matryoshka_rows else [f for f, _ in MRL_ROWS.values()]
+    unknown = set(wanted) - {f for f, _ in MRL_ROWS.values()}
+    if unknown:
+        choices = ", ".join(f for f, _ in MRL_ROWS.values())
+        raise SystemExit(f"--matryoshka-rows: unknown {', '.join(sorted(unknown))}; choose from {choices}")
+    return [label for label, (folder, _) in MRL_ROWS.items() if folder in wanted]
 
 
 def models_part(args, work: Path) -> tuple[list[str], dict]:
@@ -489,14 +535,17 @@ def speed_part(args, work: Path) -> tuple[list[str], dict]:
 
 # -- matryoshka --------------------------------------------------------------------------------------
 def matryoshka_part(args, work: Path) -> tuple[list[str], dict]:
+    """Each row of ``--matryoshka-rows`` measured at every width; the other rows read back from the record."""
     import sbert
 
-    parts, facts = collections(args), {}
-    for label, folder in (
-        ("today's model, truncated", "default"),
-        ("trained the same without Matryoshka, truncated", work / "models" / "mrl-control"),
-        ("Matryoshka-trained", work / "models" / "mrl"),
-    ):
+    saved = part_record(args, work, "matryoshka")
+    earlier = json.loads(saved.read_text())["facts"] if saved.is_file() else {}
+    parts, facts, measured = collections(args), {}, matryoshka_rows(args)
+    for label, (folder_name, _) in MRL_ROWS.items():
+        if label not in measured:
+            facts.update({key: earlier[key] for dim in MRL_DIMS if (key := f"{label}|{dim}") in earlier})
+            continue
+        folder = "default" if folder_name == "default" else work / "models" / folder_name
         model = sbert.load(folder, device=args.device)
         for dim in MRL_DIMS:
             print(f"matryoshka: {label} at {dim}", flush=True)
@@ -525,8 +574,14 @@ def matryoshka_part(args, work: Path) -> tuple[list[str], dict]:
         f"{MRL_PAIRS[recipe['pairs']]}; "
         f"`--matryoshka-pairs {recipe['pairs']}`), "
         "and against the same training without "
-        "`--matryoshka` (what the training itself does, apart from Matryoshka); the same evaluation as above."
+        "`--matryoshka` (what the training itself does, apart from Matryoshka), and against the same Matryoshka "
+        f"training started from `sbert rotate default` fitted on {MRL_ROTATION_TEXTS:,} of its own training texts "
+        "drawn at random (the texts only: no pairing, no score; the model turned onto their principal axes, so "
+        "that its first coordinates already carry most of their variance); the same evaluation as above."
     )
+    kept = [label for label in MRL_ROWS if label not in measured and f"{label}|{MRL_DIMS[0]}" in facts]
+    if kept:
+        intro += f" Read back from an earlier run of this part (not re-run): {'; '.join(kept)}."
     if recipe.get("device", "cpu") != "cpu":
         intro += (
             f" Trained and scored on {recipe['device']} (`--device cuda`, {summary['seconds']:.0f} s of training), "
@@ -712,7 +767,7 @@ def run_parts(args, work: Path) -> tuple[dict, dict]:
     if any(p in wanted for p in ("quality", "speed", "query")) and "models" not in wanted:
         build_models(args, work)  # whatever static model is missing (the Matryoshka ones are their part's)
     if "matryoshka" in wanted and "models" not in wanted:
-        build_matryoshka_models(args, work)  # only its own two models
+        build_matryoshka_models(args, work)  # only its own models
     for name, part in runs.items():
         saved = part_record(args, work, name)
         if name in wanted:
@@ -796,6 +851,12 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--device", default="cpu", help="where the Matryoshka models train and are scored (cpu, cuda)")
     parser.add_argument(
         "--matryoshka-pairs", choices=tuple(MRL_PAIRS), default="stsb", help="the Matryoshka models' training pairs"
+    )
+    parser.add_argument(
+        "--matryoshka-rows",
+        default="",
+        help="the Matryoshka part's rows measured (folder names, comma-separated: default, mrl-control, mrl, "
+        "mrl-rotated; default all); the others are read back from its record",
     )
     parser.add_argument("--speed-texts", type=int, default=10_000)
     parser.add_argument(

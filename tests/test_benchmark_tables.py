@@ -68,7 +68,7 @@ def test_the_committed_static_matryoshka_record_holds_the_committed_table():
     text = static.DOC.read_text(encoding="utf-8")
     committed = text.split(static.MRL_BEGIN, 1)[1].split(static.MRL_END, 1)[0].splitlines()
     table = [line for line in record["lines"] if line.startswith("|")]
-    assert len(table) == 2 + 3 * len(static.MRL_DIMS)  # a header, a separator, three models at each width
+    assert len(table) == 2 + len(static.MRL_ROWS) * len(static.MRL_DIMS)  # header, separator, rows
     assert table == [line for line in committed if line.startswith("|")]
     assert record["facts"]["Matryoshka-trained|128"]["stsb"] == pytest.approx(83.50, abs=0.005)
 
