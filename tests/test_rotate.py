@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -95,3 +96,23 @@ def test_sbert_rotate_refuses_too_small_a_corpus_naming_it(tmp_path):
     assert result.exit_code != 0
     assert "few.txt: 10 documents" in result.output and "need at least 16" in result.output
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [(["--max-texts", "8"], "max_texts=8: .* need at least 16 documents"), (["--truncate-dim", "17"], "from 1 to 16")],
+)
+def test_sbert_rotate_refuses_bad_options_before_embedding_anything(tmp_path, monkeypatch, option, message):
+    base = make_tiny_encoder().eval().save(tmp_path / "tiny")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(corpus_texts()) + "\n")
+
+    def no_embedding(*args, **kwargs):
+        raise AssertionError("embedded the corpus before checking the options")
+
+    monkeypatch.setattr(sbert.Encoder, "encode_document", no_embedding)
+    out = tmp_path / "o"
+    result = CliRunner().invoke(main, ["rotate", str(base), "--corpus", str(corpus), "--out", str(out), *option])
+    assert result.exit_code != 0
+    assert re.search(message, result.output), result.output
+    assert not out.exists()

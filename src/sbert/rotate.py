@@ -83,6 +83,12 @@ def rotate_model(
         chosen = np.random.default_rng(seed).choice(len(texts), max_texts, replace=False)
         texts = [texts[i] for i in sorted(chosen)]
     encoder = sbert.load(base, device=device, allow_pickle=allow_pickle)
+    encoder.truncate_dim = truncate_dim  # checked before the corpus is embedded, not after
+    if max_texts < encoder.model_dim:
+        raise ValueError(
+            f"max_texts={max_texts}: the principal axes of this model's {encoder.model_dim}-dimensional vectors "
+            f"need at least {encoder.model_dim} documents"
+        )
     if len(texts) < encoder.model_dim:
         raise ValueError(
             f"{path}: {len(texts)} documents; the principal axes of this model's {encoder.model_dim}-dimensional "
@@ -97,7 +103,6 @@ def rotate_model(
     )
     rotation = principal_rotation(vectors)
     model = rotated(encoder, rotation)
-    model.truncate_dim = truncate_dim
     model.save(out)
     kept = variance_kept(vectors, rotation)
     return {"out": str(out), "corpus": str(path), "texts": len(texts), "width": encoder.model_dim, "kept": kept}
