@@ -89,6 +89,38 @@ def test_every_command_that_reads_texts_refuses_a_csv_without_its_column_in_cli_
     assert "use --text-column NAME for another" in result.output and "text_column" not in result.output
 
 
+def test_a_repeated_id_is_refused_where_ids_name_texts_naming_both_lines(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    rows = [{"_id": "a", "text": "one"}, {"_id": "b", "text": "two"}, {"_id": "a", "text": "three"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert read_corpus(path) == (["a", "b", "a"], ["one", "two", "three"])  # encoding reads texts: allowed
+    with pytest.raises(InputFileError, match=r"docs.jsonl: line 3: id 'a' was already given at line 1"):
+        read_corpus(path, unique_ids=True)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["index", "build", "{f}", "--out", "{tmp}/ix"], ["mine", "{f}"], ["cluster", "{f}"]],
+    ids=lambda c: " ".join(w for w in c if not w.startswith("{")),
+)
+def test_commands_where_an_id_names_a_text_refuse_a_repeated_one_before_embedding(tmp_path, command, monkeypatch):
+    path = tmp_path / "docs.csv"
+    path.write_text("id,text\nd1,A man eats.\nd2,A cat sleeps.\nd1,Rain falls.\n", encoding="utf-8")
+    monkeypatch.setattr("sbert.cli.retrieval.load_model", lambda *a, **k: pytest.fail("loaded a model first"))
+    result = invoke(*(w.format(f=path, tmp=tmp_path) for w in command))
+    assert result.exit_code == 1, result.output
+    assert "docs.csv: line 4: id 'd1' was already given at line 2" in result.output
+    assert not (tmp_path / "ix").exists()
+
+
+def test_an_index_of_an_empty_corpus_is_refused(tmp_path):
+    path = tmp_path / "empty.jsonl"
+    path.write_text("", encoding="utf-8")
+    result = invoke("index", "build", path, "--out", tmp_path / "ix")
+    assert result.exit_code == 1 and "empty.jsonl: no texts to index" in result.output
+    assert not (tmp_path / "ix").exists()
+
+
 def test_sharded_encoding_refuses_a_csv_rather_than_embedding_its_lines(tmp_path):
     path = tmp_path / "texts.csv"
     path.write_text("text\nA man eats.\n", encoding="utf-8")

@@ -163,7 +163,9 @@ def index_build(
         from sbert.search.index import VectorIndex
 
         VectorIndex.check_target(out, overwrite)  # before reading and loading anything
-    ids, texts = read_corpus(corpus, skip_empty=skip_empty, columns=columns)
+    ids, texts = read_corpus(corpus, skip_empty=skip_empty, columns=columns, unique_ids=True)
+    if not texts:
+        raise click.ClickException(f"{corpus}: no texts to index")
     titles = read_titles(corpus, skip_empty=skip_empty, columns=columns)  # kept beside the text, and shown
     encoder = load_model(model, runtime, allow_pickle)
     if truncate_dim is not None:
@@ -235,7 +237,7 @@ def index_add(
 
     existing = open_index(folder, table=table, lock_timeout=lock_timeout)
     existing.check_model(model or existing.model)
-    ids, texts = read_corpus(corpus, skip_empty=read["skip_empty"], columns=read["columns"])
+    ids, texts = read_corpus(corpus, skip_empty=read["skip_empty"], columns=read["columns"], unique_ids=True)
     titles = read_titles(corpus, skip_empty=read["skip_empty"], columns=read["columns"])
     encoder = load_model(model or existing.model, runtime, allow_pickle)
     existing.fit_truncate_dim(encoder)
@@ -480,7 +482,7 @@ def _body(hit) -> str | None:
 def _read_and_embed(source, model, runtime, allow_pickle, batch_size, skip_empty, progress, columns):
     from sbert.data.corpus import read_corpus
 
-    ids, texts = read_corpus(source, skip_empty=skip_empty, columns=columns)
+    ids, texts = read_corpus(source, skip_empty=skip_empty, columns=columns, unique_ids=True)
     if not texts:
         raise click.ClickException(f"{source}: no texts")
     encoder = load_model(model, runtime, allow_pickle)

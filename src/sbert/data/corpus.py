@@ -68,11 +68,12 @@ def corpus_format(source: str | Path) -> str:
 
 
 def read_corpus(
-    source: str | Path, *, skip_empty: bool = False, columns: Columns | None = None
+    source: str | Path, *, skip_empty: bool = False, columns: Columns | None = None, unique_ids: bool = False
 ) -> tuple[list[str] | None, list[str]]:
     """(ids, texts) from a file, by its extension (``corpus_format``): text lines have no ids (None);
     ``.jsonl`` records and ``.csv``/``.tsv`` rows (a header row first) give the ``columns``' text, id (all
-    or none) and title. Empty texts raise ``InputFileError`` naming the line, unless ``skip_empty``."""
+    or none) and title. Empty texts raise ``InputFileError`` naming the line, unless ``skip_empty``; so does
+    an id given twice with ``unique_ids`` (an index, mined pairs, clusters: where an id names one text)."""
     columns = columns or Columns()
     fmt = corpus_format(source)
     if fmt == LINES:
@@ -83,6 +84,7 @@ def read_corpus(
     records = _jsonl_records(path) if fmt == JSONL else _table_records(path, fmt, columns)
     ids: list[str] = []
     texts: list[str] = []
+    first_line: dict[str, int] = {}
     for number, record in records:
         text = _text_of(record, columns, path, number, fmt)
         if not text.strip():
@@ -94,7 +96,13 @@ def read_corpus(
             )
         found = _id_of(record, columns)
         if found not in (None, ""):
-            ids.append(str(found))
+            found = str(found)
+            if unique_ids and first_line.setdefault(found, number) != number:
+                raise InputFileError(
+                    f"{path}: line {number}: id {found!r} was already given at line {first_line[found]}; "
+                    "expected each record's id once"
+                )
+            ids.append(found)
         texts.append(text)
     if ids and len(ids) != len(texts):
         raise InputFileError(f"{path}: {len(ids)} of {len(texts)} records have an {columns.id!r}; give all or none")
