@@ -315,11 +315,11 @@ def build_matryoshka_models(args, work: Path) -> dict:
 
 def matryoshka_rows(args) -> list[str]:
     """The Matryoshka table's rows this run measures (``--matryoshka-rows``: their folder names, or all)."""
-    wanted = args.matryoshka_rows.split(",") if args.matryoshka_rows else [f for f, _ in MRL_ROWS.values()]
-    unknown = set(wanted) - {f for f, _ in MRL_ROWS.values()}
+    folders = [folder for folder, _ in MRL_ROWS.values()]
+    wanted = args.matryoshka_rows.split(",") if args.matryoshka_rows else folders
+    unknown = set(wanted) - set(folders)
     if unknown:
-        choices = ", ".join(f for f, _ in MRL_ROWS.values())
-        raise SystemExit(f"--matryoshka-rows: unknown {', '.join(sorted(unknown))}; choose from {choices}")
+        raise SystemExit(f"--matryoshka-rows: unknown {', '.join(sorted(unknown))}; choose from {', '.join(folders)}")
     return [label for label, (folder, _) in MRL_ROWS.items() if folder in wanted]
 
 
