@@ -325,8 +325,7 @@ def matryoshka_rows(args) -> list[str]:
 
 def models_part(args, work: Path) -> tuple[list[str], dict]:
     """What building each model cost: this run's, over what earlier runs measured for models kept since."""
-    saved = part_record(args, work, "models")
-    earlier = json.loads(saved.read_text())["facts"] if saved.is_file() else {}
+    earlier = part_facts(args, work, "models")
     facts = {**earlier, **build_models(args, work), **build_matryoshka_models(args, work)}
     lines = [f"- {key}: {f'{value:,.0f}' if isinstance(value, float) else value}" for key, value in facts.items()]
     lines = lines or ["- (all models were there already)"]
@@ -538,8 +537,7 @@ def matryoshka_part(args, work: Path) -> tuple[list[str], dict]:
     """Each row of ``--matryoshka-rows`` measured at every width; the other rows read back from the record."""
     import sbert
 
-    saved = part_record(args, work, "matryoshka")
-    earlier = json.loads(saved.read_text())["facts"] if saved.is_file() else {}
+    earlier = part_facts(args, work, "matryoshka")
     parts, facts, measured = collections(args), {}, matryoshka_rows(args)
     for label, (folder_name, _) in MRL_ROWS.items():
         if label not in measured:
@@ -752,6 +750,12 @@ def scale_lines(facts: dict) -> list[str]:
 def part_record(args, work: Path, name: str) -> Path:
     """Where a part's facts and lines are kept: committed records, or the quick runs' own work folder."""
     return work / f"{name}.json" if args.quick else RECORDS / "static" / f"{name}.json"
+
+
+def part_facts(args, work: Path, name: str) -> dict:
+    """The facts an earlier run of a part kept ({} when none has run)."""
+    saved = part_record(args, work, name)
+    return json.loads(saved.read_text())["facts"] if saved.is_file() else {}
 
 
 def run_parts(args, work: Path) -> tuple[dict, dict]:
