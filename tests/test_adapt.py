@@ -7,6 +7,7 @@ import json
 import os
 import random
 import signal
+from dataclasses import replace as replace_settings
 
 import numpy as np
 import pytest
@@ -200,6 +201,75 @@ def test_an_interrupted_adapt_resumes_to_the_same_weights(tmp_path):
     resumed = __import__("sbert").load(str(tmp_path / "stopped"), device="cpu")
     for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items(), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-6, msg=name)
+
+
+def test_scored_candidates_are_read_back_only_for_the_same_inputs(tmp_path):
+    from sbert.adapt.distill import keep_scored, kept_scored, scored_key
+    from sbert.adapt.pseudo_queries import PseudoQuery
+    from sbert.data.examples import DistillationExample
+
+    docs = [Document("a", "", "printer crashes"), Document("b", "", "calc hangs"), Document("c", "", "font wrong")]
+    queries = [PseudoQuery("printer", "printer crashes", "a"), PseudoQuery("calc", "calc hangs", "b")]
+    found = [["b", "c"], []]  # the second query found no candidate: no row
+    rows = [DistillationExample("printer", "printer crashes", ("calc hangs", "font wrong"), (0.9, 0.25, -0.125))]
+    key = scored_key(queries, model=tmp_path / "m", teacher="t", seed=1)
+    assert key["model"] == str(tmp_path / "m") and len(key["queries"]) == 64
+    path = tmp_path / "run.train" / "teacher-scores.jsonl"
+    keep_scored(path, key, queries, found, rows)
+    assert kept_scored(path, key, docs, queries) == rows  # the same rows, scores exact
+    assert kept_scored(path, {**key, "seed": 2}, docs, queries) is None  # other inputs: scored again
+    other = [queries[0], PseudoQuery("calc crash", "calc hangs", "b")]
+    assert kept_scored(path, scored_key(other, model=tmp_path / "m", teacher="t", seed=1), docs, other) is None
+    assert kept_scored(path, key, docs[:2], queries) is None  # a candidate no longer in the corpus
+    assert kept_scored(tmp_path / "none.jsonl", key, docs, queries) is None
+    path.write_text(path.read_text()[:-30])  # cut short (a disk that filled up): not read
+    assert kept_scored(path, key, docs, queries) is None
+
+
+def test_adapt_refuses_an_out_folder_of_other_files_before_reading_anything(tmp_path):
+    from sbert.atomic import FolderNotReplaceableError
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    with pytest.raises(FolderNotReplaceableError, match=r"notes\.txt"):  # before the (missing) corpus is read
+        adapt("default", tmp_path / "no-such-corpus.jsonl", tmp_path / "out", AdaptSettings(), device="cpu")
+    assert (tmp_path / "out" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.slow
+def test_a_resumed_teacher_method_reads_its_scores_back_and_ends_as_a_straight_run(tmp_path, monkeypatch):
+    import sbert.adapt.distill as distill
+
+    base, teacher = tmp_path / "base", tmp_path / "teacher"
+    make_tiny_encoder().save(base)
+    make_tiny_encoder(seed=7).save(teacher)
+    corpus = _tiny_corpus(tmp_path)
+    settings = AdaptSettings(method="distill-kl", steps=4, batch_size=4, teacher=str(teacher), checkpoint_every=100)
+    adapt(base, corpus, tmp_path / "straight", settings, device="cpu", progress=False)
+
+    def stop_at_2(step: int, loss: float) -> None:
+        if step == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(TrainingInterrupted):
+        adapt(base, corpus, tmp_path / "stopped", settings, device="cpu", progress=False, on_step=stop_at_2)
+    kept = (tmp_path / "stopped.train" / "teacher-scores.jsonl").read_text().splitlines()
+    assert json.loads(kept[0])["key"]["teacher"] == str(teacher) and len(kept) > 48  # a line per query
+
+    def never(*args, **kwargs):
+        raise AssertionError("a resumed run scored the candidates again")
+
+    monkeypatch.setattr(distill, "teacher_rows", never)
+    monkeypatch.setattr(distill, "candidates", never)
+    summary = adapt(base, corpus, tmp_path / "stopped", settings, resume=True, device="cpu", progress=False)
+    assert summary["steps_run"] == 2
+    straight = __import__("sbert").load(str(tmp_path / "straight"), device="cpu")
+    resumed = __import__("sbert").load(str(tmp_path / "stopped"), device="cpu")
+    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6, msg=name)
+    other = replace_settings(settings, seed=43)  # other inputs: the kept scores are not the run's
+    with pytest.raises(AssertionError, match="scored the candidates again"):
+        adapt(base, corpus, tmp_path / "stopped", other, resume=True, device="cpu", progress=False)
 
 
 @pytest.mark.slow

@@ -60,14 +60,17 @@ def adapt(
     sentence-transformers folder); returns the trainer's summary plus what was read and made.
 
     Ctrl-C or SIGTERM saves a checkpoint in ``<out>.train`` and raises ``TrainingInterrupted``; the same
-    call with ``resume=True`` goes on from it (the rows are made again, identically, from the seed).
+    call with ``resume=True`` goes on from it (the rows are made again, identically, from the seed; a teacher
+    method's scored candidates are read back from ``<out>.train/teacher-scores.jsonl``, not scored again).
     ``on_step(step, loss)`` is called after each step. A two-stage method (``Method.first``) trains its first
     stage into ``<out>.train/first-<method>`` (a resumed run that finished it goes straight on), then itself
     from that model.
     """
+    from sbert.atomic import check_replaceable
     from sbert.training.recipe import build_encoder
     from sbert.training.trainer import Objective, TrainConfig, Trainer
 
+    check_replaceable(out)  # a folder of other files is refused now, not after a teacher's hour of scoring
     documents, source = read_adapt_documents(corpus)
     settings = replace(settings, method=settings.method or default_method(documents))
     chosen = method(settings.method)
@@ -83,7 +86,9 @@ def adapt(
     documents = [d for d in documents if d.id not in held]
     queries = drawn_queries(documents, source, chosen, settings)
     encoder = build_encoder(str(model), seed=settings.seed, device=device)
-    rows, loss = training_rows(chosen, settings, encoder, documents, queries)
+    run_dir = Path(out).with_name(Path(out).name + ".train")
+    kept = Scored(run_dir / SCORED, {"model": str(model), "corpus": str(source)}, resume, progress)
+    rows, loss = training_rows(chosen, settings, encoder, documents, queries, kept)
     config = TrainConfig(
         batch_size=settings.batch_size,
         lr=settings.lr,
@@ -117,11 +122,32 @@ def drawn_queries(
     return queries
 
 
+@dataclass(frozen=True)
+class Scored:
+    """Where a teacher method keeps its scored candidates (``path``), the inputs besides the settings that
+    decide them (``inputs``: model and corpus), whether a kept file may be read back (``resume``), and
+    whether the student's and teacher's encodes show bars (``progress``)."""
+
+    path: Path | None = None
+    inputs: dict | None = None
+    resume: bool = False
+    progress: bool | None = False
+
+
+SCORED = "teacher-scores.jsonl"  # in <out>.train: a teacher method's candidates and scores (sbert.adapt.distill)
+
+
 def training_rows(
-    chosen: Method, settings: AdaptSettings, student, documents: Sequence[Document], queries: Sequence[PseudoQuery]
+    chosen: Method,
+    settings: AdaptSettings,
+    student,
+    documents: Sequence[Document],
+    queries: Sequence[PseudoQuery],
+    kept: Scored = Scored(),
 ) -> tuple[list, nn.Module]:
     """The rows the method trains on and its loss: (query, positive) pairs for in-batch negatives, or
-    teacher-scored candidates for the distillation objectives, or each document's text for TSDAE."""
+    teacher-scored candidates for the distillation objectives (read back from ``kept.path`` on a resumed run
+    with the same inputs, else found, scored and written there), or each document's text for TSDAE."""
     if chosen.objective == "tsdae":
         from sbert.data.examples import Text
         from sbert.losses.denoising import DenoisingAutoEncoderLoss
@@ -131,13 +157,19 @@ def training_rows(
         from sbert.losses.in_batch import MultipleNegativesRankingLoss
 
         return [q.example() for q in queries], MultipleNegativesRankingLoss(settings.scale)
-    from sbert.adapt.distill import candidates, teacher_rows
+    from sbert.adapt.distill import candidates, keep_scored, kept_scored, scored_key, teacher_rows
     from sbert.losses.distillation import DistillKLDivLoss, MarginMSELoss
     from sbert.losses.teachers import Teacher
 
-    dense = settings.negatives - settings.negatives // 2
-    found = candidates(student, documents, queries, dense=dense, lexical=settings.negatives // 2)
-    rows = teacher_rows(Teacher(settings.teacher), documents, queries, found)
+    decided = {k: getattr(settings, k) for k in ("method", "teacher", "negatives", "seed", "hold_out")}
+    key = scored_key(queries, **(kept.inputs or {}), **decided)
+    rows = kept_scored(kept.path, key, documents, queries) if kept.path and kept.resume else None
+    if rows is None:
+        dense = settings.negatives - settings.negatives // 2
+        found = candidates(student, documents, queries, dense, settings.negatives // 2, kept.progress)
+        rows = teacher_rows(Teacher(settings.teacher), documents, queries, found, kept.progress)
+        if kept.path:
+            keep_scored(kept.path, key, queries, found, rows)
     if chosen.objective == "margin-mse":
         return rows, MarginMSELoss(None, "dot")
     return rows, DistillKLDivLoss(None, "dot", settings.temperature)

@@ -52,29 +52,38 @@ class Teacher:
         if isinstance(self.model, torch.nn.Module) and next(self.model.parameters()).device != device:
             self.model.to(device)
 
-    def vectors(self, texts: Sequence[str], device: torch.device) -> torch.Tensor:
-        """(len(texts), teacher's dim): the teacher's vectors, without gradients (bi-encoders only)."""
+    def vectors(self, texts: Sequence[str], device: torch.device, show_progress: bool | None = False) -> torch.Tensor:
+        """(len(texts), teacher's dim): the teacher's vectors, without gradients (bi-encoders only);
+        ``show_progress``: the encode bar of the texts not yet kept."""
         if self.cross:
             raise ValueError("a cross-encoder has no vectors: embedding distillation needs a bi-encoder teacher")
         fresh: dict[str, torch.Tensor] = {}
         new = [t for t in dict.fromkeys(texts) if t not in self._cached]
         if new:
             self._follow(device)
-            out = self.model.encode(new, batch_size=self.batch_size, show_progress=False)
+            out = self.model.encode(new, batch_size=self.batch_size, show_progress=show_progress)
             fresh = dict(zip(new, torch.as_tensor(out, dtype=torch.float32).cpu(), strict=True))
             room = max(self.cache_size - len(self._cached), 0)
             self._cached.update(list(fresh.items())[:room])
         rows = [fresh[t] if t in fresh else self._cached[t] for t in texts]
         return torch.stack(rows).to(device) if rows else torch.empty(0, device=device)
 
-    def scores(self, queries: Sequence[str], candidates: Sequence[str], device: torch.device) -> torch.Tensor:
-        """(n,): the teacher's score of each (queries[i], candidates[i])."""
+    def scores(
+        self,
+        queries: Sequence[str],
+        candidates: Sequence[str],
+        device: torch.device,
+        show_progress: bool | None = False,
+    ) -> torch.Tensor:
+        """(n,): the teacher's score of each (queries[i], candidates[i]) (``show_progress``: its bars)."""
         self._follow(device)
         if self.cross:
             pairs = list(zip(queries, candidates, strict=True))
-            out = self.model.predict(pairs, batch_size=self.batch_size, show_progress=False, activation="identity")
+            out = self.model.predict(
+                pairs, batch_size=self.batch_size, show_progress=show_progress, activation="identity"
+            )
             return torch.as_tensor(out, dtype=torch.float32, device=device).reshape(-1)
-        q, c = self.vectors(queries, device), self.vectors(candidates, device)
+        q, c = self.vectors(queries, device, show_progress), self.vectors(candidates, device, show_progress)
         if self.similarity == "cosine":
             q, c = F.normalize(q, dim=-1), F.normalize(c, dim=-1)
         return (q * c).sum(-1)
