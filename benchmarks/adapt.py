@@ -210,7 +210,8 @@ def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
     command += ["--device", args.device, "--no-progress"]
     command += ["--teacher", teacher] if teacher else []
     command += ["--temperature", f"{args.temperature:g}"] if "distill-kl" in method else []
-    command += ["--resume"] if (out.with_name(out.name + ".train") / "checkpoint.pt").is_file() else []  # a killed run
+    kept = [out.with_name(out.name + ".train") / name for name in ("checkpoint.pt", "teacher-scores.jsonl")]
+    command += ["--resume"] if any(path.is_file() for path in kept) else []  # a killed run: its steps and scores
     began, load = time.perf_counter(), os.getloadavg()[0]
     run_sbert(command)
     cost = run_cost(began, load, args)

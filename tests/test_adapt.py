@@ -203,27 +203,102 @@ def test_an_interrupted_adapt_resumes_to_the_same_weights(tmp_path):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-6, msg=name)
 
 
-def test_scored_candidates_are_read_back_only_for_the_same_inputs(tmp_path):
-    from sbert.adapt.distill import keep_scored, kept_scored, scored_key
-    from sbert.adapt.pseudo_queries import PseudoQuery
-    from sbert.data.examples import DistillationExample
+SCORING_DOCS = [
+    Document("a", "printer crashes", "the printer crashes when a page prints"),
+    Document("b", "calc hangs", "calc hangs on large sheets with charts"),
+    Document("c", "font wrong", "writer shows the wrong font in tables"),
+    Document("d", "save fails", "saving a file to a network share fails"),
+]
 
-    docs = [Document("a", "", "printer crashes"), Document("b", "", "calc hangs"), Document("c", "", "font wrong")]
-    queries = [PseudoQuery("printer", "printer crashes", "a"), PseudoQuery("calc", "calc hangs", "b")]
-    found = [["b", "c"], []]  # the second query found no candidate: no row
-    rows = [DistillationExample("printer", "printer crashes", ("calc hangs", "font wrong"), (0.9, 0.25, -0.125))]
-    key = scored_key(queries, model=tmp_path / "m", teacher="t", seed=1)
+
+def _scoring(tmp_path):
+    """A tiny student and teacher, and four title pseudo-queries over SCORING_DOCS."""
+    from sbert.adapt.pseudo_queries import PseudoQuery
+
+    teacher = tmp_path / "teacher"
+    if not teacher.is_dir():
+        make_tiny_encoder(seed=7).save(teacher)
+    queries = [PseudoQuery(d.title, d.text, d.id) for d in SCORING_DOCS]
+    return make_tiny_encoder(), str(teacher), queries
+
+
+def _counting(monkeypatch, fail_at: int | None = None) -> list[int]:
+    """Patch ``teacher_rows`` to record how many queries each call scores (and Ctrl-C on call ``fail_at``)."""
+    import sbert.adapt.distill as distill
+
+    calls, real = [], getattr(distill.teacher_rows, "real", distill.teacher_rows)  # never a patch of a patch
+
+    def counted(teacher, documents, queries, negatives, show_progress=False):
+        if fail_at is not None and len(calls) + 1 == fail_at:
+            raise KeyboardInterrupt
+        calls.append(len(queries))
+        return real(teacher, documents, queries, negatives, show_progress)
+
+    counted.real = real
+    monkeypatch.setattr(distill, "teacher_rows", counted)
+    return calls
+
+
+@pytest.mark.slow
+def test_scored_candidates_are_read_back_only_for_the_same_inputs(tmp_path, monkeypatch):
+    from sbert.adapt.distill import scored_key, scored_rows
+
+    student, teacher, queries = _scoring(tmp_path)
+    key = scored_key(queries, model=tmp_path / "m", teacher=teacher, seed=1)
     assert key["model"] == str(tmp_path / "m") and len(key["queries"]) == 64
     path = tmp_path / "run.train" / "teacher-scores.jsonl"
-    keep_scored(path, key, queries, found, rows)
-    assert kept_scored(path, key, docs, queries) == rows  # the same rows, scores exact
-    assert kept_scored(path, {**key, "seed": 2}, docs, queries) is None  # other inputs: scored again
-    other = [queries[0], PseudoQuery("calc crash", "calc hangs", "b")]
-    assert kept_scored(path, scored_key(other, model=tmp_path / "m", teacher="t", seed=1), docs, other) is None
-    assert kept_scored(path, key, docs[:2], queries) is None  # a candidate no longer in the corpus
-    assert kept_scored(tmp_path / "none.jsonl", key, docs, queries) is None
-    path.write_text(path.read_text()[:-30])  # cut short (a disk that filled up): not read
-    assert kept_scored(path, key, docs, queries) is None
+    run = {"path": path, "key": key, "resume": True}
+    rows = scored_rows(student, teacher, SCORING_DOCS, queries, 1, 1, **run)
+    assert [r.query for r in rows] == [q.query for q in queries] and all(r.negatives for r in rows)
+    assert len(path.read_text().splitlines()) == 1 + len(queries)  # the candidates, then a line a query
+    calls = _counting(monkeypatch)
+    assert scored_rows(student, teacher, SCORING_DOCS, queries, 1, 1, **run) == rows and calls == []  # exact
+    fresh = scored_rows(student, teacher, SCORING_DOCS, queries, 1, 1, **{**run, "resume": False})
+    assert calls == [4]  # not resuming: scored again
+    np.testing.assert_allclose([r.scores for r in fresh], [r.scores for r in rows], atol=1e-6)
+    scored_rows(student, teacher, SCORING_DOCS, queries, 1, 1, **{**run, "key": {**key, "seed": 2}})
+    assert calls == [4, 4]  # other inputs: scored again
+    path.write_text(path.read_text()[:-12])  # the last line cut short (a kill mid-write): that query again
+    again = scored_rows(student, teacher, SCORING_DOCS, queries, 1, 1, **{**run, "key": {**key, "seed": 2}})
+    assert calls == [4, 4, 1]
+    np.testing.assert_allclose([r.scores for r in again], [r.scores for r in rows], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_teacher_scores_keeps_the_chunks_scored(tmp_path, monkeypatch):
+    import sbert.adapt.distill as distill
+    from sbert.adapt.distill import ScoringInterrupted, scored_key, scored_rows
+
+    student, teacher, queries = _scoring(tmp_path)
+    straight = scored_rows(student, teacher, SCORING_DOCS, queries, 1, 1)
+    monkeypatch.setattr(distill, "CHUNK", 1)
+    path = tmp_path / "run.train" / "teacher-scores.jsonl"
+    run = {"path": path, "key": scored_key(queries, seed=1), "resume": True}
+    _counting(monkeypatch, fail_at=3)
+    with pytest.raises(ScoringInterrupted) as stop:
+        scored_rows(student, teacher, SCORING_DOCS, queries, 1, 1, **run)
+    assert (stop.value.done, stop.value.total, stop.value.exit_code) == (2, 4, 130)
+    assert "2 of 4 pseudo-queries scored" in str(stop.value) and "--resume" in stop.value.explain(["sbert", "x"])
+    assert len(path.read_text().splitlines()) == 1 + 2
+    calls = _counting(monkeypatch)
+    resumed = scored_rows(student, teacher, SCORING_DOCS, queries, 1, 1, **run)
+    assert calls == [1, 1]  # only the two queries not yet scored
+    assert [(r.query, r.negatives) for r in resumed] == [(r.query, r.negatives) for r in straight]
+    np.testing.assert_allclose([r.scores for r in resumed], [r.scores for r in straight], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_the_cli_says_how_to_go_on_after_ctrl_c_while_the_teacher_scores(tmp_path, monkeypatch):
+    base, teacher = tmp_path / "base", tmp_path / "teacher"
+    make_tiny_encoder().save(base)
+    make_tiny_encoder(seed=7).save(teacher)
+    _counting(monkeypatch, fail_at=1)
+    args = ["adapt", str(base), "--corpus", str(_tiny_corpus(tmp_path)), "--out", str(tmp_path / "o")]
+    args += ["--method", "distill-kl", "--teacher", str(teacher), "--device", "cpu", "--no-progress"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 130, result.output
+    assert "stopped while the teacher scored: 0 of" in result.output and "go on with:" in result.output
+    assert (tmp_path / "o.train" / "teacher-scores.jsonl").is_file()  # the candidates are kept
 
 
 def test_adapt_refuses_an_out_folder_of_other_files_before_reading_anything(tmp_path):

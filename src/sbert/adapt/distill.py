@@ -6,14 +6,16 @@ or cross-encoder) scores the query against its own document and each candidate. 
 the teacher's margins (MarginMSE) or its ranking (KL over the candidates).
 
 Finding and scoring the candidates is the long part of a teacher method (SciFact's 10k pseudo-queries: an
-hour and more on two CPU cores, before the first step), so ``keep_scored`` writes each query's candidates and
-scores beside the checkpoints and ``kept_scored`` reads them back for a resumed run with the same inputs.
+hour and more on two CPU cores, before the first step), so ``scored_rows`` writes each query's candidates
+and, chunk by chunk, their scores beside the checkpoints, and a resumed run with the same inputs reads them
+back and scores only what is missing (Ctrl-C while scoring: ``ScoringInterrupted``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -89,41 +91,117 @@ def scored_key(queries: Sequence[PseudoQuery], **inputs) -> dict:
     return {**{k: str(v) if isinstance(v, Path) else v for k, v in inputs.items()}, "queries": digest}
 
 
-def keep_scored(
-    path: Path, key: dict, queries: Sequence[PseudoQuery], negatives: Sequence[Sequence[str]], rows
-) -> None:
-    """Write (atomically) each query's candidate ids and the teacher's scores (its own document's first) to
-    ``path`` (JSON lines: ``key`` first), for ``kept_scored``."""
+CHUNK = 512  # pseudo-queries the teacher scores between two writes of the kept file
+
+
+class ScoringInterrupted(KeyboardInterrupt):
+    """Ctrl-C while the teacher scored: ``done`` of ``total`` pseudo-queries' scores are kept in ``path``.
+
+    A ``KeyboardInterrupt`` (as ``TrainingInterrupted``), ``exit_code`` 130; ``explain`` gives the command
+    that goes on."""
+
+    exit_code = 130
+
+    def __init__(self, done: int, total: int, path: Path | None) -> None:
+        self.done, self.total, self.path = done, total, path
+        super().__init__(
+            f"{self._headline()}; to go on, run the same command again with --resume (in Python: resume=True)"
+        )
+
+    def _headline(self) -> str:
+        kept = f", kept in {self.path}" if self.path else ""
+        return f"stopped while the teacher scored: {self.done:,} of {self.total:,} pseudo-queries scored{kept}"
+
+    def explain(self, argv: Sequence[str]) -> str:
+        """The message, with the command line ``argv`` (``sys.argv``) turned into the one that resumes."""
+        from sbert.training.trainer import resume_command
+
+        return f"{self._headline()}\ngo on with:\n  {resume_command(argv)}"
+
+
+def scored_rows(
+    student,
+    teacher: str,
+    documents: Sequence[Document],
+    queries: Sequence[PseudoQuery],
+    dense: int = 2,
+    lexical: int = 2,
+    *,
+    path: Path | None = None,
+    key: dict | None = None,
+    resume: bool = False,
+    show_progress: bool | None = False,
+) -> list[DistillationExample]:
+    """Each query's ``candidates`` scored by the ``teacher`` (a model folder or name; ``teacher_rows``),
+    ``CHUNK`` queries at a time. With a ``path``, the candidates and then each chunk's scores are written
+    there as they are made (JSON lines: ``key`` and every query's candidate ids, then one line of scores a
+    query); with ``resume``, a file written with the same ``key`` is read back and only the queries it lacks
+    are scored. Ctrl-C while scoring raises ``ScoringInterrupted``."""
+    from sbert.losses.teachers import Teacher
+    from sbert.progress import progress_bar
+
+    found, done = _kept(path, key, documents, len(queries)) if path and resume else (None, [])
+    if found is None:
+        found, done = candidates(student, documents, queries, dense, lexical, show_progress), []
+    if path:
+        _write(path, key, found, done)  # the candidates, and any scores read back (not a line cut by a kill)
+    if len(done) < len(queries):
+        model = Teacher(teacher)
+        with progress_bar(len(queries), "teacher", show_progress, "query", initial=len(done)) as bar:
+            for start in range(len(done), len(queries), CHUNK):
+                part = slice(start, start + CHUNK)
+                try:
+                    scored = iter(teacher_rows(model, documents, queries[part], found[part]))
+                except KeyboardInterrupt as stop:
+                    raise ScoringInterrupted(len(done), len(queries), path) from stop
+                fresh = [list(next(scored).scores) if ids else [] for ids in found[part]]
+                if path:
+                    with open(path, "a", encoding="utf-8") as out:
+                        out.write("".join(json.dumps(row) + "\n" for row in fresh))
+                        out.flush()
+                        os.fsync(out.fileno())
+                done += fresh
+                bar.update(len(fresh))
+    corpus = {d.id: d.joined() for d in documents}
+    return [
+        DistillationExample(q.query, corpus[q.document], tuple(corpus[i] for i in ids), tuple(scores))
+        for q, ids, scores in zip(queries, found, done, strict=True)
+        if ids
+    ]
+
+
+def _write(path: Path, key: dict | None, found: Sequence[Sequence[str]], done: Sequence[Sequence[float]]) -> None:
     from sbert.atomic import atomic_file
 
-    scored = iter(rows)
     with atomic_file(path, "w", encoding="utf-8") as out:
-        out.write(json.dumps({"key": key}) + "\n")
-        for ids in negatives:
-            scores = list(next(scored).scores) if ids else []
-            out.write(json.dumps({"ids": list(ids), "scores": scores}) + "\n")
+        out.write(json.dumps({"key": key, "candidates": [list(ids) for ids in found]}) + "\n")
+        out.write("".join(json.dumps(list(row)) + "\n" for row in done))
 
 
-def kept_scored(
-    path: Path, key: dict, documents: Sequence[Document], queries: Sequence[PseudoQuery]
-) -> list[DistillationExample] | None:
-    """The rows ``keep_scored`` wrote to ``path`` for these ``queries``, if it was written with ``key``; else None
-    (no file, other inputs, or a file that does not read: the caller scores again)."""
+def _kept(
+    path: Path, key: dict | None, documents: Sequence[Document], total: int
+) -> tuple[list[list[str]] | None, list[list[float]]]:
+    """The candidates and the scores so far that ``scored_rows`` wrote to ``path`` with ``key``; (None, [])
+    where there is no such file, it was written for other inputs, or its candidates do not read."""
     try:
-        with open(path, encoding="utf-8") as lines:
-            if json.loads(next(lines)).get("key") != key:
-                return None
-            kept = [json.loads(line) for line in lines]
-    except (OSError, StopIteration, ValueError, AttributeError):
-        return None
-    corpus = {d.id: d.joined() for d in documents}
-    if len(kept) != len(queries) or any(i not in corpus for row in kept for i in row["ids"]):
-        return None
-    return [
-        DistillationExample(q.query, corpus[q.document], tuple(corpus[i] for i in row["ids"]), tuple(row["scores"]))
-        for q, row in zip(queries, kept, strict=True)
-        if row["ids"]
-    ]
+        lines = path.read_text(encoding="utf-8").split("\n")
+        head = json.loads(lines[0])
+    except (OSError, ValueError):
+        return None, []
+    found = head.get("candidates") if isinstance(head, dict) and head.get("key") == key else None
+    ids = {d.id for d in documents}
+    if not isinstance(found, list) or len(found) != total or any(i not in ids for row in found for i in row):
+        return None, []
+    done: list[list[float]] = []
+    for line in lines[1 : total + 1]:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            break  # a line cut short by a kill: that query is scored again
+        if not isinstance(row, list) or len(row) != (1 + len(found[len(done)]) if found[len(done)] else 0):
+            break
+        done.append(row)
+    return found, done
 
 
 def teacher_scores(

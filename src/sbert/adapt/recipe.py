@@ -61,7 +61,8 @@ def adapt(
 
     Ctrl-C or SIGTERM saves a checkpoint in ``<out>.train`` and raises ``TrainingInterrupted``; the same
     call with ``resume=True`` goes on from it (the rows are made again, identically, from the seed; a teacher
-    method's scored candidates are read back from ``<out>.train/teacher-scores.jsonl``, not scored again).
+    method's scored candidates are read back from ``<out>.train/teacher-scores.jsonl``, not scored again, and
+    Ctrl-C while the teacher scores raises ``ScoringInterrupted``, its chunks so far kept for ``resume``).
     ``on_step(step, loss)`` is called after each step. A two-stage method (``Method.first``) trains its first
     stage into ``<out>.train/first-<method>`` (a resumed run that finished it goes straight on), then itself
     from that model.
@@ -146,8 +147,9 @@ def training_rows(
     kept: Scored = Scored(),
 ) -> tuple[list, nn.Module]:
     """The rows the method trains on and its loss: (query, positive) pairs for in-batch negatives, or
-    teacher-scored candidates for the distillation objectives (read back from ``kept.path`` on a resumed run
-    with the same inputs, else found, scored and written there), or each document's text for TSDAE."""
+    teacher-scored candidates for the distillation objectives (``sbert.adapt.distill.scored_rows``: written to
+    ``kept.path`` as they are scored, read back by a resumed run with the same inputs), or each document's text
+    for TSDAE."""
     if chosen.objective == "tsdae":
         from sbert.data.examples import Text
         from sbert.losses.denoising import DenoisingAutoEncoderLoss
@@ -157,19 +159,24 @@ def training_rows(
         from sbert.losses.in_batch import MultipleNegativesRankingLoss
 
         return [q.example() for q in queries], MultipleNegativesRankingLoss(settings.scale)
-    from sbert.adapt.distill import candidates, keep_scored, kept_scored, scored_key, teacher_rows
+    from sbert.adapt.distill import scored_key, scored_rows
     from sbert.losses.distillation import DistillKLDivLoss, MarginMSELoss
-    from sbert.losses.teachers import Teacher
 
     decided = {k: getattr(settings, k) for k in ("method", "teacher", "negatives", "seed", "hold_out")}
     key = scored_key(queries, **(kept.inputs or {}), **decided)
-    rows = kept_scored(kept.path, key, documents, queries) if kept.path and kept.resume else None
-    if rows is None:
-        dense = settings.negatives - settings.negatives // 2
-        found = candidates(student, documents, queries, dense, settings.negatives // 2, kept.progress)
-        rows = teacher_rows(Teacher(settings.teacher), documents, queries, found, kept.progress)
-        if kept.path:
-            keep_scored(kept.path, key, queries, found, rows)
+    dense = settings.negatives - settings.negatives // 2
+    rows = scored_rows(
+        student,
+        settings.teacher,
+        documents,
+        queries,
+        dense,
+        settings.negatives // 2,
+        path=kept.path,
+        key=key,
+        resume=kept.resume,
+        show_progress=kept.progress,
+    )
     if chosen.objective == "margin-mse":
         return rows, MarginMSELoss(None, "dot")
     return rows, DistillKLDivLoss(None, "dot", settings.temperature)

@@ -92,6 +92,7 @@ def adapt(
     progress,
 ) -> None:
     from sbert.adapt import adapt as run_adapt
+    from sbert.adapt.distill import ScoringInterrupted
     from sbert.training import TrainingInterrupted
 
     settings = AdaptSettings(
@@ -108,7 +109,7 @@ def adapt(
     )
     try:
         summary = run_adapt(model, corpus, out, settings, resume=resume, device=device, progress=progress)
-    except TrainingInterrupted as stop:
+    except (TrainingInterrupted, ScoringInterrupted) as stop:
         click.echo(stop.explain(sys.argv), err=True)
         sys.exit(stop.exit_code)
     held = f", {len(summary['held_out'])} documents held out" if summary["held_out"] else ""

@@ -112,12 +112,17 @@ class TrainingInterrupted(KeyboardInterrupt):
 
     def explain(self, argv: Sequence[str]) -> str:
         """The message, with the command line ``argv`` (``sys.argv``) turned into the one that resumes."""
-        import shlex
+        return f"{self._headline()}\ngo on from step {self.step:,} with:\n  {resume_command(argv)}"
 
-        args = list(argv[1:])
-        if "--resume" not in args:
-            args.append("--resume")
-        return f"{self._headline()}\ngo on from step {self.step:,} with:\n  sbert {shlex.join(args)}"
+
+def resume_command(argv: Sequence[str]) -> str:
+    """The sbert command line ``argv`` (``sys.argv``) with ``--resume`` (added where it is not there)."""
+    import shlex
+
+    args = list(argv[1:])
+    if "--resume" not in args:
+        args.append("--resume")
+    return f"sbert {shlex.join(args)}"
 
 
 class _StopOnSignal:
