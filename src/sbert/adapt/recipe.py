@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from sbert.adapt.documents import read_adapt_documents
 from sbert.adapt.methods import Method, default_method, method
 from sbert.adapt.pseudo_queries import PseudoQuery, pseudo_queries
+from sbert.atomic import check_replaceable
 from sbert.data.beir import Document
 from sbert.errors import InputFileError
 from sbert.search.auto import held_out_ids
@@ -60,14 +61,12 @@ def adapt(
     sentence-transformers folder); returns the trainer's summary plus what was read and made.
 
     Ctrl-C or SIGTERM saves a checkpoint in ``<out>.train`` and raises ``TrainingInterrupted``; the same
-    call with ``resume=True`` goes on from it (the rows are made again, identically, from the seed; a teacher
-    method's scored candidates are read back from ``<out>.train/teacher-scores.jsonl``, not scored again, and
-    Ctrl-C while the teacher scores raises ``ScoringInterrupted``, its chunks so far kept for ``resume``).
-    ``on_step(step, loss)`` is called after each step. A two-stage method (``Method.first``) trains its first
-    stage into ``<out>.train/first-<method>`` (a resumed run that finished it goes straight on), then itself
-    from that model.
+    call with ``resume=True`` goes on from it (the rows made again from the seed; a teacher's scores read
+    back from ``<out>.train/teacher-scores.jsonl``, where Ctrl-C while it scores, ``ScoringInterrupted``,
+    keeps its chunks so far). ``on_step(step, loss)`` is called after each step. A two-stage method
+    (``Method.first``) trains its first stage into ``<out>.train/first-<method>`` (a resumed run that
+    finished it goes straight on), then itself from that model.
     """
-    from sbert.atomic import check_replaceable
     from sbert.training.recipe import build_encoder
     from sbert.training.trainer import Objective, TrainConfig, Trainer
 
