@@ -311,6 +311,16 @@ def test_adapt_refuses_an_out_folder_of_other_files_before_reading_anything(tmp_
     assert (tmp_path / "out" / "notes.txt").read_text() == "mine"
 
 
+def test_a_teacher_that_is_not_there_is_refused_before_the_candidates_are_found(tmp_path, monkeypatch):
+    import sbert.adapt.distill as distill
+    from sbert.errors import ModelNotFoundError
+
+    monkeypatch.setattr(distill, "candidates", lambda *a, **k: pytest.fail("candidates found before the check"))
+    settings = AdaptSettings(method="distill-kl", teacher=str(tmp_path / "no-teacher"))
+    with pytest.raises(ModelNotFoundError, match="no-teacher: no such model folder"):
+        adapt("default", _tiny_corpus(tmp_path), tmp_path / "out", settings, device="cpu", progress=False)
+
+
 @pytest.mark.slow
 def test_a_resumed_teacher_method_reads_its_scores_back_and_ends_as_a_straight_run(tmp_path, monkeypatch):
     import sbert.adapt.distill as distill

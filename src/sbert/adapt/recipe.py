@@ -74,8 +74,8 @@ def adapt(
     documents, source = read_adapt_documents(corpus)
     settings = replace(settings, method=settings.method or default_method(documents))
     chosen = method(settings.method)
-    if chosen.needs_teacher and not settings.teacher:
-        raise ValueError(f"adapt method {settings.method!r} needs a teacher model (--teacher)")
+    if chosen.needs_teacher:
+        check_teacher(settings)
     if chosen.first:
         first = Path(out).with_name(Path(out).name + ".train") / f"first-{chosen.first}"
         if not (resume and (first / "modules.json").is_file()):
@@ -106,6 +106,16 @@ def adapt(
     (trainer.run_dir / "adapt.json").write_text(json.dumps({**record, **asdict(settings)}, indent=2) + "\n")
     summary = trainer.train(resume=resume, on_step=on_step)
     return {**summary, **record}
+
+
+def check_teacher(settings: AdaptSettings) -> None:
+    """Refuse a teacher method without a teacher, or with one that is not a local model, before any work (the
+    teacher is loaded only once the student has found the candidates)."""
+    from sbert.losses.teachers import teacher_folder
+
+    if not settings.teacher:
+        raise ValueError(f"adapt method {settings.method!r} needs a teacher model (--teacher)")
+    teacher_folder(settings.teacher)
 
 
 def drawn_queries(

@@ -93,14 +93,20 @@ class Teacher:
         return F.normalize(self.vectors(a, device), dim=-1) @ F.normalize(self.vectors(b, device), dim=-1).T
 
 
-def load_teacher(path: str | Path, device: str | None = None) -> Any:
-    """A bi-encoder or cross-encoder from a local folder (or a shipped name), read without training state."""
+def teacher_folder(path: str | Path) -> Path:
+    """The local folder of a teacher or guide (a folder or a shipped name); ``ModelNotFoundError`` if none."""
     from sbert.errors import ModelNotFoundError
     from sbert.registry import resolve
 
     folder = resolve(path)
     if not folder.is_dir():
         raise ModelNotFoundError(f"{path}: no such model folder (a teacher or guide must be a local model)")
+    return folder
+
+
+def load_teacher(path: str | Path, device: str | None = None) -> Any:
+    """A bi-encoder or cross-encoder from a local folder (or a shipped name), read without training state."""
+    folder = teacher_folder(path)
     if is_cross_encoder_folder(folder):
         from sbert.cross_encoder import CrossEncoder
 
