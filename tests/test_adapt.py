@@ -181,6 +181,21 @@ def test_a_cut_training_length_writes_the_model_once_with_its_own_limit(tmp_path
     assert saved == [limit] and limit > 6
 
 
+def _stop_at_2(step: int, loss: float) -> None:
+    """``on_step`` that sends this process Ctrl-C after step 2."""
+    if step == 2:
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def _assert_same_weights(one, other) -> None:
+    """The models saved in folders ``one`` and ``other`` have equal weights (to 1e-6)."""
+    import sbert
+
+    first, second = sbert.load(str(one), device="cpu"), sbert.load(str(other), device="cpu")
+    for (name, a), (_, b) in zip(first.state_dict().items(), second.state_dict().items(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6, msg=name)
+
+
 @pytest.mark.slow
 def test_an_interrupted_adapt_resumes_to_the_same_weights(tmp_path):
     base = tmp_path / "base"
@@ -189,18 +204,11 @@ def test_an_interrupted_adapt_resumes_to_the_same_weights(tmp_path):
     settings = AdaptSettings(steps=4, batch_size=4, checkpoint_every=100)
     adapt(base, corpus, tmp_path / "straight", settings, device="cpu", progress=False)
 
-    def stop_at_2(step: int, loss: float) -> None:
-        if step == 2:
-            os.kill(os.getpid(), signal.SIGINT)
-
     with pytest.raises(TrainingInterrupted):
-        adapt(base, corpus, tmp_path / "stopped", settings, device="cpu", progress=False, on_step=stop_at_2)
+        adapt(base, corpus, tmp_path / "stopped", settings, device="cpu", progress=False, on_step=_stop_at_2)
     summary = adapt(base, corpus, tmp_path / "stopped", settings, resume=True, device="cpu", progress=False)
     assert summary["steps_run"] == 2
-    straight = __import__("sbert").load(str(tmp_path / "straight"), device="cpu")
-    resumed = __import__("sbert").load(str(tmp_path / "stopped"), device="cpu")
-    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items(), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=1e-6, msg=name)
+    _assert_same_weights(tmp_path / "straight", tmp_path / "stopped")
 
 
 SCORING_DOCS = [
@@ -332,12 +340,8 @@ def test_a_resumed_teacher_method_reads_its_scores_back_and_ends_as_a_straight_r
     settings = AdaptSettings(method="distill-kl", steps=4, batch_size=4, teacher=str(teacher), checkpoint_every=100)
     adapt(base, corpus, tmp_path / "straight", settings, device="cpu", progress=False)
 
-    def stop_at_2(step: int, loss: float) -> None:
-        if step == 2:
-            os.kill(os.getpid(), signal.SIGINT)
-
     with pytest.raises(TrainingInterrupted):
-        adapt(base, corpus, tmp_path / "stopped", settings, device="cpu", progress=False, on_step=stop_at_2)
+        adapt(base, corpus, tmp_path / "stopped", settings, device="cpu", progress=False, on_step=_stop_at_2)
     kept = (tmp_path / "stopped.train" / "teacher-scores.jsonl").read_text().splitlines()
     assert json.loads(kept[0])["key"]["teacher"] == str(teacher) and len(kept) > 48  # a line per query
 
@@ -348,10 +352,7 @@ def test_a_resumed_teacher_method_reads_its_scores_back_and_ends_as_a_straight_r
     monkeypatch.setattr(distill, "candidates", never)
     summary = adapt(base, corpus, tmp_path / "stopped", settings, resume=True, device="cpu", progress=False)
     assert summary["steps_run"] == 2
-    straight = __import__("sbert").load(str(tmp_path / "straight"), device="cpu")
-    resumed = __import__("sbert").load(str(tmp_path / "stopped"), device="cpu")
-    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items(), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=1e-6, msg=name)
+    _assert_same_weights(tmp_path / "straight", tmp_path / "stopped")
     other = replace_settings(settings, seed=43)  # other inputs: the kept scores are not the run's
     with pytest.raises(AssertionError, match="scored the candidates again"):
         adapt(base, corpus, tmp_path / "stopped", other, resume=True, device="cpu", progress=False)
