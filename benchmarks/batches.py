@@ -14,6 +14,12 @@ as a default index is searched: + BM25, weighted, alpha 0.7). Variants (``--vari
   collection's documents, label-free, by ``sbert adapt``'s default method (``benchmarks/adapt.py``'s
   model, made by the same command and kept there; adapt reads no query, so no test query leaks in).
 
+The guide's margin is GISTEmbed's (absolute, 0: a candidate the guide scores above the positive is
+dropped) unless ``--guide-margins`` lists others (one row each; below 0 drops fewer). A margin is chosen
+with ``--dev``, never on the test queries: the training queries are cut again in time, the model trains
+on their older 80% and is scored on their newest 20% (rows in benchmarks/results/records/batches-dev,
+table between its own markers of docs/retrieval.md); the margin chosen there then runs on the test split.
+
 Each row is kept, committed, in benchmarks/results/records/batches (``<variant>.json`` for the CPU at seed 42, else
 ``<variant>-seed<N>-<cpu|gpu>.json``; a killed run loses one row); every row kept is tabled, with means
 over seeds per device;
@@ -25,7 +31,8 @@ second epoch's cost what the sampler's do (the guide keeps its vectors): about 1
 On an H100 (``--device cuda``) a variant trains in 15-26 s: all three at three seeds in a few minutes.
 
     python benchmarks/batches.py [--variants plain,sampler,guide] [--guide all-mpnet-base-v2] [--seeds 42,43,44]
-                                 [--device cuda]
+                                 [--guide-margins 0,-0.05,-0.1] [--margin-strategy absolute] [--device cuda]
+    python benchmarks/batches.py --dev --variants sampler,guide --guide-margins 0,-0.05,-0.1 --seeds 42,43,44
     python benchmarks/batches.py --variants ""   # no training: the table again from the rows kept
     python benchmarks/batches.py --quick   # 4 steps, 40 test queries: checks that it runs (no docs)
 """
@@ -56,6 +63,7 @@ from retrieval import sample
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "retrieval.md"
 BEGIN, END = "<!-- benchmarks/batches.py: begin -->", "<!-- benchmarks/batches.py: end -->"
+DEV_BEGIN, DEV_END = "<!-- benchmarks/batches.py --dev: begin -->", "<!-- benchmarks/batches.py --dev: end -->"
 VARIANTS = ("plain", "sampler", "guide", "adapted")
 NAME = "openoffice-dups"
 
@@ -67,7 +75,7 @@ def train_variant(variant: str, examples: list, args, out: Path) -> dict:
     from sbert.training.recipe import build_encoder
 
     config = training_config(NAME, args.train_steps, no_duplicates=variant != "plain", seed=args.seed)
-    guide = Guide(args.guide) if variant == "guide" else None
+    guide = Guide(args.guide, args.margin_strategy, args.guide_margin) if variant == "guide" else None
     loss = MultipleNegativesRankingLoss(20.0, guide=guide)
     base = str(adapted_base(args)) if variant == "adapted" else "default"
     load = os.getloadavg()[0]
@@ -75,6 +83,7 @@ def train_variant(variant: str, examples: list, args, out: Path) -> dict:
     summary = trainer.train()
     return {
         "variant": variant,
+        **({"guide_margin": args.guide_margin, "margin_strategy": args.margin_strategy} if guide else {}),
         "seed": args.seed,
         "device": device_name(args.device),
         "versions": versions("torch", "transformers"),
@@ -104,7 +113,7 @@ def score(model_dir: Path, args) -> dict:
     from sbert.evaluation.retrieval import RetrievalEvaluator
     from sbert.evaluation.retrievers import RetrievalSettings
 
-    collection = sample(read_beir(split_collection(NAME, args.data), "test"), args.queries, args.documents)
+    collection = sample(read_beir(args.folder, "test"), args.queries, args.documents)
     model = sbert.load(model_dir, device=args.device)
     out = {}
     for label, settings in (("dense", RetrievalSettings()), ("default", RetrievalSettings(hybrid=True))):
@@ -114,11 +123,40 @@ def score(model_dir: Path, args) -> dict:
     return out
 
 
+def dev_collection(data: str | None) -> Path:
+    """openoffice-dups' training queries cut again in time (``--dev``): the older 80% train, the newest 20%
+    are the dev queries scored; the test queries are never read."""
+    from sbert.data.time_split import split_by_time
+
+    out = WORK / "retrieval" / "openoffice-dups-dev-split"
+    if not (out / "split.json").is_file():
+        info = split_by_time(split_collection(NAME, data), out, split="train", train_fraction=0.8)
+        print(f"{NAME}'s training queries cut in time at {info.cutoff}: {info.train_queries} / {info.test_queries}")
+    return out
+
+
+def guide_tag(args) -> str:
+    """A guide's margin and strategy where they are not GISTEmbed's (absolute, 0): ``""`` or e.g. ``absolute-0.1``."""
+    if args.guide_margin == 0 and args.margin_strategy == "absolute":
+        return ""
+    return f"{args.margin_strategy}{args.guide_margin:g}"
+
+
 def cache_name(variant: str, args) -> str:
-    """Where a row is kept: ``<variant>.json`` for the CPU at seed 42 (the first runs), else by seed and device."""
-    if args.seed == 42 and args.device == "cpu":
+    """Where a row is kept: ``<variant>.json`` for the CPU at seed 42 (the first runs), else by seed and
+    device; a guide at another margin than GISTEmbed's names it (``guide-absolute-0.1-seed42-cpu.json``)."""
+    tag = guide_tag(args) if variant == "guide" else ""
+    if args.seed == 42 and args.device == "cpu" and not tag:
         return f"{variant}.json"
-    return f"{variant}-seed{args.seed}-{'cpu' if args.device == 'cpu' else 'gpu'}.json"
+    return f"{variant}{'-' + tag if tag else ''}-seed{args.seed}-{'cpu' if args.device == 'cpu' else 'gpu'}.json"
+
+
+def label(row: dict) -> str:
+    """A row's batches as the table names them: the variant, and a guide's margin where it is not 0."""
+    margin, strategy = row.get("guide_margin", 0.0), row.get("margin_strategy", "absolute")
+    if row["variant"] != "guide" or (margin == 0 and strategy == "absolute"):
+        return row["variant"]
+    return f"guide, margin {margin:g}{' (relative)' if strategy == 'relative' else ''}"
 
 
 def run_variant(variant: str, examples: list, args, work: Path) -> dict:
@@ -131,11 +169,11 @@ def run_variant(variant: str, examples: list, args, work: Path) -> dict:
     return row
 
 
-def judged_pairs(data: str | None) -> int:
+def judged_pairs(folder: Path) -> int:
     """The training rows without mining them: one per judged pair (queries without a negative are kept)."""
     from sbert.data.beir import read_beir
 
-    train = read_beir(split_collection(NAME, data), "train")
+    train = read_beir(folder, "train")
     return sum(1 for judged in train.qrels.values() for grade in judged.values() if grade > 0)
 
 
@@ -146,7 +184,10 @@ def kept_rows(work: Path) -> list[dict]:
         row = json.loads(path.read_text())
         rows.append({"variant": path.stem.split("-")[0], "seed": 42, "device": "cpu", **row})
     order = {v: i for i, v in enumerate(VARIANTS)}
-    return sorted(rows, key=lambda r: (r["device"] != "cpu", r["device"], order[r["variant"]], r["seed"]))
+    return sorted(
+        rows,
+        key=lambda r: (r["device"] != "cpu", r["device"], order[r["variant"]], r.get("guide_margin", 0.0), r["seed"]),
+    )
 
 
 def table(rows: list[dict]) -> list[str]:
@@ -155,7 +196,7 @@ def table(rows: list[dict]) -> list[str]:
     body = []
     for r in rows:
         d, h = r["dense"], r["default"]
-        body.append([r["variant"], r["device"], str(r["seed"]), f"{d['mrr@10']:.2f}", f"{d['ndcg@10']:.2f}"])
+        body.append([label(r), r["device"], str(r["seed"]), f"{d['mrr@10']:.2f}", f"{d['ndcg@10']:.2f}"])
         body[-1] += [f"{h['mrr@10']:.2f}", f"{h['ndcg@10']:.2f}", f"{r['moved']:,}", str(r["steps"])]
         body[-1] += [f"{r['train_seconds']:.0f}", "/".join(map(str, r["load"]))]
     return markdown_table(header, body)
@@ -167,7 +208,7 @@ def mean_lines(rows: list[dict]) -> list[str]:
 
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
-        groups.setdefault((r["device"], r["variant"]), []).append(r)
+        groups.setdefault((r["device"], label(r)), []).append(r)
     lines = []
     for (device, variant), group in groups.items():
         if len(group) < 2:
@@ -193,13 +234,24 @@ def missing_lines(rows: list[dict]) -> list[str]:
         if "plain" in missing
         else ""
     )
-    return ["", f"Not run (no row kept in benchmarks/.work/batches): {', '.join(missing)}{note}."]
+    return ["", f"Not run (no row kept in benchmarks/results/records/batches): {', '.join(missing)}{note}."]
 
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--guide", default="all-mpnet-base-v2", help="the guide model of the 'guide' variant")
+    parser.add_argument(
+        "--guide-margins",
+        default="0",
+        help="the guide's margins, comma-separated: one 'guide' row each (0: GISTEmbed's; below 0 masks less)",
+    )
+    parser.add_argument("--margin-strategy", default="absolute", choices=("absolute", "relative"))
+    parser.add_argument(
+        "--dev",
+        action="store_true",
+        help="train on the older 80%% of the training queries and score the newest 20%% of them (choose here)",
+    )
     parser.add_argument("--data", default=None)
     parser.add_argument("--train-steps", type=int, default=None)
     parser.add_argument("--queries", type=int, default=None)
@@ -210,6 +262,11 @@ def arguments() -> argparse.Namespace:
     args = parser.parse_args()
     if args.quick:
         args.train_steps, args.queries, args.documents = 4, 40, 200
+    try:
+        args.margins = [float(m) for m in args.guide_margins.split(",")]
+    except ValueError:
+        parser.error(f"--guide-margins: expected numbers separated by commas, got {args.guide_margins!r}")
+    args.guide_margin = args.margins[0]
     unknown = set(filter(None, args.variants.split(","))) - set(VARIANTS)
     if unknown:
         parser.error(f"--variants: unknown {', '.join(sorted(unknown))}; expected some of {', '.join(VARIANTS)}")
@@ -218,26 +275,37 @@ def arguments() -> argparse.Namespace:
 
 def main() -> None:
     args = arguments()
-    work = WORK / ("batches-quick" if args.quick else "batches")  # trained models
-    kept = work if args.quick else RECORDS / "batches"  # measured rows, committed (quick ones are not)
+    part = "batches-dev" if args.dev else "batches"
+    work = WORK / (f"{part}-quick" if args.quick else part)  # trained models
+    kept = work if args.quick else RECORDS / part  # measured rows, committed (quick ones are not)
     work.mkdir(parents=True, exist_ok=True)
+    args.folder = dev_collection(args.data) if args.dev else split_collection(NAME, args.data)
     began = time.perf_counter()
     wanted = list(filter(None, args.variants.split(",")))
-    examples = mined_examples(NAME, args.data, args.device) if wanted else None
+    examples = mined_examples(NAME, args.data, args.device, args.folder) if wanted else None
     for seed in map(int, args.seeds.split(",")):
         args.seed = seed
         for variant in wanted:
-            print(f"{variant}: training (seed {args.seed}, {args.device})", flush=True)
-            row = run_variant(variant, examples, args, work)
-            write_record(kept / cache_name(variant, args), row)
+            for margin in args.margins if variant == "guide" else args.margins[:1]:
+                args.guide_margin = margin
+                print(f"{variant}: training (seed {args.seed}, {args.device}, {guide_tag(args) or 'margin 0'})")
+                row = run_variant(variant, examples, args, work)
+                write_record(kept / cache_name(variant, args), row)
     import torch
 
     rows = kept_rows(kept)
     queries = rows[0]["queries"] if rows else 0
-    count = len(examples) if examples is not None else judged_pairs(args.data)  # one row per judged pair
+    count = len(examples) if examples is not None else judged_pairs(args.folder)  # one row per judged pair
+    where = (
+        f"openoffice-dups' training queries (the older 80% of its queries) split again in time, for choosing: "
+        f"fine-tuned on their older 80% ({count:,} rows: query, duplicate, one mined negative), scored on their "
+        f"newest 20% ({queries} dev queries); the test queries are not read."
+        if args.dev
+        else f"openoffice-dups split in time: fine-tuned on the older 80% ({count:,} rows: query, duplicate, "
+        f"one mined negative), scored on the newest 20% ({queries} queries)."
+    )
     lines = [
-        f"openoffice-dups split in time: fine-tuned on the older 80% ({count:,} rows: query, duplicate, "
-        f"one mined negative), scored on the newest 20% ({queries} queries). The recipe of "
+        f"{where} The recipe of "
         "benchmarks/finetune_retrieval.py for every row; only the batches (and where said, the seed) differ, and "
         "'adapted' starts from the default model adapted label-free to the collection's documents (`sbert adapt "
         "default --corpus openoffice-dups`, its default method, 100 steps) instead of the default model. "
@@ -255,6 +323,10 @@ def main() -> None:
     ]
     if args.quick:
         print("\n".join(lines))
+        return
+    if args.dev:
+        write_result("batches-dev.md", ["# Batches that never fight the labels: chosen on dev queries", "", *lines])
+        write_between_markers(DOC, DEV_BEGIN, DEV_END, lines)
         return
     write_result("batches.md", ["# Batches that never fight the labels: measured", "", *lines])
     write_between_markers(DOC, BEGIN, END, lines)

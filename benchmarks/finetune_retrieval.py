@@ -58,12 +58,13 @@ def split_collection(name: str, data: str | None) -> Path:
     return out
 
 
-def mined_examples(name: str, data: str | None, device: str = "cpu") -> list:
-    """(query, positive, mined negative) rows of ``name``'s training part, negatives mined by the default
-    model with ``RECIPE`` (queries left without a negative kept)."""
+def mined_examples(name: str, data: str | None, device: str = "cpu", folder: Path | None = None) -> list:
+    """(query, positive, mined negative) rows of ``name``'s training part (or of the BEIR ``folder``'s
+    ``train`` split), negatives mined by the default model with ``RECIPE`` (queries left without a
+    negative kept)."""
     from sbert.search.negatives import NegativeFilters, mine_hard_negatives
 
-    train = read_beir(split_collection(name, data), "train")
+    train = read_beir(folder or split_collection(name, data), "train")
     mined = mine_hard_negatives(
         sbert.load("default", device=device),
         train.queries,

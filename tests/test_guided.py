@@ -8,12 +8,13 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import make_tiny_encoder
 from test_losses import FixedEncoder
 
 import sbert
 from sbert.data.examples import LabeledPair, RetrievalExample, Text, Triplet
 from sbert.losses import CachedMultipleNegativesRankingLoss, MultipleNegativesRankingLoss
-from sbert.losses.in_batch import Guide
+from sbert.losses.in_batch import Dropped, Guide
 from sbert.losses.registry import OBJECTIVES, LossInputs
 from sbert.losses.teachers import Teacher
 from sbert.training.sampling import example_texts, no_duplicate_batches
@@ -45,6 +46,39 @@ def test_the_guide_drops_candidates_it_scores_above_the_positive():
     assert MultipleNegativesRankingLoss(guide=guide)(enc, batch).item() == pytest.approx(row1 / 2, rel=1e-5)
     row0 = -math.log(math.exp(20 * c) / (math.exp(20 * c) + 1))  # without the guide row 0 pays for p2 (cos 0)
     assert MultipleNegativesRankingLoss()(enc, batch).item() == pytest.approx((row0 + row1) / 2, rel=1e-5)
+
+
+def test_the_guide_counts_what_it_drops():
+    guide_vectors = {"q1": [1.0, 0, 0], "p1": [1.0, 1, 0], "q2": [0.0, 0, 1], "p2": [1.0, 0, 0.5], "n1": [1.0, 0, 0]}
+    guide, cpu = Guide(Teacher(FixedModel(guide_vectors))), torch.device("cpu")
+    guide.mask([["q1", "q2"], ["p1", "p2"]], cpu)  # row 0 drops p2 (cos .89 > .71)
+    assert guide.counts == Dropped(rows=2, candidates=2, dropped=1, rows_dropped=1)
+    # a hard-negative column: row 0 drops p2 and n1 (cos 1), row 1 drops nothing (its p2 scores .45; n1 0)
+    assert guide.mask([["q1", "q2"], ["p1", "p2"], ["n1"]], cpu).tolist() == [
+        [False, True, True],
+        [False, False, False],
+    ]
+    assert guide.counts == Dropped(rows=4, candidates=6, dropped=3, rows_dropped=2)
+    assert str(guide.counts) == "3 of 6 in-batch candidates dropped (50.00%), in 2 of 4 rows"
+
+
+def test_the_trainer_says_what_the_guide_dropped(tiny_encoder, tmp_path):
+    from sbert.training import Objective, TrainConfig, Trainer
+    from sbert.training.recipe import finished_message
+
+    guide_vectors = {"q1": [1.0, 0, 0], "p1": [1.0, 1, 0], "q2": [0.0, 0, 1], "p2": [1.0, 0, 0.5]}
+    loss = MultipleNegativesRankingLoss(guide=Guide(Teacher(FixedModel(guide_vectors))))
+    rows = [RetrievalExample("q1", "p1"), RetrievalExample("q2", "p2")]
+    config = TrainConfig(batch_size=2, epochs=2, shuffle=False, progress=False, checkpoint_every=None)
+    summary = Trainer(tiny_encoder, [Objective(rows, loss, "dups")], config, tmp_path / "m").train()
+    # two steps, each the same batch: row 0 drops p2 both times
+    assert summary["guide_dropped"] == {"dups": {"rows": 4, "candidates": 4, "dropped": 2, "rows_dropped": 2}}
+    assert "dups: 2 of 4 in-batch candidates dropped (50.00%), in 2 of 4 rows by the guide" in finished_message(summary)
+    plain = Trainer(
+        make_tiny_encoder(), [Objective(rows, MultipleNegativesRankingLoss(), "dups")], config, tmp_path / "n"
+    )
+    unguided = plain.train()
+    assert "guide_dropped" not in unguided and "guide" not in finished_message(unguided)
 
 
 def test_margin_strategies():

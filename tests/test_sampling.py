@@ -12,7 +12,7 @@ import pytest
 from sbert.data.examples import RetrievalExample, ScoredPair
 from sbert.losses import CosineRegressionLoss, MultipleNegativesRankingLoss
 from sbert.training import Objective, TrainConfig, Trainer
-from sbert.training.sampling import example_texts, no_duplicate_batches
+from sbert.training.sampling import epoch_batches, example_texts, no_duplicate_batches
 
 # Bug reports: dup1..dup3 all duplicate one master report; the others are pairs of their own.
 MASTER_ROWS = [RetrievalExample(f"dup{i}", "master") for i in range(1, 4)]
@@ -165,3 +165,16 @@ def test_the_command_line_option_reaches_the_config():
         values_from_options({"objective": "mnrl", "format": "ntuples", "out": "m"}, ["x"])
     ).config.no_duplicates
     assert "--allow-duplicates" in CliRunner().invoke(main, ["train", "--help"]).output
+
+
+def test_epoch_batches_are_the_trainers_batches(tmp_path):
+    """benchmarks/guide_masking.py cuts the trainer's batches with ``epoch_batches``: the same rows, in order."""
+    rows = MASTER_ROWS * 2 + OTHER_ROWS
+    for no_duplicates in (True, False):
+        trainer = plan_trainer(tmp_path, MultipleNegativesRankingLoss(), rows, no_duplicates=no_duplicates)
+        for epoch in (0, 1):
+            cut = epoch_batches(rows, 4, (7, epoch, 0), no_duplicates=no_duplicates)
+            assert [b.tolist() for b in cut.batches] == [b.tolist() for _, b in trainer.epoch_plan(epoch)]
+            assert cut.moved == trainer.moved[epoch, 0]
+    unshuffled = epoch_batches(rows, 4, (7, 0, 0), shuffle=False, no_duplicates=False)
+    assert [b.tolist() for b in unshuffled.batches] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14]]

@@ -23,6 +23,7 @@ embeds its share of the texts and gathers the others' vectors, so the negatives 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -89,8 +90,34 @@ def ranking_logits(anchors: torch.Tensor, candidates: torch.Tensor, scale: float
     return F.normalize(anchors, dim=1) @ F.normalize(candidates, dim=1).T * scale
 
 
+@dataclass
+class Dropped:
+    """What a guide dropped so far: rows masked, their in-batch candidates (each row's own positive not
+    counted), the candidates dropped, and the rows that lost at least one."""
+
+    rows: int = 0
+    candidates: int = 0
+    dropped: int = 0
+    rows_dropped: int = 0
+
+    def add(self, dropped: torch.Tensor) -> None:
+        """Count one batch's mask (anchors, candidates)."""
+        self.rows += dropped.shape[0]
+        self.candidates += dropped.shape[0] * (dropped.shape[1] - 1)
+        self.dropped += int(dropped.sum())
+        self.rows_dropped += int(dropped.any(1).sum())
+
+    def __str__(self) -> str:
+        share = 100 * self.dropped / self.candidates if self.candidates else 0.0
+        return (
+            f"{self.dropped:,} of {self.candidates:,} in-batch candidates dropped ({share:.2f}%), "
+            f"in {self.rows_dropped:,} of {self.rows:,} rows"
+        )
+
+
 class Guide:
-    """GISTEmbed's guided masking: which in-batch candidates a frozen ``guide`` scores above the row's positive."""
+    """GISTEmbed's guided masking: which in-batch candidates a frozen ``guide`` scores above the row's
+    positive (``counts``: what it dropped so far)."""
 
     def __init__(self, guide: Teacher | str, margin_strategy: str = "absolute", margin: float = 0.0) -> None:
         if margin_strategy not in MARGIN_STRATEGIES:
@@ -99,6 +126,7 @@ class Guide:
         if self.guide.cross:
             raise ValueError("a guide must be a bi-encoder: its vectors score every anchor against every candidate")
         self.margin_strategy, self.margin = margin_strategy, float(margin)
+        self.counts = Dropped()
 
     def mask(self, columns: Sequence[list[str]], device: torch.device) -> torch.Tensor:
         """(anchors, candidates) bool: True where the candidate is dropped (never the row's own positive)."""
@@ -110,6 +138,7 @@ class Guide:
         slack = self.margin if self.margin_strategy == "absolute" else positive.abs() * self.margin
         dropped = sims > positive - slack
         dropped[rows, rows] = False
+        self.counts.add(dropped)
         return dropped
 
 

@@ -136,16 +136,22 @@ def build_encoder(
 
 
 def finished_message(summary: dict) -> str:
-    """What ``sbert train`` says at the end of a run: steps, speed, best dev score, where things went."""
+    """What ``sbert train`` says at the end of a run: steps, speed, best dev score, where things went, and
+    what a guide dropped."""
     best = f", best dev {summary['best_score']:.2f}" if summary["best_score"] is not None else ""
     kept = (
         f"checkpoint kept at {summary['checkpoint']}"
         if summary.get("checkpoint")
         else "checkpoint removed (--keep-checkpoint keeps it)"
     )
+    from sbert.losses.in_batch import Dropped
+
+    guided = "".join(
+        f"; {name}: {Dropped(**counts)} by the guide" for name, counts in summary.get("guide_dropped", {}).items()
+    )
     return (
         f"trained {summary['steps']} steps ({summary['steps_per_second']:.2f} steps/s){best}; "
-        f"model saved to {summary['model']}; log in {summary['log']}; {kept}"
+        f"model saved to {summary['model']}; log in {summary['log']}; {kept}{guided}"
     )
 
 

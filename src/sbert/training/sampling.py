@@ -81,3 +81,21 @@ def plain_batches(order: Sequence[int] | np.ndarray, batch_size: int) -> Batches
     """``order`` cut into consecutive batches of ``batch_size`` rows (the last one shorter); nothing moved."""
     order = np.asarray(order, dtype=np.int64)
     return Batches([order[i : i + batch_size] for i in range(0, len(order), batch_size)], 0)
+
+
+def epoch_batches(
+    examples: Sequence[object],
+    batch_size: int,
+    key: Sequence[int],
+    *,
+    shuffle: bool = True,
+    no_duplicates: bool = True,
+) -> Batches:
+    """One objective's batches for one epoch, as the trainer cuts them: the rows in an order drawn from
+    ``key`` (the trainer's ``(seed, epoch, objective)``; ``shuffle=False``: as given), cut by
+    ``no_duplicate_batches`` (``no_duplicates``) or plainly."""
+    rng = np.random.default_rng(list(key))
+    order = rng.permutation(len(examples)) if shuffle else np.arange(len(examples))
+    if no_duplicates:
+        return no_duplicate_batches(order, lambda r: example_texts(examples[r]), batch_size)
+    return plain_batches(order, batch_size)

@@ -43,7 +43,7 @@ from sbert.errors import SbertError
 from sbert.progress import progress_bar
 from sbert.training import checkpoint as ckpt
 from sbert.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from sbert.training.sampling import example_texts, no_duplicate_batches, plain_batches
+from sbert.training.sampling import epoch_batches
 from sbert.training.schedule import warmup_steps, warmup_then_linear_decay
 
 _logger = logging.getLogger("sbert.training")
@@ -423,8 +423,21 @@ class Trainer:
             "log": str(self.run_dir / "log.jsonl"),
             "checkpoint": None if checkpoint is None else str(checkpoint),
         }
+        guided = self._guided()
+        if guided:
+            summary["guide_dropped"] = guided
         self._log({"summary": summary})
         return summary
+
+    def _guided(self) -> dict[str, dict[str, int]]:
+        """What each guided objective's guide (``--guide``) dropped in this run, said by the logger too."""
+        found = {}
+        for objective in self.objectives:
+            guide = getattr(objective.loss, "guide", None)
+            if guide is not None:
+                _logger.info("%s: the guide's masking: %s", objective.name, guide.counts)
+                found[objective.name] = dataclasses.asdict(guide.counts)
+        return found
 
     def epoch_plan(self, epoch: int) -> list[tuple[int, np.ndarray]]:
         """(objective index, example rows) for each step of ``epoch``, objectives taken round-robin.
@@ -433,15 +446,13 @@ class Trainer:
             return self._plan[1]
         queues = []
         for task, objective in enumerate(self.objectives):
-            n = len(objective.examples)
-            rng = np.random.default_rng([self.config.seed, epoch, task])
-            order = rng.permutation(n) if self.config.shuffle else np.arange(n)
-            if self._deduplicates(objective):
-                cut = no_duplicate_batches(
-                    order, lambda r, e=objective.examples: example_texts(e[r]), self.config.batch_size
-                )
-            else:
-                cut = plain_batches(order, self.config.batch_size)
+            cut = epoch_batches(
+                objective.examples,
+                self.config.batch_size,
+                (self.config.seed, epoch, task),
+                shuffle=self.config.shuffle,
+                no_duplicates=self._deduplicates(objective),
+            )
             self.moved[epoch, task] = cut.moved
             queues.append(cut.batches)
         plan = []
