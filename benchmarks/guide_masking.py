@@ -122,10 +122,11 @@ def lines_for(stats: dict, scores: dict, counts: dict, examples: int, epochs: in
     positive = scores["positive"]
     first = next(iter(stats.values()))
     cut = "every batch" if args.batches is None else f"the first {args.batches} batches an epoch"
+    span = f"{epochs} epoch{'s' if epochs > 1 else ''}"
     return [
         f"openoffice-dups' training part ({examples:,} rows: query, judged duplicate, one mined negative; the test "
         f"queries are not read), cut as the trainer cuts it (no-duplicates sampler, batch {args.batch_size}, seed "
-        f"{args.seed}, {epochs} epoch{'s' if epochs > 1 else ''}; {cut}: {first['rows']:,} rows scored). Guide: {args.guide}, margin strategy "
+        f"{args.seed}, {span}; {cut}: {first['rows']:,} rows scored). Guide: {args.guide}, margin strategy "
         f"{args.margin_strategy} (a candidate is dropped where the guide scores it above the positive's score minus "
         f"the margin; 0 is GISTEmbed's). 'judged relevant': the dropped candidate is judged a duplicate of the row's "
         f"query in the training judgments. Wall time {seconds:.0f} s.",
@@ -134,7 +135,7 @@ def lines_for(stats: dict, scores: dict, counts: dict, examples: int, epochs: in
         "",
         f"- the guide's score of a row's own judged duplicate: median {median(positive)}, 10th percentile "
         f"{statistics.quantiles(positive, n=10)[0]:.2f} ({len(positive):,} rows)",
-        f"- what the sampler keeps apart, over every batch of {epochs} epoch{'s' if epochs > 1 else ''}: a row's own duplicate as another "
+        f"- what the sampler keeps apart, over every batch of {span}: a row's own duplicate as another "
         f"row's candidate {counts['plain']['own positive']:,} times in plain batches, "
         f"{counts['sampler']['own positive']:,} with the sampler; another judged duplicate of the row's query "
         f"{counts['plain']['other judged']:,} and {counts['sampler']['other judged']:,} times",
