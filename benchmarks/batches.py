@@ -234,7 +234,7 @@ def mean_lines(rows: list[dict]) -> list[str]:
     return ["", "Over seeds:", "", *lines] if lines else []
 
 
-def missing_lines(rows: list[dict]) -> list[str]:
+def missing_lines(rows: list[dict], kept: Path, dev: bool) -> list[str]:
     """What the table lacks and where to look instead (a variant neither run now nor kept from a run)."""
     missing = [v for v in VARIANTS if v not in {r["variant"] for r in rows}]
     if not missing:
@@ -242,10 +242,33 @@ def missing_lines(rows: list[dict]) -> list[str]:
     note = (
         "; the plain recipe's own earlier run is docs/retrieval.md's row 'fine-tuned, truncated at 256 tokens' "
         "(benchmarks/retrieval.py), dense, same split and recipe"
-        if "plain" in missing
+        if "plain" in missing and not dev
         else ""
     )
-    return ["", f"Not run (no row kept in benchmarks/results/records/batches): {', '.join(missing)}{note}."]
+    where = kept.relative_to(ROOT) if kept.is_relative_to(ROOT) else kept
+    return ["", f"Not run (no row kept in {where}): {', '.join(missing)}{note}."]
+
+
+def choice_lines(rows: list[dict]) -> list[str]:
+    """``--dev``: the guide's margin whose rows score best on the dev queries (mean dense MRR@10 over the
+    seeds run on the first device), beside the sampler's mean: what the test split then runs."""
+    import statistics
+
+    device = rows[0]["device"] if rows else None
+    means: dict[str, tuple[float, int, float]] = {}
+    for name in dict.fromkeys(label(r) for r in rows if r["device"] == device):
+        group = [r for r in rows if r["device"] == device and label(r) == name]
+        means[name] = (statistics.mean(r["dense"]["mrr@10"] for r in group), len(group), group[0].get("guide_margin"))
+    guided = {name: m for name, m in means.items() if m[2] is not None}
+    if not guided:
+        return []
+    best = max(guided, key=lambda name: guided[name][0])
+    sampler = f"; the sampler {means['sampler'][0]:.2f} over {means['sampler'][1]}" if "sampler" in means else ""
+    return [
+        "",
+        f"Chosen on these dev queries ({device}): {best}, mean MRR@10 dense {guided[best][0]:.2f} over "
+        f"{guided[best][1]} seed(s){sampler}; the test split runs it with `--guide-margins {guided[best][2]:g}`.",
+    ]
 
 
 def arguments() -> argparse.Namespace:
@@ -328,7 +351,8 @@ def main() -> None:
         "",
         *table(rows),
         *mean_lines(rows),
-        *missing_lines(rows),
+        *(choice_lines(rows) if args.dev else []),
+        *missing_lines(rows, kept, args.dev),
         "",
         *environment_lines(torch.get_num_threads(), ("sbert", "torch", "transformers", "bm25s")),
     ]
