@@ -22,6 +22,8 @@ batches an epoch.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import statistics
 import time
 from pathlib import Path
@@ -82,8 +84,7 @@ def masking(examples: list, relevant: dict[str, set[str]], epochs: int, args) ->
 
     teacher, cpu = Teacher(args.guide), torch.device("cpu")
     guides = {m: Guide(teacher, args.margin_strategy, m) for m in args.margins}
-    counters = ("rows", "candidates", "dropped", "rows_dropped", "relevant")
-    stats = {m: {**dict.fromkeys(counters, 0), "scores": [], "positive_where_dropped": []} for m in guides}
+    stats = {m: {"relevant": 0, "scores": [], "positive_where_dropped": []} for m in guides}
     positives_score: list[float] = []
     for epoch in range(epochs):
         cut = epoch_batches(examples, args.batch_size, (args.seed, epoch, 0), no_duplicates=True)
@@ -94,16 +95,14 @@ def masking(examples: list, relevant: dict[str, set[str]], epochs: int, args) ->
             n = len(anchors)
             positives_score += sims[range(n), range(n)].tolist()
             for margin, guide in guides.items():
-                dropped, s = guide.mask(columns, cpu), stats[margin]
-                s["rows"] += n
-                s["candidates"] += n * (len(candidates) - 1)
-                s["dropped"] += int(dropped.sum())
-                s["rows_dropped"] += int(dropped.any(1).sum())
+                dropped, s = guide.mask(columns, cpu), stats[margin]  # guide.counts: what it dropped
                 for i, j in dropped.nonzero().tolist():
                     s["relevant"] += candidates[j] in relevant.get(anchors[i], ())
                     s["scores"].append(float(sims[i, j]))
                     s["positive_where_dropped"].append(float(sims[i, i]))
             print(f"epoch {epoch + 1}, batch {number + 1}: {n} rows", flush=True)
+    for margin, guide in guides.items():
+        stats[margin].update(dataclasses.asdict(guide.counts))
     return stats, {"positive": positives_score}
 
 
@@ -111,7 +110,7 @@ def median(values: list[float]) -> str:
     return f"{statistics.median(values):.2f}" if values else "-"
 
 
-def lines_for(stats: dict, scores: dict, counts: dict, examples: int, epochs: int, args, seconds: float) -> list[str]:
+def lines_for(stats: dict, scores: dict, counts: dict, examples: int, epochs: int, args, cost: str) -> list[str]:
     header = ["margin", "dropped per row", "share of candidates dropped", "rows with a drop"]
     header += ["dropped, judged relevant", "guide score of dropped (median)", "guide score of their positive (median)"]
     body = []
@@ -129,7 +128,7 @@ def lines_for(stats: dict, scores: dict, counts: dict, examples: int, epochs: in
         f"{args.seed}, {span}; {cut}: {first['rows']:,} rows scored). Guide: {args.guide}, margin strategy "
         f"{args.margin_strategy} (a candidate is dropped where the guide scores it above the positive's score minus "
         f"the margin; 0 is GISTEmbed's). 'judged relevant': the dropped candidate is judged a duplicate of the row's "
-        f"query in the training judgments. Wall time {seconds:.0f} s.",
+        f"query in the training judgments. {cost}",
         "",
         *markdown_table(header, body),
         "",
@@ -166,13 +165,15 @@ def arguments() -> argparse.Namespace:
 
 def main() -> None:
     args = arguments()
-    began = time.perf_counter()
+    began, load = time.perf_counter(), os.getloadavg()[0]
     examples = mined_examples(NAME, args.data)
     relevant = judged(args.data)
     epochs = 1 if args.quick else training(NAME)["epochs"]
     counts = sampler_counts(examples, relevant, epochs, args)
     stats, scores = masking(examples, relevant, epochs, args)
-    lines = lines_for(stats, scores, counts, len(examples), epochs, args, time.perf_counter() - began)
+    seconds = time.perf_counter() - began
+    cost = f"Wall time {seconds:.0f} s (load average {load:.2f} before, {os.getloadavg()[0]:.2f} after)."
+    lines = lines_for(stats, scores, counts, len(examples), epochs, args, cost)
     if args.quick:
         print("\n".join(lines))
         return
