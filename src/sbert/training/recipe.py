@@ -15,6 +15,7 @@ from sbert.data.examples import ScoredPair
 from sbert.data.formats import read_examples
 from sbert.errors import InputFileError
 from sbert.evaluation.dev import dev_evaluator
+from sbert.losses.in_batch import Dropped
 from sbert.losses.registry import OBJECTIVES, LossInputs
 from sbert.training.spec import ObjectiveSpec, RunSpec
 from sbert.training.trainer import Objective, Trainer
@@ -144,8 +145,6 @@ def finished_message(summary: dict) -> str:
         if summary.get("checkpoint")
         else "checkpoint removed (--keep-checkpoint keeps it)"
     )
-    from sbert.losses.in_batch import Dropped
-
     guided = "".join(
         f"; {name}: {Dropped(**counts)} by the guide" for name, counts in summary.get("guide_dropped", {}).items()
     )
