@@ -146,17 +146,15 @@ def dev_collection(data: str | None) -> Path:
     return out
 
 
-def guide_tag(args) -> str:
+def guide_tag(margin: float, strategy: str) -> str:
     """A guide's margin and strategy where they are not GISTEmbed's (absolute, 0): ``""`` or e.g. ``absolute-0.1``."""
-    if args.guide_margin == 0 and args.margin_strategy == "absolute":
-        return ""
-    return f"{args.margin_strategy}{args.guide_margin:g}"
+    return "" if margin == 0 and strategy == "absolute" else f"{strategy}{margin:g}"
 
 
 def cache_name(variant: str, args) -> str:
     """Where a row is kept: ``<variant>.json`` for the CPU at seed 42 (the first runs), else by seed and
     device; a guide at another margin than GISTEmbed's names it (``guide-absolute-0.1-seed42-cpu.json``)."""
-    tag = guide_tag(args) if variant == "guide" else ""
+    tag = guide_tag(args.guide_margin, args.margin_strategy) if variant == "guide" else ""
     if args.seed == 42 and args.device == "cpu" and not tag:
         return f"{variant}.json"
     return f"{variant}{'-' + tag if tag else ''}-seed{args.seed}-{'cpu' if args.device == 'cpu' else 'gpu'}.json"
@@ -165,7 +163,7 @@ def cache_name(variant: str, args) -> str:
 def label(row: dict) -> str:
     """A row's batches as the table names them: the variant, and a guide's margin where it is not 0."""
     margin, strategy = row.get("guide_margin", 0.0), row.get("margin_strategy", "absolute")
-    if row["variant"] != "guide" or (margin == 0 and strategy == "absolute"):
+    if row["variant"] != "guide" or not guide_tag(margin, strategy):
         return row["variant"]
     return f"guide, margin {margin:g}{' (relative)' if strategy == 'relative' else ''}"
 
@@ -213,15 +211,20 @@ def table(rows: list[dict]) -> list[str]:
     return markdown_table(header, body)
 
 
+def seed_groups(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """The rows of each (device, batches as labelled): one per seed run."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["device"], label(r)), []).append(r)
+    return groups
+
+
 def mean_lines(rows: list[dict]) -> list[str]:
     """Mean and spread over seeds, per (device, variant) run with more than one seed."""
     import statistics
 
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for r in rows:
-        groups.setdefault((r["device"], label(r)), []).append(r)
     lines = []
-    for (device, variant), group in groups.items():
+    for (device, variant), group in seed_groups(rows).items():
         if len(group) < 2:
             continue
         dense = [r["dense"]["mrr@10"] for r in group]
@@ -255,10 +258,11 @@ def choice_lines(rows: list[dict]) -> list[str]:
     import statistics
 
     device = rows[0]["device"] if rows else None
-    means: dict[str, tuple[float, int, float]] = {}
-    for name in dict.fromkeys(label(r) for r in rows if r["device"] == device):
-        group = [r for r in rows if r["device"] == device and label(r) == name]
-        means[name] = (statistics.mean(r["dense"]["mrr@10"] for r in group), len(group), group[0].get("guide_margin"))
+    means = {
+        name: (statistics.mean(r["dense"]["mrr@10"] for r in group), len(group), group[0].get("guide_margin"))
+        for (on, name), group in seed_groups(rows).items()
+        if on == device
+    }
     guided = {name: m for name, m in means.items() if m[2] is not None}
     if not guided:
         return []
@@ -322,7 +326,8 @@ def main() -> None:
         for variant in wanted:
             for margin in args.margins if variant == "guide" else args.margins[:1]:
                 args.guide_margin = margin
-                print(f"{variant}: training (seed {args.seed}, {args.device}, {guide_tag(args) or 'margin 0'})")
+                tag = guide_tag(margin, args.margin_strategy) or "margin 0"
+                print(f"{variant}: training (seed {args.seed}, {args.device}, {tag})")
                 row = run_variant(variant, examples, args, work)
                 write_record(kept / cache_name(variant, args), row)
     import torch

@@ -58,18 +58,17 @@ def sampler_counts(examples: list, relevant: dict[str, set[str]], epochs: int, a
 
     found = {}
     for kind in ("plain", "sampler"):
-        own = other = 0
+        counts = {"own positive": 0, "other judged": 0}
         for epoch in range(epochs):
             cut = epoch_batches(examples, args.batch_size, (args.seed, epoch, 0), no_duplicates=kind == "sampler")
             for rows in cut.batches:
                 anchors, positives, *rest = text_columns([examples[r] for r in rows])
                 candidates = positives + [t for column in rest for t in column]
                 for i, anchor in enumerate(anchors):
-                    for j, text in enumerate(candidates):
-                        if j != i:
-                            own += text == positives[i]
-                            other += text != positives[i] and text in relevant.get(anchor, ())
-        found[kind] = {"own positive": own, "other judged": other}
+                    others = candidates[:i] + candidates[i + 1 :]  # every candidate but the row's own positive
+                    counts["own positive"] += others.count(positives[i])
+                    counts["other judged"] += sum(t in relevant.get(anchor, ()) and t != positives[i] for t in others)
+        found[kind] = counts
     return found
 
 
