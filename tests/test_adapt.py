@@ -343,7 +343,7 @@ def test_a_resumed_teacher_method_reads_its_scores_back_and_ends_as_a_straight_r
     with pytest.raises(TrainingInterrupted):
         adapt(base, corpus, tmp_path / "stopped", settings, device="cpu", progress=False, on_step=_stop_at_2)
     kept = (tmp_path / "stopped.train" / "teacher-scores.jsonl").read_text().splitlines()
-    assert json.loads(kept[0])["key"]["teacher"] == str(teacher) and len(kept) > 48  # a line per query
+    assert json.loads(kept[0])["key"]["teacher"] == str(teacher) and len(kept) == 1 + 4 * 4  # a line per query
 
     def never(*args, **kwargs):
         raise AssertionError("a resumed run scored the candidates again")
@@ -356,6 +356,35 @@ def test_a_resumed_teacher_method_reads_its_scores_back_and_ends_as_a_straight_r
     other = replace_settings(settings, seed=43)  # other inputs: the kept scores are not the run's
     with pytest.raises(AssertionError, match="scored the candidates again"):
         adapt(base, corpus, tmp_path / "stopped", other, resume=True, device="cpu", progress=False)
+
+
+@pytest.mark.slow
+def test_a_teacher_method_scores_only_the_pseudo_queries_its_steps_train_on(tmp_path, monkeypatch):
+    from sbert.adapt.distill import scored_key
+
+    base, teacher = tmp_path / "base", tmp_path / "teacher"
+    make_tiny_encoder().save(base)
+    make_tiny_encoder(seed=7).save(teacher)
+    corpus = _tiny_corpus(tmp_path)
+    calls = _counting(monkeypatch)
+    settings = AdaptSettings(method="distill-margin", steps=3, batch_size=4, teacher=str(teacher), seed=5)
+    summary = adapt(base, corpus, tmp_path / "o", settings, device="cpu", progress=False)
+    assert calls == [12] and summary["pairs"] == 12 and summary["pseudo_queries"] == 48  # 24 titles, 24 crops
+    assert summary["steps"] == 3
+    documents, _ = read_adapt_documents(corpus)
+    first = pseudo_queries(documents, ("title", "crop"), seed=5)[:12]  # the seeded draw's first 3 * 4
+    head = json.loads((tmp_path / "o.train" / "teacher-scores.jsonl").read_text().splitlines()[0])
+    assert head["key"]["queries"] == scored_key(first)["queries"]
+    runner = CliRunner()
+    args = ["adapt", str(base), "--corpus", str(corpus), "--out", str(tmp_path / "cli"), "--method", "distill-kl"]
+    args += ["--teacher", str(teacher), "--steps", "2", "--batch-size", "4", "--device", "cpu", "--no-progress"]
+    result = runner.invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "adapted on 8 of 48 pseudo-queries from 24 documents" in result.output
+    everything = replace_settings(settings, steps=20)  # 20 steps of 4 would read more than there are: all 48
+    calls.clear()
+    assert adapt(base, corpus, tmp_path / "all", everything, device="cpu", progress=False)["pairs"] == 48
+    assert calls == [48]
 
 
 @pytest.mark.slow
@@ -449,7 +478,7 @@ def test_a_teacher_method_trains_on_the_teachers_scores(tmp_path):
     make_tiny_encoder().save(base)
     settings = AdaptSettings(method="distill-margin", steps=2, batch_size=4, teacher=str(teacher_folder))
     summary = adapt(base, _tiny_corpus(tmp_path), tmp_path / "out", settings, device="cpu", progress=False)
-    assert summary["steps"] == 2 and summary["pairs"] == 48
+    assert summary["steps"] == 2 and summary["pairs"] == 2 * 4 and summary["pseudo_queries"] == 48
     with pytest.raises(ValueError, match="needs a teacher"):
         adapt(base, _tiny_corpus(tmp_path), tmp_path / "o2", AdaptSettings(method="distill-kl"), device="cpu")
     args = ["adapt", str(base), "--corpus", str(_tiny_corpus(tmp_path)), "--out", str(tmp_path / "kl")]

@@ -231,3 +231,19 @@ def test_a_teacher_model_scores_rows_without_scores(pair):
     assert built.teacher.model is not None and built.temperature == 0.5 and built.similarity == "cosine"
     triplet = Triplet(ROWS[0].query, ROWS[0].positive, ROWS[0].negatives[0])
     assert loss(ours, [triplet]).item() >= 0
+
+
+def test_a_teacher_cut_to_the_students_length_scores_the_text_the_student_reads():
+    from conftest import make_tiny_encoder  # its own limit: 32 tokens
+
+    long_text = " ".join(["printer crashes when a page prints"] * 12)  # far more than 32 tokens
+    teacher = Teacher(make_tiny_encoder(), max_seq_length=8)
+    assert teacher.model.max_seq_length == 8
+    cut = make_tiny_encoder()
+    cut.max_seq_length = 8
+    with pytest.warns(UserWarning, match="longer than max_seq_length=8"):
+        got = teacher.vectors([long_text], torch.device("cpu")).numpy()
+    assert abs(got - cut.encode([long_text], on_truncation="ignore")).max() < 1e-6
+    assert abs(got - make_tiny_encoder().encode([long_text], on_truncation="ignore")).max() > 1e-3  # it was cut
+    assert Teacher(make_tiny_encoder(), max_seq_length=1_000).model.max_seq_length == 32  # never longer
+    assert Teacher(make_tiny_encoder()).model.max_seq_length == 32  # None: its own

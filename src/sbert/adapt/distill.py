@@ -5,8 +5,9 @@ For each pseudo-query, candidates come from the student (its best-ranked other d
 or cross-encoder) scores the query against its own document and each candidate. The student then learns
 the teacher's margins (MarginMSE) or its ranking (KL over the candidates).
 
-Finding and scoring the candidates is the long part of a teacher method (SciFact's 10k pseudo-queries: an
-hour and more on two CPU cores, before the first step), so ``scored_rows`` writes each query's candidates
+Finding and scoring the candidates is the long part of a teacher method (``adapt`` scores only the
+pseudo-queries its steps train on, ``sbert.adapt.recipe.trained_queries``: 3,200 at 100 steps of 32, still
+the larger part of an hour on two CPU cores before the first step), so ``scored_rows`` writes each query's candidates
 and, chunk by chunk, their scores beside the checkpoints, and a resumed run with the same inputs reads them
 back and scores only what is missing (Ctrl-C while scoring: ``ScoringInterrupted``).
 """
@@ -131,8 +132,10 @@ def scored_rows(
     key: dict | None = None,
     resume: bool = False,
     show_progress: bool | None = False,
+    max_seq_length: int | None = None,
 ) -> list[DistillationExample]:
-    """Each query's ``candidates`` scored by the ``teacher`` (a model folder or name; ``teacher_rows``),
+    """Each query's ``candidates`` scored by the ``teacher`` (a model folder or name; ``teacher_rows``; a
+    bi-encoder reading at most ``max_seq_length`` tokens of a text, the student's training length),
     ``CHUNK`` queries at a time. With a ``path``, the candidates and then each chunk's scores are written
     there as they are made (JSON lines: ``key`` and every query's candidate ids, then one line of scores a
     query); with ``resume``, a file written with the same ``key`` is read back and only the queries it lacks
@@ -146,7 +149,7 @@ def scored_rows(
     if path:
         _write(path, key, found, done)  # the candidates, and any scores read back (not a line cut by a kill)
     if len(done) < len(queries):
-        model = Teacher(teacher)
+        model = Teacher(teacher, max_seq_length=max_seq_length)
         with progress_bar(len(queries), "teacher", show_progress, "query", initial=len(done)) as bar:
             for start in range(len(done), len(queries), CHUNK):
                 part = slice(start, start + CHUNK)

@@ -113,8 +113,10 @@ def adapt(
         click.echo(stop.explain(sys.argv), err=True)
         sys.exit(stop.exit_code)
     held = f", {len(summary['held_out'])} documents held out" if summary["held_out"] else ""
+    drawn = summary["pseudo_queries"]
+    of = f" of {drawn:,}" if summary["pairs"] < drawn else ""  # a teacher method scores only what trains
     click.echo(
-        f"adapted on {summary['pairs']:,} pseudo-queries from {summary['documents']:,} documents of "
+        f"adapted on {summary['pairs']:,}{of} pseudo-queries from {summary['documents']:,} documents of "
         f"{summary['corpus']} (method {summary['method']}{held}); {summary['steps']} steps "
         f"({summary['steps_per_second']:.2f} steps/s); "
         f"model saved to {summary['model']}",

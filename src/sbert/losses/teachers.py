@@ -34,14 +34,22 @@ def is_cross_encoder_folder(folder: Path) -> bool:
 
 class Teacher:
     """Scores (query, candidate) pairs and embeds texts with a frozen model (``model``: a loaded bi-encoder,
-    cross-encoder or the path of either)."""
+    cross-encoder or the path of either).
 
-    def __init__(self, model: Any, batch_size: int = 32, cache_size: int = 100_000) -> None:
+    ``max_seq_length``: a bi-encoder reads at most that many tokens of a text (the student's training length,
+    so that it scores the text the student reads; a long document then costs it a fraction of its own limit's
+    time); None, or a cross-encoder: the model's own limit. A loaded model passed in is cut in place."""
+
+    def __init__(
+        self, model: Any, batch_size: int = 32, cache_size: int = 100_000, max_seq_length: int | None = None
+    ) -> None:
         if isinstance(model, (str, Path)):
             model = load_teacher(model)
         self.model, self.batch_size = model, int(batch_size)
         self.cache_size, self._cached = int(cache_size), {}
         self.cross = hasattr(model, "predict") and not hasattr(model, "embed_with_grad")
+        if max_seq_length is not None and not self.cross:
+            model.max_seq_length = min(model.max_seq_length, int(max_seq_length))
         if self.cross and model.num_labels != 1:
             raise ValueError(f"a cross-encoder teacher must give one score per pair; this one gives {model.num_labels}")
         self.similarity = getattr(model, "similarity_fn_name", None) or "cosine"
