@@ -25,12 +25,13 @@ class AdaptSettings:
     """How ``adapt`` trains: the method (None: ``default_method`` of the documents), at most ``steps`` steps of
     ``batch_size`` rows, AdamW at ``lr`` with 10% warm-up; in-batch negatives at ``scale``; teacher methods:
     ``teacher`` (a local bi- or cross-encoder) scores ``negatives`` candidates a query (half the student's, half
-    BM25's), and the KL objective divides scores by ``temperature``. ``steps`` bounds the time (see
-    docs/retrieval.md); ``max_seq_length`` cuts each training text to that many tokens (the saved model keeps
-    its own limit): on two CPU cores a step over 256-token texts takes about three times as long as over 128.
-    ``hold_out``: leave out of training the documents ``--auto`` draws that many pseudo-queries from
-    (``sbert.search.auto.held_out_ids``, its default seed), so that its choice of search is scored on documents
-    the model never trained on; 0 trains on every document."""
+    BM25's) for the ``steps * batch_size`` pseudo-queries that train (``trained_queries``), a bi-encoder reading
+    texts cut to ``max_seq_length`` as the student does, and the KL objective divides scores by ``temperature``.
+    ``steps`` bounds the time (see docs/retrieval.md); ``max_seq_length`` cuts each training text to that many
+    tokens (the saved model keeps its own limit): on two CPU cores a step over 256-token texts takes about three
+    times as long as over 128. ``hold_out``: leave out of training the documents ``--auto`` draws that many
+    pseudo-queries from (``sbert.search.auto.held_out_ids``, its default seed), so that its choice of search is
+    scored on documents the model never trained on; 0 trains on every document."""
 
     method: str | None = None
     steps: int = 100

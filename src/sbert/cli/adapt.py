@@ -46,7 +46,12 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
 @click.option("--batch-size", type=click.IntRange(min=2), default=AdaptSettings.batch_size, show_default=True)
 @click.option("--lr", type=float, default=AdaptSettings.lr, show_default=True)
 @click.option("--seed", type=int, default=AdaptSettings.seed, show_default=True)
-@click.option("--teacher", default=None, help="Teacher methods: a local bi-encoder or cross-encoder folder or name.")
+@click.option(
+    "--teacher",
+    default=None,
+    help="Teacher methods: a local bi-encoder or cross-encoder folder or name. It scores the pseudo-queries the "
+    "steps train on (--steps x --batch-size of them), a bi-encoder reading each text cut to --max-seq-length.",
+)
 @click.option(
     "--negatives",
     type=click.IntRange(min=1),
@@ -67,7 +72,8 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
     type=click.IntRange(min=8),
     default=AdaptSettings.max_seq_length,
     show_default=True,
-    help="Cut each training text to this many tokens (the saved model keeps its own limit).",
+    help="Cut each training text to this many tokens (the saved model keeps its own limit); a bi-encoder "
+    "teacher reads them cut the same.",
 )
 @click.option("--resume", is_flag=True, help="Go on from OUT.train/checkpoint.pt (after Ctrl-C).")
 @click.option("--device", default=None, help="cpu, cuda, ... (default: cuda if present).")
