@@ -230,6 +230,14 @@ def _scoring(tmp_path):
     return make_tiny_encoder(), str(teacher), queries
 
 
+def _base_teacher_corpus(tmp_path):
+    """A tiny student folder, a tiny teacher folder (another seed) and ``_tiny_corpus``, for teacher methods."""
+    base, teacher = tmp_path / "base", tmp_path / "teacher"
+    make_tiny_encoder().save(base)
+    make_tiny_encoder(seed=7).save(teacher)
+    return base, teacher, _tiny_corpus(tmp_path)
+
+
 def _counting(monkeypatch, fail_at: int | None = None) -> list[int]:
     """Patch ``teacher_rows`` to record how many queries each call scores (and Ctrl-C on call ``fail_at``)."""
     import sbert.adapt.distill as distill
@@ -333,10 +341,7 @@ def test_a_teacher_that_is_not_there_is_refused_before_the_candidates_are_found(
 def test_a_resumed_teacher_method_reads_its_scores_back_and_ends_as_a_straight_run(tmp_path, monkeypatch):
     import sbert.adapt.distill as distill
 
-    base, teacher = tmp_path / "base", tmp_path / "teacher"
-    make_tiny_encoder().save(base)
-    make_tiny_encoder(seed=7).save(teacher)
-    corpus = _tiny_corpus(tmp_path)
+    base, teacher, corpus = _base_teacher_corpus(tmp_path)
     settings = AdaptSettings(method="distill-kl", steps=4, batch_size=4, teacher=str(teacher), checkpoint_every=100)
     adapt(base, corpus, tmp_path / "straight", settings, device="cpu", progress=False)
 
@@ -362,10 +367,7 @@ def test_a_resumed_teacher_method_reads_its_scores_back_and_ends_as_a_straight_r
 def test_a_teacher_method_scores_only_the_pseudo_queries_its_steps_train_on(tmp_path, monkeypatch):
     from sbert.adapt.distill import scored_key
 
-    base, teacher = tmp_path / "base", tmp_path / "teacher"
-    make_tiny_encoder().save(base)
-    make_tiny_encoder(seed=7).save(teacher)
-    corpus = _tiny_corpus(tmp_path)
+    base, teacher, corpus = _base_teacher_corpus(tmp_path)
     calls = _counting(monkeypatch)
     settings = AdaptSettings(method="distill-margin", steps=3, batch_size=4, teacher=str(teacher), seed=5)
     summary = adapt(base, corpus, tmp_path / "o", settings, device="cpu", progress=False)
