@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import time
@@ -82,6 +81,8 @@ KL_TEMPERATURE = 0.05
 TEACHER = "all-mpnet-base-v2"  # --teacher: the larger model the teacher methods are measured with
 HEADLINE = {"scifact": "ndcg@10", "openoffice-dups": "mrr@10"}
 COLLECTIONS = ("scifact", "openoffice-dups")
+# exit codes of an interrupted child (Ctrl-C, SIGTERM; negative: killed by the signal), whose run resumes
+INTERRUPTED = (130, 143, -2, -9, -15)
 LABELS = "labels"  # a --methods entry ("labels", "METHOD>labels"): fine-tuned with the training judgments
 
 
@@ -212,10 +213,7 @@ def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
     command += ["--temperature", f"{args.temperature:g}"] if "distill-kl" in method else []
     kept = [out.with_name(out.name + ".train") / name for name in ("checkpoint.pt", "teacher-scores.jsonl")]
     command += ["--resume"] if any(path.is_file() for path in kept) else []  # a killed run: its steps and scores
-    began, load = time.perf_counter(), os.getloadavg()[0]
-    run_sbert(command)
-    cost = run_cost(began, load, args)
-    record.write_text(json.dumps(cost))
+    cost = timed_run(command, record, args)
     return out, cost
 
 
@@ -314,11 +312,7 @@ def fine_tuned(name: str, base: str, key: str, quick: bool, args) -> tuple[Path,
     command += ["--seed", str(args.seed), "--device", args.device, "--no-progress"]
     command += ["--max-steps", "2"] if quick else []
     command += ["--resume"] if (out.with_name(out.name + ".train") / "checkpoint.pt").is_file() else []
-    began = time.perf_counter()
-    run_sbert(command)
-    cost = run_cost(began, load, args)
-    cost["mining_seconds"] = round(mining, 1)
-    record.write_text(json.dumps(cost))
+    cost = timed_run(command, record, args, load=load, extra={"mining_seconds": round(mining, 1)})
     return out, cost
 
 
@@ -328,22 +322,55 @@ def machine(args) -> str:
     return f"{cpu_name()}, {os.cpu_count()} cores" if where == "cpu" else where
 
 
-def run_sbert(command: list[str]) -> None:
-    """``sbert COMMAND`` as a child process (its wall time and peak memory its own)."""
+def run_sbert(command: list[str]) -> float:
+    """``sbert COMMAND`` as a child process; its own peak memory in GiB (``wait4``'s usage of that child alone,
+    not the largest of every child this benchmark has run). A non-zero exit raises ``CalledProcessError``."""
     print(f"  running: sbert {' '.join(command)}", flush=True)
-    subprocess.run([sys.executable, "-m", "sbert", *command], check=True)
+    child = subprocess.Popen([sys.executable, "-m", "sbert", *command])
+    try:
+        _, status, usage = os.wait4(child.pid, 0)
+    except BaseException:  # Ctrl-C: the child has the same signal; wait for it to save its checkpoint
+        child.wait()
+        raise
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode, child.args)
+    return usage.ru_maxrss / 2**20  # KiB on Linux
 
 
-def run_cost(began: float, load: float, args) -> dict:
-    """What the child process just run cost: wall time, the children's peak memory, the load around it."""
-    return {
-        "seconds": round(time.perf_counter() - began, 1),
-        "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20, 2),
-        "load_before": round(load, 2),
+def timed_run(command: list[str], record: Path, args, load: float | None = None, extra: dict | None = None) -> dict:
+    """Run ``sbert COMMAND`` and write its cost into ``record``: wall time, the child's peak memory, the load
+    around it. A run that is interrupted (killed, Ctrl-C) leaves what it had cost in ``<record>.partial``, and
+    the run that resumes it adds that in: a resumed row's wall time is its parts' sum (``parts`` counts them),
+    its peak the largest part's, its load before the first part's."""
+    partial = record.with_name(record.name + ".partial")
+    done = json.loads(partial.read_text()) if partial.is_file() else {"seconds": 0.0, "peak_rss_gib": 0.0, "parts": 0}
+    load = os.getloadavg()[0] if load is None else load
+    began, peak = time.perf_counter(), 0.0
+    try:
+        peak = run_sbert(command)
+    except BaseException as err:
+        failed = isinstance(err, subprocess.CalledProcessError) and err.returncode not in INTERRUPTED
+        if not failed:  # a crash is not a part to add to; an interruption is
+            so_far = {"load_before": round(load, 2), **done}
+            so_far["seconds"] = round(done["seconds"] + time.perf_counter() - began, 1)
+            so_far["parts"] = done["parts"] + 1
+            partial.write_text(json.dumps(so_far))
+        raise
+    cost = {
+        "seconds": round(done["seconds"] + time.perf_counter() - began, 1),
+        "peak_rss_gib": round(max(done["peak_rss_gib"], peak), 2),
+        "load_before": done.get("load_before", round(load, 2)),
         "load_after": round(os.getloadavg()[0], 2),
         "steps": args.steps,
         "device": device_name(args.device),
+        **(extra or {}),
     }
+    if done["parts"]:
+        cost["parts"] = done["parts"] + 1
+    record.write_text(json.dumps(cost))
+    partial.unlink(missing_ok=True)
+    return cost
 
 
 def auto_from_trained_documents(name: str, label: str, method: str, make: tuple, dense: Row, args) -> Row:
@@ -489,7 +516,9 @@ def table(rows: list[Row]) -> list[str]:
         gpu = cost.get("device", "cpu") != "cpu"
         extra = (
             [
-                f"{cost['seconds']:.0f}" + (f" ({cost['device']})" if gpu else ""),
+                f"{cost['seconds']:.0f}"
+                + (f" ({cost['device']})" if gpu else "")
+                + (f" ({cost['parts']} parts: interrupted, resumed)" if cost.get("parts", 1) > 1 else ""),
                 f"{cost['peak_rss_gib']:.1f}",
                 f"{cost['load_before']}/{cost['load_after']}",
             ]

@@ -122,3 +122,45 @@ def test_a_kl_run_at_another_temperature_is_kept_and_passed_apart():
     assert adapt.run_options(Namespace(**{**vars(default), "teacher": adapt.TEACHER}, methods="title")) == (
         "--methods title --steps 100"
     )
+
+
+def test_an_interrupted_adapt_run_adds_its_parts_wall_time_and_a_crash_adds_nothing(tmp_path, monkeypatch):
+    import subprocess
+    from types import SimpleNamespace
+
+    import adapt
+
+    outcomes = iter([subprocess.CalledProcessError(143, "sbert"), 2.5, subprocess.CalledProcessError(1, "sbert")])
+
+    def run(command):
+        outcome = next(outcomes)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    clock = iter([0.0, 10.0, 100.0, 130.0, 200.0, 201.0])
+    monkeypatch.setattr(adapt, "run_sbert", run)
+    monkeypatch.setattr(adapt.time, "perf_counter", lambda: next(clock))
+    args, record = SimpleNamespace(steps=100, device="cpu"), tmp_path / "title.json"
+    partial = tmp_path / "title.json.partial"
+    with pytest.raises(subprocess.CalledProcessError):  # SIGTERM: 10 s spent, kept for the resume
+        adapt.timed_run(["adapt"], record, args, load=0.5)
+    assert json.loads(partial.read_text()) == {"load_before": 0.5, "seconds": 10.0, "peak_rss_gib": 0.0, "parts": 1}
+    cost = adapt.timed_run(["adapt", "--resume"], record, args, load=1.5)
+    assert (cost["seconds"], cost["peak_rss_gib"], cost["parts"], cost["load_before"]) == (40.0, 2.5, 2, 0.5)
+    assert json.loads(record.read_text()) == cost and not partial.exists()
+    with pytest.raises(subprocess.CalledProcessError):  # a crash: no part kept, nothing to add to a later run
+        adapt.timed_run(["adapt"], tmp_path / "crop.json", args, load=0.5)
+    assert not (tmp_path / "crop.json.partial").exists()
+    assert "2 parts: interrupted, resumed" in adapt.table([adapt.Row("adapt title, dense", dict.fromkeys(adapt.METRICS, 1.0), adapt=cost)])[-1]
+
+
+def test_run_sbert_gives_the_childs_own_peak_memory_and_raises_on_failure():
+    import subprocess
+
+    import adapt
+
+    assert 0.01 < adapt.run_sbert(["--help"]) < 4  # GiB: python with sbert's imports, not this test process
+    with pytest.raises(subprocess.CalledProcessError) as failed:
+        adapt.run_sbert(["no-such-command"])
+    assert failed.value.returncode == 2
