@@ -152,7 +152,8 @@ def test_an_interrupted_adapt_run_adds_its_parts_wall_time_and_a_crash_adds_noth
     with pytest.raises(subprocess.CalledProcessError):  # a crash: no part kept, nothing to add to a later run
         adapt.timed_run(["adapt"], tmp_path / "crop.json", args, load=0.5)
     assert not (tmp_path / "crop.json.partial").exists()
-    assert "2 parts: interrupted, resumed" in adapt.table([adapt.Row("adapt title, dense", dict.fromkeys(adapt.METRICS, 1.0), adapt=cost)])[-1]
+    row = adapt.Row("adapt title, dense", dict.fromkeys(adapt.METRICS, 1.0), adapt=cost)
+    assert "2 parts: interrupted, resumed" in adapt.table([row])[-1]
 
 
 def test_run_sbert_gives_the_childs_own_peak_memory_and_raises_on_failure():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -203,3 +204,41 @@ def test_bad_static_folders_are_refused_naming_the_file(tokenizer, table, tmp_pa
     (tmp_path / "m2v" / "config.json").write_text(json.dumps({"model_type": "model2vec"}), encoding="utf-8")
     with pytest.raises(ModelFormatError, match=r"model\.safetensors: 'weights' has shape \(3,\)"):
         sbert.load(tmp_path / "m2v")
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("normalized", [False, True])
+def test_encode_s_numpy_shortcut_gives_what_the_modules_give_and_stands_aside_where_it_cannot(
+    tokenizer, table, weighted, normalized
+):
+    weights = np.linspace(0.1, 2.0, len(table)).astype(np.float32) if weighted else None
+    encoder = Encoder([StaticEmbedding(tokenizer, table, weights), *([Normalize()] if normalized else [])])
+    texts = [*TEXTS, ""]  # lengths 1 to 10 padded in one batch, and a text without tokens (zeros either way)
+    features = encoder.transformer.collate(encoder.transformer.tokenize(texts)[0])
+    with torch.inference_mode():
+        shortcut = encoder.table_sentences(features)
+        modules = encoder(features)["sentence_embedding"]
+    assert shortcut is not None and shortcut.dtype == torch.float32
+    np.testing.assert_allclose(shortcut.numpy(), modules.numpy(), rtol=1e-6, atol=1e-7)
+    assert not shortcut[-1].any()
+    with torch.enable_grad():  # training reads the modules' graph: no shortcut
+        assert encoder.table_sentences(features) is None
+
+
+def test_encode_runs_the_shortcut_for_a_table_and_the_modules_otherwise(tokenizer, table, monkeypatch):
+    def refuse(self, features):
+        raise AssertionError("the modules ran")
+
+    monkeypatch.setattr(StaticEmbedding, "forward", refuse)
+    bare = Encoder([StaticEmbedding(tokenizer, table), Normalize()])
+    expected = np.stack([table[tokenizer.encode(t, add_special_tokens=False).ids].mean(0) for t in TEXTS])
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(bare.encode(TEXTS, batch_size=2), expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(AssertionError, match="the modules ran"):  # a Dense after the table: the modules run
+        Encoder([StaticEmbedding(tokenizer, table), Dense(12, 4)]).encode(TEXTS)
+    long = "word " * 200_000  # (1, tokens, 12) rows past NUMPY_ROWS floats: embedding_bag, not a copy of them
+    with pytest.raises(AssertionError, match="the modules ran"):
+        bare.encode(long)
+    with warnings.catch_warnings(), pytest.raises(AssertionError, match="the modules ran"):  # bf16: the modules
+        warnings.simplefilter("ignore")  # bf16 emulated on this CPU (or not): beside the point here
+        bare.use_backend("torch", precision="bf16").encode(TEXTS)

@@ -130,12 +130,20 @@ class Runner(Protocol):
 
 
 class TorchRunner:
-    """Runs a torch model on its own device, fp32 or bf16 (autocast): ``model(features, packed=...)``."""
+    """Runs a torch model on its own device, fp32 or bf16 (autocast): ``model(features, packed=...)``.
+
+    ``shortcut`` (optional) gives a padded fp32 batch's sentence vectors without running the modules, or None
+    where it cannot (a static model's table mean in numpy: ``Encoder.table_sentences``)."""
 
     name = "torch"
 
-    def __init__(self, model: nn.Module, precision: str = "fp32") -> None:
-        self.model, self.precision = model, precision
+    def __init__(
+        self,
+        model: nn.Module,
+        precision: str = "fp32",
+        shortcut: Callable[[Features], torch.Tensor | None] | None = None,
+    ) -> None:
+        self.model, self.precision, self.shortcut = model, precision, shortcut
 
     def features(self, features: Features, packed: bool = False) -> Features:
         """All output features of a batch (``token_embeddings``, ``sentence_embedding``, ...)."""
@@ -145,6 +153,10 @@ class TorchRunner:
             return self.model({k: v.to(device) for k, v in features.items()}, packed=packed)
 
     def sentences(self, features: Features, packed: bool = False) -> torch.Tensor:
+        if self.shortcut is not None and not packed and self.precision == "fp32":
+            vectors = self.shortcut(features)
+            if vectors is not None:
+                return vectors
         return self.features(features, packed)["sentence_embedding"]
 
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 NO_LIMIT = 1_000_000  # max_seq_length of a static model without a length limit (sentence-transformers: inf)
+NUMPY_ROWS = 1 << 21  # floats (8 MiB): the largest (batch, tokens, dim) rows StaticEmbedding.mean_rows makes
 MODEL2VEC_MAX_LENGTH = 512  # model2vec's default when its config names no max_length
 ST_KEY, M2V_KEY = "embedding.weight", "embeddings"
 
@@ -179,6 +180,23 @@ class StaticEmbedding(Module):
         features = TokenRows(features, self)
         features["sentence_embedding"] = summed / mask.sum(dim=1, keepdim=True).to(summed.dtype).clamp(min=1.0)
         return features
+
+    def mean_rows(self, features: Features) -> np.ndarray | None:
+        """``forward``'s ``sentence_embedding`` computed in numpy, (batch, dim) float32, the same to float
+        rounding: for inference on the CPU, where torch's per-call costs (device moves, module calls,
+        ``embedding_bag``'s checks) were most of a short batch's time. None where it does not apply: the
+        table not on the CPU, autograd on, or a batch whose (batch, tokens, dim) rows would pass
+        ``NUMPY_ROWS`` floats (``embedding_bag`` never makes them)."""
+        ids, mask = features["input_ids"], features["attention_mask"]
+        table = self.embedding.weight
+        if table.device.type != "cpu" or torch.is_grad_enabled() or ids.numel() * self.dim > NUMPY_ROWS:
+            return None
+        ids, mask = ids.numpy(), mask.numpy()
+        weights = mask.astype(np.float32)
+        if self.token_weights is not None:
+            weights *= self.token_weights.numpy()[ids]
+        summed = np.matmul(weights[:, None, :], table.detach().numpy()[ids])[:, 0]
+        return summed / np.maximum(mask.sum(axis=1, keepdims=True), 1).astype(np.float32)
 
     def token_rows(self, ids: Tensor) -> Tensor:
         """Each token's row (times its weight): (batch, tokens, dim)."""
