@@ -476,12 +476,13 @@ class Encoder(nn.Sequential):
         in numpy (``StaticEmbedding.mean_rows``), unit length where a Normalize follows, as ``forward`` gives
         them to float rounding (a one-sentence encode in less than half the time). None for a transformer, a
         module after the table other than Normalize (a Dense), and where ``mean_rows`` does not apply."""
-        if not self.is_static or any(not isinstance(module, Normalize) for module in list(self)[1:]):
+        table, *rest = self._modules.values()  # not self[i]: nn.Sequential's indexing costs microseconds a call
+        if not isinstance(table, StaticEmbedding) or any(not isinstance(module, Normalize) for module in rest):
             return None
-        vectors = self[0].mean_rows(features)
+        vectors = table.mean_rows(features)
         if vectors is None:
             return None
-        if len(self) > 1:  # F.normalize's eps
+        if rest:  # F.normalize's eps
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         return torch.from_numpy(vectors)
 

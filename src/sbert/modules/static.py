@@ -189,7 +189,7 @@ class StaticEmbedding(Module):
         ``NUMPY_ROWS`` floats (``embedding_bag`` never makes them)."""
         ids, mask = features["input_ids"], features["attention_mask"]
         table = self.embedding.weight
-        if table.device.type != "cpu" or torch.is_grad_enabled() or ids.numel() * self.dim > NUMPY_ROWS:
+        if table.device.type != "cpu" or torch.is_grad_enabled() or ids.numel() * table.shape[1] > NUMPY_ROWS:
             return None
         ids, mask = ids.numpy(), mask.numpy()
         weights = mask.astype(np.float32)
