@@ -350,8 +350,8 @@ def timed_run(command: list[str], record: Path, args, load: float | None = None,
     try:
         peak = run_sbert(command)
     except BaseException as err:
-        failed = isinstance(err, subprocess.CalledProcessError) and err.returncode not in INTERRUPTED
-        if not failed:  # a crash is not a part to add to; an interruption is
+        crashed = isinstance(err, subprocess.CalledProcessError) and err.returncode not in INTERRUPTED
+        if not crashed:  # an interruption is a part a resumed run adds to; a crash is not
             so_far = {"load_before": round(load, 2), **done}
             so_far["seconds"] = round(done["seconds"] + time.perf_counter() - began, 1)
             so_far["parts"] = done["parts"] + 1
