@@ -219,7 +219,7 @@ def test_encode_s_numpy_shortcut_gives_what_the_modules_give_and_stands_aside_wh
         shortcut = encoder.table_sentences(features)
         modules = encoder(features)["sentence_embedding"]
     assert shortcut is not None and shortcut.dtype == torch.float32
-    np.testing.assert_allclose(shortcut.numpy(), modules.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(shortcut.numpy(), modules.numpy(), rtol=1e-5, atol=1e-6)  # summation orders differ
     assert not shortcut[-1].any()
     with torch.enable_grad():  # training reads the modules' graph: no shortcut
         assert encoder.table_sentences(features) is None
