@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import random
+import shutil
 import signal
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -71,6 +74,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         name = getattr(item, "originalname", item.name)
         if module in SLOW_MODULES or name in SLOW_TESTS or MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def children_temp_dir(tmp_path_factory) -> Path:
+    """What the tests start keeps its temporary files in one folder removed at the end, not in /tmp:
+    torchrun's ``torchelastic_*``, Ray's session folders, Chromium's profiles (all follow ``TMPDIR``).
+    A short path under the system's temp folder: Ray and Chromium put Unix sockets there (108 bytes
+    at most a path). pytest's own ``tmp_path`` folders and this process's ``tempfile`` stay where they were."""
+    tmp_path_factory.getbasetemp()
+    tempfile.gettempdir()  # cached before TMPDIR changes
+    root = Path(tempfile.mkdtemp(prefix="sbert-tests-"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(root))
+        yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
