@@ -95,18 +95,19 @@ class Encoder(nn.Sequential):
     @property
     def transformer(self) -> Transformer | StaticEmbedding:
         """The first module, which turns texts into token ids and those into vectors (a static model's table)."""
-        return self[0]
+        return next(iter(self._modules.values()))  # not self[0]: nn.Sequential's indexing costs microseconds a call
 
     @property
     def is_static(self) -> bool:
         """Whether this is a static model (a table of token vectors, no transformer)."""
-        return isinstance(self[0], StaticEmbedding)
+        return isinstance(self.transformer, StaticEmbedding)
 
     @property
     def model_dim(self) -> int:
         """Width of the vectors the modules compute (what training sees), before ``truncate_dim``."""
-        dim = self.transformer.dim
-        for module in list(self)[1:]:
+        first, *rest = self._modules.values()
+        dim = first.dim
+        for module in rest:
             dim = getattr(module, "dim", dim)
         return dim
 
@@ -396,7 +397,7 @@ class Encoder(nn.Sequential):
         """Evaluation mode without autograd, for one ``encode``; the training mode is restored after. A model
         already wholly in evaluation mode is left as it is (walking every module twice costs a one-sentence
         encode a fifth of its time)."""
-        training = any(module.training for module in self.modules())
+        training = _any_training(self)
         was_training = self.training
         if training:
             self.eval()
@@ -474,7 +475,7 @@ class Encoder(nn.Sequential):
     def table_sentences(self, features: Features) -> torch.Tensor | None:
         """A static model's sentence vectors of a padded batch without running the modules: its table's mean
         in numpy (``StaticEmbedding.mean_rows``), unit length where a Normalize follows, as ``forward`` gives
-        them to float rounding (one sentence: 0.29 ms against 0.42, benchmarks/static_latency.py). None for a
+        them to float rounding (one sentence: 0.23 ms against 0.33, benchmarks/static_latency.py). None for a
         transformer, a module after the table other than Normalize (a Dense), and where ``mean_rows`` does
         not apply."""
         table, *rest = self._modules.values()  # not self[i]: nn.Sequential's indexing costs microseconds a call
@@ -673,6 +674,18 @@ def _load_modules(path: Path, allow_pickle: bool) -> list[Module]:
         folder = module_folder(path, entry["path"], modules_file)
         modules.append(cls.load(folder, allow_pickle=allow_pickle))
     return modules
+
+
+def _any_training(root: torch.nn.Module) -> bool:
+    """Whether ``root`` or any module below it is in training mode: ``any(m.training for m in root.modules())``
+    without ``named_modules``' name strings and memo: two thirds of its time, on every ``encode`` call."""
+    stack = [root]
+    while stack:
+        module = stack.pop()
+        if module.training:
+            return True
+        stack.extend(child for child in module._modules.values() if child is not None)
+    return False
 
 
 def _check_options(convert_to: str, on_truncation: str) -> None:
