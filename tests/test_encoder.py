@@ -144,6 +144,12 @@ def test_encode_runs_in_evaluation_mode_and_restores_training(model):
         model[0].train()  # the transformer alone training (dropout 0.1): encode must still switch it off
         assert not model.training
         assert np.array_equal(model.encode(["a short text", "another one"]), expected)
+        assert model[0].training and not model.training  # each module's mode as it was
+        model.eval()
+        deepest = [module for module in model.modules() if isinstance(module, torch.nn.Dropout)][-1]
+        deepest.train()  # one dropout, deep inside, alone training
+        assert np.array_equal(model.encode(["a short text", "another one"]), expected)
+        assert [m for m in model.modules() if m.training] == [deepest]
     finally:
         model.eval()
 

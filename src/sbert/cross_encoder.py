@@ -19,6 +19,7 @@ from sbert.atomic import atomic_dir, recover
 from sbert.batching import batches
 from sbert.device import resolve_device
 from sbert.errors import ModelFormatError, ModelNotFoundError
+from sbert.modes import evaluating
 from sbert.modules.base import write_json
 from sbert.modules.folder import check_finite, check_links, read_json, refuse_remote_code, weight_files
 from sbert.modules.transformer import quiet_transformers
@@ -156,16 +157,14 @@ class CrossEncoder(nn.Module):
         encoded = self.tokenize(pairs)
         lengths = [len(ids) for ids in encoded["input_ids"]]
         out = np.empty((len(lengths), self.num_labels), dtype=np.float32)
-        was_training = self.training
-        self.eval()
-        try:
-            with progress_bar(len(lengths), "predict", show_progress, "pair", from_items=ENCODE_FROM) as bar:
-                for rows in batches(lengths, batch_size):
-                    logits = self(self._collate(encoded, rows)).float()
-                    out[rows] = _activate(logits, activation).cpu().numpy()
-                    bar.update(len(rows))
-        finally:
-            self.train(was_training)
+        with (
+            evaluating(self),
+            progress_bar(len(lengths), "predict", show_progress, "pair", from_items=ENCODE_FROM) as bar,
+        ):
+            for rows in batches(lengths, batch_size):
+                logits = self(self._collate(encoded, rows)).float()
+                out[rows] = _activate(logits, activation).cpu().numpy()
+                bar.update(len(rows))
         return out[:, 0] if self.num_labels == 1 else out
 
     def rank(

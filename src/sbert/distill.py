@@ -32,6 +32,7 @@ import torch
 
 from sbert.atomic import atomic_dir
 from sbert.encoder import Encoder
+from sbert.modes import evaluating
 from sbert.modules import Normalize, StaticEmbedding, Transformer
 from sbert.modules.static import save_model2vec
 from sbert.progress import progress_bar
@@ -112,10 +113,12 @@ def token_vectors(transformer: Transformer, runs: Sequence[Sequence[int]], batch
     """(len(runs), hidden) float32: the mean of the transformer's output vectors over each id list."""
     out = np.zeros((len(runs), transformer.dim), dtype=np.float32)
     order = np.argsort([len(r) for r in runs], kind="stable")
-    was_training = transformer.training
-    transformer.eval()
     device = next(transformer.parameters()).device
-    with torch.inference_mode(), progress_bar(len(runs), "distil", show_progress, "token") as bar:
+    with (
+        evaluating(transformer),
+        torch.inference_mode(),
+        progress_bar(len(runs), "distil", show_progress, "token") as bar,
+    ):
         for start in range(0, len(runs), batch_size):
             rows = order[start : start + batch_size]
             features = transformer.collate([runs[r] for r in rows])
@@ -124,7 +127,6 @@ def token_vectors(transformer: Transformer, runs: Sequence[Sequence[int]], batch
             mean = (features["token_embeddings"].float() * mask).sum(1) / mask.sum(1).clamp(min=1)
             out[rows] = mean.cpu().numpy()
             bar.update(len(rows))
-    transformer.train(was_training)
     return out
 
 

@@ -22,6 +22,7 @@ from sbert.atomic import atomic_dir, recover
 from sbert.backends.onnx import ExportSource
 from sbert.device import resolve_device
 from sbert.errors import ModelFormatError, ModelNotFoundError
+from sbert.modes import evaluating
 from sbert.modules import MODULE_TYPES, Module, Normalize, Pooling, StaticEmbedding, Transformer, module_class
 from sbert.modules.base import Features, write_json
 from sbert.modules.folder import check_links, module_folder, read_json, refuse_remote_code
@@ -394,19 +395,10 @@ class Encoder(nn.Sequential):
 
     @contextlib.contextmanager
     def _inference(self) -> Iterator[None]:
-        """Evaluation mode without autograd, for one ``encode``; the training mode is restored after. A model
-        already wholly in evaluation mode is left as it is (walking every module twice costs a one-sentence
-        encode a fifth of its time)."""
-        training = _any_training(self)
-        was_training = self.training
-        if training:
-            self.eval()
-        try:
-            with torch.inference_mode():
-                yield
-        finally:
-            if training:
-                self.train(was_training)
+        """Evaluation mode without autograd, for one ``encode``; each module's mode is restored after
+        (``sbert.modes.evaluating``)."""
+        with evaluating(self), torch.inference_mode():
+            yield
 
     def _warn_truncated(self, truncated: int, total: int, prompt: str | None) -> None:
         warnings.warn(
@@ -674,18 +666,6 @@ def _load_modules(path: Path, allow_pickle: bool) -> list[Module]:
         folder = module_folder(path, entry["path"], modules_file)
         modules.append(cls.load(folder, allow_pickle=allow_pickle))
     return modules
-
-
-def _any_training(root: torch.nn.Module) -> bool:
-    """Whether ``root`` or any module below it is in training mode: ``any(m.training for m in root.modules())``
-    without ``named_modules``' name strings and memo: two thirds of its time, on every ``encode`` call."""
-    stack = [root]
-    while stack:
-        module = stack.pop()
-        if module.training:
-            return True
-        stack.extend(child for child in module._modules.values() if child is not None)
-    return False
 
 
 def _check_options(convert_to: str, on_truncation: str) -> None:
