@@ -76,7 +76,9 @@ def test_changed_weights_get_a_new_export_and_old_one_is_removed(tmp_path):
     from conftest import make_tiny_encoder
 
     encoder = make_tiny_encoder(dropout=0.0)
+    assert encoder.training
     old = onnx_backend.export(encoder.export_source(), cache_dir=tmp_path)
+    assert all(module.training for module in encoder.modules())  # traced in evaluation mode, then given back
     with torch.no_grad():
         encoder[0].model.embeddings.word_embeddings.weight[5] += 1.0
     new = onnx_backend.export(encoder.export_source(), cache_dir=tmp_path)

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from sbert.atomic import atomic_file
+from sbert.modes import evaluating
 from sbert.modules.base import Features
 from sbert.versions import package_version
 
@@ -161,11 +162,11 @@ def _export_fp32(source: ExportSource, target: Path) -> None:
     names = list(source.example)
     example = tuple(source.example[n] for n in names)
     axes = {n: {0: "batch", 1: "tokens"} for n in names} | {"sentence_embedding": {0: "batch"}}
-    graph = _SentenceGraph(source.module, names).eval()
+    graph = _SentenceGraph(source.module, names)
     device = next(source.module.parameters()).device
     try:
         source.module.to("cpu")
-        with warnings.catch_warnings(), torch.no_grad():
+        with evaluating(graph), warnings.catch_warnings(), torch.no_grad():  # traced without dropout
             warnings.simplefilter("ignore")  # the tracer's notes on Python-level branches in transformers
             torch.onnx.export(
                 graph,
