@@ -86,7 +86,7 @@ def test_the_loss_sums_the_wrapped_loss_at_each_width_from_one_forward_pass(part
         u, v = (torch.nn.functional.normalize(t[:, :dim], dim=-1) for t in real(ANCHORS, POSITIVES))
         logits = 20.0 * u @ v.T
         alone.append(torch.nn.functional.cross_entropy(logits, torch.arange(4)))
-    assert float(total) == pytest.approx(float(sum(alone)), rel=1e-5)
+    assert total.item() == pytest.approx(sum(alone).item(), rel=1e-5)
 
 
 def test_dims_are_parsed_checked_and_refused_where_they_cannot_apply(tmp_path):

@@ -17,14 +17,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sbert.errors import IndexExistsError, IndexFormatError, IndexMismatchError
+from sbert.errors import IndexExistsError, IndexFormatError, IndexMismatchError, SbertDeprecationWarning
 
 pytestmark = pytest.mark.slow  # starts a database server
 
 pytest.importorskip("psycopg", reason="needs the sbert[pgvector] extra (psycopg)")
 pytest.importorskip("pgvector", reason="needs the sbert[pgvector] extra (pgvector)")
 
-from sbert.search.pgvector import DatabaseError, PgVectorIndex, open_index  # noqa: E402
+from sbert.search import pgvector  # noqa: E402
+from sbert.search.pgvector import DatabaseError, PgVectorIndex  # noqa: E402
+from sbert.search.retrieve import open_index  # noqa: E402
 
 PYTHON = sys.executable
 
@@ -72,6 +74,10 @@ def test_build_search_add_delete_round_trip(url, table):
     again = open_index(f"{url}#{table}")
     assert isinstance(again, PgVectorIndex) and again.ids == index.ids
     assert again.search(x[:1], 1)[0][0].id == "50"  # the copy of row 0 added under a new id
+    with pytest.warns(SbertDeprecationWarning, match="moved to sbert.search.retrieve.open_index"):
+        old = pgvector.open_index(url, table=table)  # the old place still answers, and says where it went
+    assert isinstance(old, PgVectorIndex) and old.ids == index.ids
+    old.close()
     with pytest.raises(ValueError, match="unique"):
         index.add(x[:1], ids=["5"])
 

@@ -16,7 +16,6 @@ from sbert.data.beir import Document, RetrievalCollection, read_beir
 from sbert.data.paths import data_dir
 from sbert.errors import InputFileError
 from sbert.evaluation.retrieval import (
-    DenseRetriever,
     RetrievalEvaluator,
     Retriever,
     accuracy_at_k,
@@ -27,7 +26,7 @@ from sbert.evaluation.retrieval import (
     recall_at_k,
     retrieval_metrics,
 )
-from sbert.evaluation.retrievers import RetrievalSettings
+from sbert.evaluation.retrievers import IndexRetriever, RetrievalSettings
 
 RANKED = ["a", "b", "c", "d", "e"]
 RELEVANT = {"b", "d", "x"}  # x is never retrieved
@@ -107,13 +106,13 @@ def _collection() -> RetrievalCollection:
 
 
 def test_dense_retriever_ranks_by_score_then_id():
-    model, retriever = WordModel(), DenseRetriever()
+    model, retriever = WordModel(), IndexRetriever()
     retriever.index(model, list(_collection().corpus.values()))
     (hits,) = retriever.search(model, ["b"], 3)
-    assert [doc for doc, _ in hits] == ["d2", "d3", "d1"] and [s for _, s in hits] == [2.0, 2.0, 0.0]
+    assert [h.id for h in hits] == ["d2", "d3", "d1"] and [h.score for h in hits] == [2.0, 2.0, 0.0]
     assert isinstance(retriever, Retriever)
     with pytest.raises(RuntimeError, match="before index"):
-        DenseRetriever().search(model, ["b"], 3)
+        IndexRetriever().search(model, ["b"], 3)
 
 
 def test_the_evaluator_reports_metrics_x100_timings_and_counts():

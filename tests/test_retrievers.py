@@ -12,9 +12,11 @@ from test_beir import write_beir
 from sbert.cli import main
 from sbert.data.beir import Document, RetrievalCollection, read_beir
 from sbert.documents import Chunking
-from sbert.evaluation.retrieval import DenseRetriever, RetrievalEvaluator
+from sbert.errors import SbertDeprecationWarning
+from sbert.evaluation.retrieval import RetrievalEvaluator
 from sbert.evaluation.retrievers import (
     ChunkedRetriever,
+    DenseRetriever,
     HybridRetriever,
     IndexRetriever,
     LexicalRetriever,
@@ -124,14 +126,14 @@ def test_bad_fusion_is_refused():
 
 @pytest.mark.slow
 def test_documents_within_one_window_score_as_the_dense_retriever(model):
-    dense, chunked = DenseRetriever(), ChunkedRetriever(mode="maxp")
+    dense, chunked = IndexRetriever(), IndexRetriever(RetrievalSettings(chunk=True, mode="maxp"))
     for retriever in (dense, chunked):
         retriever.index(model, DOCS)
     queries = ["how to bake bread", "who won the game", "a sleeping cat"]
     for ours, theirs in zip(chunked.search(model, queries, 4), dense.search(model, queries, 4), strict=True):
-        assert [doc for doc, _ in ours] == [doc for doc, _ in theirs]
-        for (_, a), (_, b) in zip(ours, theirs, strict=True):
-            assert a == pytest.approx(b, abs=1e-5)
+        assert [hit.id for hit in ours] == [hit.id for hit in theirs]
+        for a, b in zip(ours, theirs, strict=True):
+            assert a.score == pytest.approx(b.score, abs=1e-5)
 
 
 @pytest.mark.slow
@@ -143,10 +145,11 @@ def test_evaluator_with_a_chunked_hybrid_retriever_finds_the_long_documents_pass
         "toy", "test", {d.id: d for d in docs}, {"q1": "comet discovered near Jupiter"}, {"q1": {"long": 1}}
     )
     truncated = RetrievalEvaluator(collection, latency_queries=0)(model)
-    chunked = RetrievalEvaluator(collection, retriever=ChunkedRetriever("maxp"), latency_queries=0)(model)
-    hybrid = RetrievalEvaluator(
-        collection, retriever=HybridRetriever(ChunkedRetriever("maxp"), "rrf"), latency_queries=1
-    )(model)
+    maxp = RetrievalSettings(chunk=True, mode="maxp")
+    chunked = RetrievalEvaluator(collection, retriever=IndexRetriever(maxp), latency_queries=0)(model)
+    hybrid = RetrievalEvaluator(collection, retriever=IndexRetriever(maxp.with_hybrid("rrf", None)), latency_queries=1)(
+        model
+    )
     assert model.max_seq_length == 256 and len(model.tokenize([docs[-1].joined()]).truncated) == 1
     assert chunked["mrr@10"] == 100 > truncated["mrr@10"]
     assert hybrid["mrr@10"] == 100 and hybrid["query_ms_p50"] > 0
@@ -162,7 +165,6 @@ def test_retrieval_settings_make_the_retriever_they_name():
     assert options.hybrid and options.fusion == "rrf" and hybrid.settings.chunk
     assert options.mode is None  # the index's own
     assert isinstance(RetrievalSettings(lexical=True).retriever(), LexicalRetriever)
-    assert isinstance(HybridRetriever(ChunkedRetriever("mean"), "rrf"), IndexRetriever)  # the old spelling
     assert RetrievalSettings().retriever() is not RetrievalSettings().retriever()  # fresh per evaluation
     with pytest.raises(ValueError, match="BM25 alone"):
         RetrievalSettings(lexical=True, hybrid=True)
@@ -170,6 +172,29 @@ def test_retrieval_settings_make_the_retriever_they_name():
         RetrievalSettings(mode="maxp")
     with pytest.raises(ValueError, match="ask for it too"):
         RetrievalSettings(alpha=0.3)
+
+
+def test_the_deprecated_names_warn_and_answer_as_the_index_retriever():
+    """DenseRetriever / ChunkedRetriever (and HybridRetriever over them) still work: each warns, saying what
+    replaces it, and is an IndexRetriever with those settings answering (document id, score) pairs."""
+    from test_retrieval_eval import WordModel, _collection
+
+    with pytest.warns(SbertDeprecationWarning, match=r"DenseRetriever is deprecated: use IndexRetriever\(\)"):
+        dense = DenseRetriever(batch_size=8)
+    assert isinstance(dense, IndexRetriever) and dense.settings == RetrievalSettings(batch_size=8)
+    with pytest.warns(SbertDeprecationWarning, match="ChunkedRetriever is deprecated: use IndexRetriever"):
+        chunked = ChunkedRetriever("maxp", 8, 2)
+    assert chunked.settings == RetrievalSettings(chunk=True, mode="maxp", window=8, overlap=2)
+    assert (chunked.mode, chunked.window, chunked.overlap) == ("maxp", 8, 2)
+    with pytest.warns(SbertDeprecationWarning):
+        hybrid = HybridRetriever(ChunkedRetriever("mean"), "rrf")
+    assert type(hybrid) is IndexRetriever
+    assert hybrid.settings == RetrievalSettings(chunk=True, mode="mean", hybrid=True, fusion="rrf")
+    model, documents, current = WordModel(), list(_collection().corpus.values()), IndexRetriever()
+    dense.index(model, documents)
+    current.index(model, documents)
+    expected = [[(hit.id, hit.score) for hit in row] for row in current.search(model, ["b", "ac"], 3)]
+    assert dense.search(model, ["b", "ac"], 3) == expected and expected[0][0] == ("d2", 2.0)
 
 
 def test_sbert_eval_refuses_settings_without_their_switch(tmp_path):
@@ -184,11 +209,15 @@ def test_sbert_eval_refuses_settings_without_their_switch(tmp_path):
 def test_sbert_eval_retrieves_as_its_options_say(model, tmp_path):
     folder = write_beir(tmp_path / "tiny")
     collection = read_beir(folder)
+    windows = RetrievalSettings(chunk=True, mode="maxp", window=8, overlap=2)
     for options, retriever in (
-        (["--chunk", "--mode", "maxp", "--window", "8", "--overlap", "2", "--dense"], ChunkedRetriever("maxp", 8, 2)),
-        (["--dense"], DenseRetriever()),
-        ([], HybridRetriever(DenseRetriever(), "weighted", 0.7)),  # as a default index is searched
-        (["--hybrid", "--fusion", "rrf"], HybridRetriever(DenseRetriever(), "rrf")),
+        (["--chunk", "--mode", "maxp", "--window", "8", "--overlap", "2", "--dense"], IndexRetriever(windows)),
+        (["--dense"], IndexRetriever()),
+        (
+            [],
+            IndexRetriever(RetrievalSettings(hybrid=True, fusion="weighted", alpha=0.7)),
+        ),  # as a default index is searched
+        (["--hybrid", "--fusion", "rrf"], IndexRetriever(RetrievalSettings(hybrid=True, fusion="rrf"))),
         (["--bm25"], LexicalRetriever()),
     ):
         out = tmp_path / "scores.json"

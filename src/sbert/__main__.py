@@ -1,5 +1,5 @@
 """``python -m sbert`` (and ``torchrun -m sbert``): the ``sbert`` command."""
 
-from sbert.cli import main
+from sbert.cli import run
 
-main()
+run()

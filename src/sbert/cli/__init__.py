@@ -7,6 +7,10 @@ eval), ``retrieval`` (index, search, mine, cluster), ``service`` (serve), ``stat
 
 from __future__ import annotations
 
+import sys
+import warnings
+from typing import TextIO
+
 import click
 
 from sbert.cli.adapt import adapt
@@ -18,7 +22,7 @@ from sbert.cli.service import serve
 from sbert.cli.static import distill, rotate
 from sbert.cli.training import evaluate, train
 
-__all__ = ["main"]
+__all__ = ["main", "run"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -49,3 +53,24 @@ for _command in (
     rotate,
 ):
     main.add_command(_command)
+
+
+def run() -> None:
+    """The ``sbert`` program (console script and ``python -m sbert``): ``main``, with Python warnings shown as
+    the command's own lines. (Not done in ``main`` itself: a program or test that calls it keeps its own.)"""
+    warnings.showwarning = show_warning
+    main()
+
+
+def show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A warning as one line, ``warning: ...`` as the commands' own (Python's form names a line inside click,
+    the caller of every command, and shows its source). ``-W`` and ``PYTHONWARNINGS`` still choose which."""
+    kind = "" if category is UserWarning else f" ({category.__name__})"
+    click.echo(f"warning{kind}: {message}", file=file if file is not None else sys.stderr)

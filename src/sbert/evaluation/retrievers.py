@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sbert.data.beir import Document
+from sbert.errors import SbertDeprecationWarning
 from sbert.search.auto import KIND as AUTO_KIND
 from sbert.search.auto import QUERIES as AUTO_QUERIES
 from sbert.search.exact import TopK
@@ -134,7 +135,7 @@ class DenseRetriever(_Pairs):
     """Deprecated: ``IndexRetriever(RetrievalSettings(batch_size=...))``, documents whole."""
 
     def __init__(self, batch_size: int = 32, separator: str = " ") -> None:
-        warnings.warn("DenseRetriever is deprecated: use IndexRetriever()", DeprecationWarning, stacklevel=2)
+        warnings.warn("DenseRetriever is deprecated: use IndexRetriever()", SbertDeprecationWarning, stacklevel=2)
         super().__init__(RetrievalSettings(batch_size=batch_size), separator=separator)
 
 
@@ -151,7 +152,7 @@ class ChunkedRetriever(_Pairs):
     ) -> None:
         warnings.warn(
             "ChunkedRetriever is deprecated: use IndexRetriever(RetrievalSettings(chunk=True, ...))",
-            DeprecationWarning,
+            SbertDeprecationWarning,
             stacklevel=2,
         )
         settings = RetrievalSettings(chunk=True, mode=mode, window=window, overlap=overlap, batch_size=batch_size)

@@ -33,7 +33,13 @@ from pathlib import Path
 import numpy as np
 
 from sbert.arrays import Array
-from sbert.errors import IndexExistsError, IndexFormatError, IndexUnavailableError, SbertError
+from sbert.errors import (
+    IndexExistsError,
+    IndexFormatError,
+    IndexUnavailableError,
+    SbertDeprecationWarning,
+    SbertError,
+)
 from sbert.search.base import DEFAULT_TABLE, is_database_url, split_location
 from sbert.search.recorded import MIXED, RecordedModel, check_backend, precision
 
@@ -72,15 +78,13 @@ class DatabaseUnavailableError(DatabaseError, IndexUnavailableError):
 def open_index(location: str | Path, *, table: str | None = None, **options):
     """Deprecated here: ``sbert.search.retrieve.open_index`` (the same, beside the other index classes)."""
     warnings.warn(
-        "sbert.search.pgvector.open_index moved to sbert.search.retrieve.open_index", DeprecationWarning, stacklevel=2
+        "sbert.search.pgvector.open_index moved to sbert.search.retrieve.open_index",
+        SbertDeprecationWarning,
+        stacklevel=2,
     )
-    if is_database_url(location):
-        return PgVectorIndex.open(*split_location(str(location), table))
-    if table is not None:
-        raise ValueError(f"--table applies to a postgresql:// URL, not to the folder {location}")
-    from sbert.search.index import VectorIndex
+    from sbert.search.retrieve import open_index as moved
 
-    return VectorIndex.open(location, **options)
+    return moved(location, table=table, **options)
 
 
 def _where(url: str) -> str:
