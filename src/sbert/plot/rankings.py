@@ -59,7 +59,7 @@ class Rankings:
 
 def rank(model: Any, collection: Any, retriever: Any = None, k: int = 100, batch_size: int = 32, show_progress=None):
     """Rankings of ``collection`` (``sbert.data.beir.read_beir``) by ``model`` through ``retriever``
-    (default: the evaluator's ``DenseRetriever``): the top ``k`` of each query that has a relevant document."""
+    (default: the evaluator's ``IndexRetriever()``): the top ``k`` of each query that has a relevant document."""
     from sbert.evaluation.retrieval import RetrievalEvaluator
     from sbert.plot.style import model_label
 
