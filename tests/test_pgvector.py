@@ -423,6 +423,7 @@ def test_a_database_that_is_down_answers_503_promptly_naming_it(model):
         pytest.skip(f"cannot start PostgreSQL with pgvector through pgserver: {err}")
     try:
         url = server.get_uri().replace("postgres:@", "postgres:hunter2@")  # trust auth: the password is unused
+        url += ("&" if "?" in url else "?") + "connect_timeout=2"  # calls wait 2 s for a connection, not 5
         texts = ["Bread is baked in an oven.", "The stock market fell."]
         PgVectorIndex.build(url, model.encode(texts), model="default", table="down", texts=texts)
         index = open_index(url, table="down")
@@ -437,7 +438,7 @@ def test_a_database_that_is_down_answers_503_promptly_naming_it(model):
         assert f"{folder}:5432/postgres#down" in error["message"] and "hunter2" not in error["message"]
         assert error["code"] == "index_unavailable" and error["type"] == "server_error"
     start = time.monotonic()
-    with pytest.raises(DatabaseUnavailableError, match="no connection to PostgreSQL within 5 s") as caught:
+    with pytest.raises(DatabaseUnavailableError, match="no connection to PostgreSQL within 2 s") as caught:
         index.search(model.encode(["bread"]), 1)
     assert time.monotonic() - start < 15 and isinstance(caught.value, IndexUnavailableError | DatabaseError)
     with pytest.raises(DatabaseUnavailableError, match=f"cannot connect to PostgreSQL at {folder}:5432/postgres"):
@@ -452,3 +453,16 @@ def test_repeated_ids_are_named(url, table):
     index = PgVectorIndex.build(url, unit(2, 4), model="default", table=table)
     with pytest.raises(ValueError, match=r"repeated: \['x'\]"):
         index.add(unit(2, 4), ids=["x", "x"])
+
+
+@pytest.mark.parametrize(
+    ("query", "seconds"),
+    [("", 5.0), ("?connect_timeout=30", 30.0), ("?connect_timeout=1", 2.0), ("?connect_timeout=0", 5.0)],
+)
+def test_a_call_waits_for_a_connection_as_long_as_the_url_lets_one_attempt_take(query, seconds):
+    """The pool's wait follows the URL's connect_timeout (libpq's floor of 2 s; 0 is libpq's "for ever": the
+    default then), so a slow network's 30 s attempt is not cut short at 5 s."""
+    assert pgvector._pool_timeout(f"postgresql://me@dbhost:5432/search{query}") == seconds
+    assert pgvector._connect_options(f"postgresql://me@dbhost/search{query}") == (
+        {} if query else {"connect_timeout": pgvector.CONNECT_TIMEOUT}
+    )

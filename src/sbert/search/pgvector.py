@@ -13,7 +13,8 @@ new, in the build's last moments): searches read the old index until then, and a
 killed leaves the old one as it was and no table behind.
 
 A database that cannot be reached within ``CONNECT_TIMEOUT`` (opening) or ``POOL_TIMEOUT`` (a call on an
-open index) raises ``DatabaseUnavailableError``, an ``IndexUnavailableError`` (the service answers 503).
+open index), each the URL's ``connect_timeout`` where it sets one, raises ``DatabaseUnavailableError``, an
+``IndexUnavailableError`` (the service answers 503).
 
 Locations: ``postgresql://user@host:port/database`` with a table (default ``sbert_index``), or the same
 URL with the table as its fragment: ``postgresql://host/db#my_table`` (``open_index``).
@@ -99,15 +100,30 @@ def _where(url: str) -> str:
     return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or info.get('user') or '(default database)'}"
 
 
-def _connect_options(url: str) -> dict:
-    """``connect_timeout``: the URL's own, else ``CONNECT_TIMEOUT``."""
+def _url_timeout(url: str) -> str | None:
+    """The URL's own ``connect_timeout`` as written, or None (not given; a malformed URL: connect reports it)."""
     from psycopg.conninfo import conninfo_to_dict
 
     try:
-        given = conninfo_to_dict(url).get("connect_timeout")
-    except Exception:  # a malformed URL: connect reports it
-        given = None
-    return {} if given else {"connect_timeout": CONNECT_TIMEOUT}
+        return conninfo_to_dict(url).get("connect_timeout") or None
+    except Exception:
+        return None
+
+
+def _connect_options(url: str) -> dict:
+    """``connect_timeout``: the URL's own, else ``CONNECT_TIMEOUT``."""
+    return {} if _url_timeout(url) else {"connect_timeout": CONNECT_TIMEOUT}
+
+
+def _pool_timeout(url: str) -> float:
+    """How long a call waits for a connection: the URL's ``connect_timeout`` where it sets one (libpq's floor of
+    2 s applied; a pool that gave up sooner would cut the attempts it allows short), else ``POOL_TIMEOUT``
+    (also for 0, libpq's "for ever", and a value that is not a number)."""
+    try:
+        given = float(_url_timeout(url) or 0)
+    except ValueError:
+        return POOL_TIMEOUT
+    return max(given, 2.0) if given > 0 else POOL_TIMEOUT
 
 
 def _connect(url: str):
@@ -145,7 +161,7 @@ def _pool(url: str, size: int, name: str):
         min_size=1,
         max_size=size,
         kwargs=_connect_options(url),
-        timeout=POOL_TIMEOUT,
+        timeout=_pool_timeout(url),
         configure=configure,
         check=ConnectionPool.check_connection,  # a connection broken by a server restart is replaced
         name=name,
@@ -441,7 +457,8 @@ class PgVectorIndex(RecordedModel):
     def _session(self):
         """A connection of the pool, for this call alone: committed after, rolled back on an error (no
         snapshot held between calls, and a failed statement does not poison the next one).
-        DatabaseUnavailableError when none comes within ``POOL_TIMEOUT`` or the server goes away mid-call."""
+        DatabaseUnavailableError when none comes within the pool's timeout (``_pool_timeout``) or the server goes
+        away mid-call."""
         import psycopg
         from psycopg_pool import PoolTimeout
 
