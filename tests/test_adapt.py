@@ -90,11 +90,59 @@ def test_corpus_readers_take_a_beir_folder_jsonl_and_text(tmp_path):
     docs, path = read_adapt_documents(_beir_corpus(tmp_path / "beir", DOCS))
     assert docs == DOCS and path.name == "corpus.jsonl.gz"
     plain = tmp_path / "docs.jsonl"
-    plain.write_text('{"id": 7, "title": "t", "text": "x y"}\n\n{"text": "z"}\n')
-    assert read_adapt_documents(plain)[0] == [Document("7", "t", "x y"), Document("3", "", "z")]
+    plain.write_text('{"id": 7, "title": "t", "text": "x y"}\n\n{"id": "3", "text": "z"}\n{"id": 9, "text": " "}\n')
+    assert read_adapt_documents(plain)[0] == [Document("7", "t", "x y"), Document("3", "", "z")]  # empty: skipped
     text = tmp_path / "docs.txt"
     text.write_text("first doc\n\nsecond doc\n")
-    assert [d.text for d in read_adapt_documents(text)[0]] == ["first doc", "second doc"]
+    assert read_adapt_documents(text)[0] == [Document("0", "", "first doc"), Document("1", "", "second doc")]
+
+
+def test_a_csv_corpus_is_read_by_its_columns_as_index_build_reads_it(tmp_path):
+    """A tracker's export: adapt reads its columns (not its lines, header and commas included), into the
+    documents `index build --auto` draws from: the same ids, titles and texts in the same order."""
+    from sbert.data.corpus import Columns, documents_from, read_corpus, read_titles
+
+    export = tmp_path / "reports.csv"
+    export.write_text(
+        "Issue key,Summary,Description\n"
+        'OO-1,Printer crashes,"Printing a page crashes Writer, every time."\n'
+        "OO-2,,Calc hangs on large sheets\n"
+        "OO-3,Only a title,\n"
+        "OO-4,Same,Same\n"
+    )
+    columns = Columns(text="Description", id="Issue key", title="Summary")
+    docs, path = read_adapt_documents(export, columns)
+    assert path == export and docs == [
+        Document("OO-1", "Printer crashes", "Printing a page crashes Writer, every time."),
+        Document("OO-2", "", "Calc hangs on large sheets"),
+        Document("OO-3", "Only a title", ""),
+        Document("OO-4", "Same", "Same"),
+    ]
+    ids, texts = read_corpus(export, columns=columns, unique_ids=True)
+    assert documents_from(ids, texts, read_titles(export, columns=columns)) == docs  # index build's reading
+    with pytest.raises(InputFileError, match=r"reports\.csv: the header row \(line 1\) has no 'text' column"):
+        read_adapt_documents(export)  # without the columns: the missing one named, not lines read as documents
+    export.write_text("Issue key,Description\nOO-1,a\nOO-1,b\n")
+    with pytest.raises(InputFileError, match=r"line 3: id 'OO-1' was already given at line 2"):
+        read_adapt_documents(export, Columns(text="Description", id="Issue key"))
+
+
+@pytest.mark.slow
+def test_sbert_adapt_trains_on_a_csv_export_named_by_its_columns(tmp_path):
+    base = tmp_path / "base"
+    make_tiny_encoder().save(base)
+    rows = [
+        (f"OO-{i}", f"crash number {i} in calc", f"calc crashes when sheet {i} holds many charts") for i in range(8)
+    ]
+    export = tmp_path / "reports.csv"
+    export.write_text("key,summary,body\n" + "".join(f"{k},{t},{b}\n" for k, t, b in rows))
+    args = ["adapt", str(base), "--corpus", str(export), "--out", str(tmp_path / "o"), "--steps", "1"]
+    args += ["--text-column", "body", "--title-column", "summary", "--id-column", "key"]
+    result = CliRunner().invoke(main, [*args, "--batch-size", "4", "--device", "cpu", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "adapted on 8 pseudo-queries from 8 documents" in result.output and "(method title)" in result.output
+    record = json.loads((tmp_path / "o.train" / "adapt.json").read_text())
+    assert record["columns"] == {"text": "body", "id": "key", "title": "summary"} and record["documents"] == 8
 
 
 def test_bad_corpora_are_refused_naming_the_file(tmp_path):

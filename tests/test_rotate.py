@@ -96,6 +96,11 @@ def test_sbert_rotate_refuses_too_small_a_corpus_naming_it(tmp_path):
     assert result.exit_code != 0
     assert "few.txt: 10 documents" in result.output and "need at least 16" in result.output
     assert not (tmp_path / "o").exists()
+    export = tmp_path / "few.csv"  # a CSV is read by its columns, as `index build` reads it
+    export.write_text("key,body\n" + "".join(f"{i},{text}\n" for i, text in enumerate(corpus_texts(3))))
+    args = ["rotate", str(base), "--corpus", str(export), "--out", str(tmp_path / "o"), "--text-column", "body"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code != 0 and "few.csv: 3 documents" in result.output
 
 
 @pytest.mark.parametrize(

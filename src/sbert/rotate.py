@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from sbert.data.corpus import Columns
 from sbert.encoder import Encoder
 from sbert.modules import Dense
 
@@ -70,14 +71,16 @@ def rotate_model(
     device: str | None = None,
     allow_pickle: bool = False,
     show_progress: bool | None = None,
+    columns: Columns | None = None,
 ) -> dict:
-    """``sbert rotate``: embed up to ``max_texts`` documents of ``corpus`` (drawn with ``seed`` when it holds
-    more) as documents, rotate ``base`` onto their principal axes, set ``truncate_dim`` if given, write
+    """``sbert rotate``: embed up to ``max_texts`` documents of ``corpus`` (a BEIR folder or a corpus file read
+    as ``sbert index build`` reads it, ``columns`` naming its fields; drawn with ``seed`` when it holds more)
+    as documents, rotate ``base`` onto their principal axes, set ``truncate_dim`` if given, write
     ``out``; returns a summary (texts, width, the variance kept at 64/128/256 dimensions before and after)."""
     import sbert
     from sbert.adapt.documents import read_adapt_documents
 
-    documents, path = read_adapt_documents(corpus)
+    documents, path = read_adapt_documents(corpus, columns)
     texts = [document.joined() for document in documents]
     if len(texts) > max_texts:
         chosen = np.random.default_rng(seed).choice(len(texts), max_texts, replace=False)

@@ -13,11 +13,14 @@ from sbert.adapt.methods import Method, default_method, method
 from sbert.adapt.pseudo_queries import PseudoQuery, pseudo_queries
 from sbert.atomic import check_replaceable
 from sbert.data.beir import Document
+from sbert.data.corpus import Columns
 from sbert.errors import InputFileError
 from sbert.search.auto import held_out_ids
 
 if TYPE_CHECKING:
     from torch import nn
+
+    from sbert.training.trainer import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -57,9 +60,12 @@ def adapt(
     device: str | None = None,
     progress: bool | None = None,
     on_step: Callable[[int, float], None] | None = None,
+    columns: Columns | None = None,
 ) -> dict:
     """Train ``model`` on pseudo-queries from ``corpus``'s documents and save it to ``out`` (a
-    sentence-transformers folder); returns the trainer's summary plus what was read and made.
+    sentence-transformers folder); returns the trainer's summary plus what was read and made. ``corpus``: a
+    BEIR folder or a corpus file, read as ``sbert index build`` reads it (``columns``: a CSV/TSV's or JSON
+    lines' text, title and id; ``read_adapt_documents``).
 
     Ctrl-C or SIGTERM saves a checkpoint in ``<out>.train`` and raises ``TrainingInterrupted``; the same
     call with ``resume=True`` goes on from it (the rows made again from the seed; a teacher's scores read
@@ -69,10 +75,10 @@ def adapt(
     finished it goes straight on), then itself from that model.
     """
     from sbert.training.recipe import build_encoder
-    from sbert.training.trainer import Objective, TrainConfig, Trainer
+    from sbert.training.trainer import Objective, Trainer
 
     check_replaceable(out)  # a folder of other files is refused now, not after a teacher's hour of scoring
-    documents, source = read_adapt_documents(corpus)
+    documents, source = read_adapt_documents(corpus, columns)
     settings = replace(settings, method=settings.method or default_method(documents))
     chosen = method(settings.method)
     if chosen.needs_teacher:
@@ -80,7 +86,7 @@ def adapt(
     if chosen.first:
         first = Path(out).with_name(Path(out).name + ".train") / f"first-{chosen.first}"
         if not (resume and (first / "modules.json").is_file()):
-            run = {"resume": resume, "device": device, "progress": progress, "on_step": on_step}
+            run = {"resume": resume, "device": device, "progress": progress, "on_step": on_step, "columns": columns}
             adapt(model, corpus, first, replace(settings, method=chosen.first), **run)
         model = first
     held = held_out_ids(documents, settings.hold_out) if settings.hold_out else set()
@@ -90,23 +96,31 @@ def adapt(
     run_dir = Path(out).with_name(Path(out).name + ".train")
     kept = Scored(run_dir / SCORED, {"model": str(model), "corpus": str(source)}, resume, progress)
     rows, loss = training_rows(chosen, settings, encoder, documents, queries, kept)
-    config = TrainConfig(
-        batch_size=settings.batch_size,
-        lr=settings.lr,
-        seed=settings.seed,
-        max_steps=settings.steps,
-        epochs=max(1, -(-settings.steps * settings.batch_size // len(rows))),
-        checkpoint_every=settings.checkpoint_every,
-        progress=progress,
-        max_seq_length=settings.max_seq_length,  # the saved model keeps its own limit
-    )
+    config = _train_config(settings, len(rows), progress)
     trainer = Trainer(encoder, [Objective(rows, loss, f"adapt:{settings.method}")], config, out, device=device)
     trainer.run_dir.mkdir(parents=True, exist_ok=True)
-    record = {"base_model": str(model), "corpus": str(source), "method": settings.method, "documents": len(documents)}
+    record = {"base_model": str(model), "corpus": str(source), "columns": asdict(columns or Columns())}
+    record |= {"method": settings.method, "documents": len(documents)}
     record |= {"pairs": len(rows), "pseudo_queries": len(queries), "held_out": sorted(held)}
     (trainer.run_dir / "adapt.json").write_text(json.dumps({**record, **asdict(settings)}, indent=2) + "\n")
     summary = trainer.train(resume=resume, on_step=on_step)
     return {**summary, **record}
+
+
+def _train_config(settings: AdaptSettings, rows: int, progress: bool | None) -> TrainConfig:
+    """The trainer's settings: ``settings.steps`` steps over ``rows`` rows (as many epochs as that takes)."""
+    from sbert.training.trainer import TrainConfig
+
+    return TrainConfig(
+        batch_size=settings.batch_size,
+        lr=settings.lr,
+        seed=settings.seed,
+        max_steps=settings.steps,
+        epochs=max(1, -(-settings.steps * settings.batch_size // rows)),
+        checkpoint_every=settings.checkpoint_every,
+        progress=progress,
+        max_seq_length=settings.max_seq_length,  # the saved model keeps its own limit
+    )
 
 
 def check_teacher(settings: AdaptSettings) -> None:

@@ -8,7 +8,7 @@ import click
 
 from sbert.adapt.methods import DEFAULT_METHOD, METHODS, MIN_TITLED, UNTITLED_METHOD
 from sbert.adapt.recipe import AdaptSettings
-from sbert.cli.common import MODEL_HELP, friendly_errors
+from sbert.cli.common import CORPUS_HELP, MODEL_HELP, column_options, friendly_errors
 
 _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
 
@@ -18,7 +18,8 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
     "sentence-transformers folder to --out. MODEL: " + MODEL_HELP
 )
 @click.argument("model", metavar="MODEL")
-@click.option("--corpus", required=True, help="The documents: a BEIR folder or corpus.jsonl[.gz], JSON lines or text.")
+@click.option("--corpus", required=True, help=CORPUS_HELP)
+@column_options
 @click.option(
     "--out",
     "-o",
@@ -82,6 +83,7 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
 def adapt(
     model,
     corpus,
+    columns,
     out,
     method,
     hold_out,
@@ -114,7 +116,8 @@ def adapt(
         hold_out=hold_out,
     )
     try:
-        summary = run_adapt(model, corpus, out, settings, resume=resume, device=device, progress=progress)
+        run = {"resume": resume, "device": device, "progress": progress, "columns": columns}
+        summary = run_adapt(model, corpus, out, settings, **run)
     except (TrainingInterrupted, ScoringInterrupted) as stop:
         click.echo(stop.explain(sys.argv), err=True)
         sys.exit(stop.exit_code)

@@ -151,6 +151,13 @@ def model_options(func: Callable) -> Callable:
     return click.option("--model", "-m", default="default", show_default=True, help=MODEL_HELP)(func)
 
 
+CORPUS_HELP = (
+    "The documents: a BEIR folder (its corpus.jsonl[.gz]), or a file as `sbert index build` reads it: JSON lines "
+    "(.jsonl[.gz]), CSV/TSV with a header row (--text-column, --title-column, --id-column name the fields) or "
+    "one text per line."
+)
+
+
 def column_options(func: Callable) -> Callable:
     """--text-column, --id-column and --title-column (folded into one ``columns`` argument, a ``Columns``):
     which fields of a .jsonl, .csv or .tsv file hold the texts, ids and titles."""

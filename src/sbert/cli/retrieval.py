@@ -193,8 +193,9 @@ _HNSW = ("hnsw_m", "ef_construction", "ef_search")
 
 def _auto(encoder, model, corpus: tuple, pseudo: tuple[int, str], out: str, chunk: bool, opts: dict):
     """--auto: (chunking, bm25, what the index records) chosen on pseudo-queries from the corpus; says which."""
+    from sbert.data.corpus import documents_from
     from sbert.documents import Chunking
-    from sbert.search.auto import choose_search, documents_from, index_settings
+    from sbert.search.auto import choose_search, index_settings
     from sbert.search.base import is_database_url
 
     if chunk or opts.get("bm25") is not None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from sbert.cli.common import MODEL_HELP, friendly_errors
+from sbert.cli.common import CORPUS_HELP, MODEL_HELP, column_options, friendly_errors
 
 
 @click.command(
@@ -58,8 +58,9 @@ def distill(model, out, corpus, dim, min_count, max_words, device, allow_pickle)
     "--corpus",
     required=True,
     type=click.Path(path_type=Path),
-    help="The documents: a BEIR folder or corpus.jsonl[.gz], JSON lines (text, optional title) or one per line.",
+    help=CORPUS_HELP,
 )
+@column_options
 @click.option("--out", "-o", required=True, type=click.Path(path_type=Path), help="Folder for the rotated model.")
 @click.option(
     "--truncate-dim", type=int, default=None, help="Also make the model cut its vectors to this width by default."
@@ -71,7 +72,9 @@ def distill(model, out, corpus, dim, min_count, max_words, device, allow_pickle)
 @click.option("--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @friendly_errors
-def rotate(model, corpus, out, truncate_dim, max_texts, batch_size, seed, device, allow_pickle, no_progress) -> None:
+def rotate(
+    model, corpus, columns, out, truncate_dim, max_texts, batch_size, seed, device, allow_pickle, no_progress
+) -> None:
     from sbert.rotate import rotate_model
 
     summary = rotate_model(
@@ -85,6 +88,7 @@ def rotate(model, corpus, out, truncate_dim, max_texts, batch_size, seed, device
         device=device,
         allow_pickle=allow_pickle,
         show_progress=False if no_progress else None,
+        columns=columns,
     )
     click.echo(f"rotated onto the principal axes of {summary['texts']:,} documents of {summary['corpus']}")
     for width, (plain, turned) in summary["kept"].items():

@@ -6,10 +6,12 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sbert.data.beir import Document
 from sbert.data.lines import read_lines
 from sbert.data.paths import numbered_lines, open_text
 from sbert.errors import InputFileError
@@ -206,3 +208,27 @@ def read_titles(
         for _, value in record_fields(source, columns.title, skip_empty=skip_empty, columns=columns)
     ]
     return titles if any(t is not None for t in titles) else None
+
+
+def documents_from(
+    ids: Sequence[str] | None, texts: Sequence[str], titles: Sequence[str | None] | None = None
+) -> list[Document]:
+    """Documents from a corpus file's ``read_corpus`` ids and texts (a title put before its text) and
+    ``read_titles``: the title taken back off the front of its text (ids: line order where the file has none)."""
+    out = []
+    for n, text in enumerate(texts):
+        title = (titles[n] if titles is not None else None) or ""
+        if title and text == title:  # a title without a text
+            body = ""
+        else:
+            body = text[len(title) + 1 :] if title and text.startswith(title + " ") else text
+        out.append(Document(ids[n] if ids is not None else str(n), title, body))
+    return out
+
+
+def read_documents(source: str | Path, *, skip_empty: bool = False, columns: Columns | None = None) -> list[Document]:
+    """The corpus ``source`` as ``Document``s (id, title, text), read as ``sbert index build`` reads it
+    (``read_corpus``, ids unique, and ``read_titles``): what ``sbert adapt`` trains on and ``--auto`` draws its
+    pseudo-queries from are then the same documents, in the same order, with the same ids."""
+    ids, texts = read_corpus(source, skip_empty=skip_empty, columns=columns, unique_ids=True)
+    return documents_from(ids, texts, read_titles(source, skip_empty=skip_empty, columns=columns))

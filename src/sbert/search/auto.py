@@ -322,19 +322,6 @@ def ndcg_of_one(ranked: Sequence[str], relevant: str, k: int = 10) -> float:
     return 1.0 / math.log2(top.index(relevant) + 2) if relevant in top else 0.0
 
 
-def documents_from(
-    ids: Sequence[str] | None, texts: Sequence[str], titles: Sequence[str | None] | None = None
-) -> list[Document]:
-    """Documents from a corpus file's ``read_corpus`` ids and texts (a title put before its text) and
-    ``read_titles``: the title taken back off the front of its text."""
-    out = []
-    for n, text in enumerate(texts):
-        title = (titles[n] if titles is not None else None) or ""
-        body = text[len(title) + 1 :] if title and text.startswith(title + " ") else text
-        out.append(Document(ids[n] if ids is not None else str(n), title, body))
-    return out
-
-
 def index_settings(result: AutoResult) -> dict[str, Any]:
     """What an index built by ``--auto`` records under ``search`` in its manifest: the search settings
     ``sbert search`` applies, and the evidence."""

@@ -83,9 +83,13 @@ def open_index(location: str | Path, *, table: str | None = None, **options):
         SbertDeprecationWarning,
         stacklevel=2,
     )
-    from sbert.search.retrieve import open_index as moved
+    if is_database_url(location):
+        return PgVectorIndex.open(*split_location(str(location), table))
+    if table is not None:
+        raise ValueError(f"--table applies to a postgresql:// URL, not to the folder {location}")
+    from sbert.search.index import VectorIndex
 
-    return moved(location, table=table, **options)
+    return VectorIndex.open(location, **options)
 
 
 def _where(url: str) -> str:
