@@ -96,6 +96,12 @@ def test_sbert_distill_writes_a_folder_model2vec_and_sentence_transformers_read_
     result = CliRunner().invoke(main, [*args, "--vocabulary", str(tmp_path / "bugs.txt")])
     assert result.exit_code == 0, result.output
     assert "1 words added from the corpus to 8 dimensions" in result.output
+    (tmp_path / "bugs.csv").write_text("key,body\n1,getUserById fails\n2,getUserById is slow\n", encoding="utf-8")
+    csv_args = ["distill", str(tmp_path / "tiny"), "--out", str(tmp_path / "from-csv"), "--dim", "8"]
+    from_csv = CliRunner().invoke(
+        main, [*csv_args, "--vocabulary", str(tmp_path / "bugs.csv"), "--text-column", "body"]
+    )
+    assert from_csv.exit_code == 0 and "1 words added" in from_csv.output, from_csv.output  # its column, not lines
     texts = ["getUserById fails on a cold cache", "a dog and a cat", "🦜 hello"]
     ours = sbert.load(tmp_path / "static", device="cpu")
     assert ours.dim == 8

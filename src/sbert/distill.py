@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from sbert.atomic import atomic_dir
+from sbert.data.corpus import Columns, corpus_file, read_corpus
 from sbert.encoder import Encoder
 from sbert.modes import evaluating
 from sbert.modules import Normalize, StaticEmbedding, Transformer
@@ -223,11 +224,12 @@ def distill_model(
     device: str | None = None,
     allow_pickle: bool = False,
     show_progress: bool | None = None,
+    columns: Columns | None = None,
 ) -> dict:
-    """``sbert distill``: load ``base``, add the words of ``corpus`` (a text file, one text per line, or
-    ``.jsonl``; see ``corpus_words``), distil, write ``out``; returns a summary (vocabulary, added, dim)."""
+    """``sbert distill``: load ``base``, add the words of ``corpus`` (a BEIR folder or a corpus file read as
+    ``sbert index build`` reads it, ``columns`` naming its fields; see ``corpus_words``), distil, write ``out``;
+    returns a summary (vocabulary, added, dim)."""
     import sbert
-    from sbert.data.corpus import read_corpus
     from sbert.registry import canonical_name
 
     encoder = sbert.load(base, device=device, allow_pickle=allow_pickle)
@@ -235,7 +237,7 @@ def distill_model(
     if corpus is not None:
         if not isinstance(encoder.transformer, Transformer):
             raise ValueError("this model is already a static model; distil from a transformer model")
-        _, texts = read_corpus(corpus, skip_empty=True)
+        _, texts = read_corpus(corpus_file(corpus), skip_empty=True, columns=columns)
         words = corpus_words(texts, encoder.transformer.tokenizer.backend_tokenizer, min_count, max_words)
     model = distill(encoder, words=words, dim=dim, sif=sif, show_progress=show_progress)
     save_distilled(model, out, canonical_name(base))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sbert.data.beir import Document, beir_file
-from sbert.data.corpus import Columns, read_documents
+from sbert.data.beir import Document
+from sbert.data.corpus import Columns, corpus_file, read_documents
 from sbert.errors import InputFileError
 
 
@@ -17,9 +17,7 @@ def read_adapt_documents(source: str | Path, columns: Columns | None = None) -> 
     text, title and id; or one text per line, without titles). Empty records are skipped; an id given twice is
     refused naming both lines. So the documents ``--hold-out`` leaves out are those ``--auto`` draws from.
     """
-    path = Path(source)
-    if path.is_dir():
-        path = beir_file(path, "corpus.jsonl")
+    path = corpus_file(source)
     if not path.exists():
         raise InputFileError(
             f"{path}: no such file (expected a corpus: a BEIR folder, or a .jsonl[.gz], .csv, .tsv or text file)"

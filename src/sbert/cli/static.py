@@ -21,16 +21,17 @@ from sbert.cli.common import CORPUS_HELP, MODEL_HELP, column_options, friendly_e
     "--vocabulary",
     "corpus",
     type=click.Path(path_type=Path),
-    help='A corpus (one text per line, or .jsonl with "text"): its words the tokenizer splits apart are added '
-    "whole (identifiers, product names).",
+    help="A corpus (a BEIR folder, or a file as `sbert index build` reads it: JSON lines, CSV/TSV with a header "
+    "row, one text per line): its words the tokenizer splits apart are added whole (identifiers, product names).",
 )
+@column_options
 @click.option("--dim", type=int, default=256, show_default=True, help="Dimensions kept by PCA (0: the model's own).")
 @click.option("--min-count", type=int, default=2, show_default=True, help="Times a corpus word must occur.")
 @click.option("--max-words", type=int, default=20_000, show_default=True, help="Most corpus words added.")
 @click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if present).")
 @click.option("--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code).")
 @friendly_errors
-def distill(model, out, corpus, dim, min_count, max_words, device, allow_pickle) -> None:
+def distill(model, out, corpus, columns, dim, min_count, max_words, device, allow_pickle) -> None:
     from sbert.distill import distill_model
 
     summary = distill_model(
@@ -42,6 +43,7 @@ def distill(model, out, corpus, dim, min_count, max_words, device, allow_pickle)
         max_words=max_words,
         device=device,
         allow_pickle=allow_pickle,
+        columns=columns,
     )
     added = f", {summary['added']:,} words added from the corpus" if corpus else ""
     click.echo(f"distilled {summary['vocabulary']:,} tokens{added} to {summary['dim']} dimensions: {summary['out']}")

@@ -226,9 +226,19 @@ def documents_from(
     return out
 
 
+def corpus_file(source: str | Path) -> Path:
+    """``source``, or for a BEIR folder its ``corpus.jsonl`` (or ``.gz``): the file ``read_documents`` reads."""
+    from sbert.data.beir import beir_file
+
+    path = Path(source)
+    return beir_file(path, "corpus.jsonl") if path.is_dir() else path
+
+
 def read_documents(source: str | Path, *, skip_empty: bool = False, columns: Columns | None = None) -> list[Document]:
-    """The corpus ``source`` as ``Document``s (id, title, text), read as ``sbert index build`` reads it
-    (``read_corpus``, ids unique, and ``read_titles``): what ``sbert adapt`` trains on and ``--auto`` draws its
-    pseudo-queries from are then the same documents, in the same order, with the same ids."""
-    ids, texts = read_corpus(source, skip_empty=skip_empty, columns=columns, unique_ids=True)
-    return documents_from(ids, texts, read_titles(source, skip_empty=skip_empty, columns=columns))
+    """The corpus ``source`` (a file, or a BEIR folder: ``corpus_file``) as ``Document``s (id, title, text), read
+    as ``sbert index build`` reads it (``read_corpus``, ids unique, and ``read_titles``): what ``sbert adapt``
+    trains on and ``--auto`` draws its pseudo-queries from are then the same documents, in the same order, with
+    the same ids."""
+    path = corpus_file(source)
+    ids, texts = read_corpus(path, skip_empty=skip_empty, columns=columns, unique_ids=True)
+    return documents_from(ids, texts, read_titles(path, skip_empty=skip_empty, columns=columns))
