@@ -207,3 +207,29 @@ def test_mine_negatives_then_train_cached_mnrl_from_the_command_line(tmp_path):
     assert sbert.load(tmp_path / "m", device="cpu").encode("x").shape == (16,)
     bad = CliRunner().invoke(main, ["mine-negatives", str(folder), "--out", str(tmp_path / "x.csv")])
     assert bad.exit_code != 0 and "expected a .jsonl or .tsv" in bad.output
+
+
+@pytest.mark.slow
+def test_mine_negatives_takes_more_candidates_from_a_csv_by_its_column(tmp_path):
+    from sbert.cli import main
+
+    pairs, more = tmp_path / "pairs.tsv", tmp_path / "more.csv"
+    pairs.write_text(
+        "how to bake bread\tKnead the dough and bake it in a hot oven.\n"
+        "who won the match\tThe match ended in a draw after extra time.\n"
+    )
+    more.write_text(
+        "id,body\n1,Sourdough bread needs a starter and a hot oven.\n2,The football final went to penalties.\n"
+    )
+    args = ["mine-negatives", str(pairs), "--out", str(tmp_path / "m.jsonl"), "--corpus", str(more)]
+    result = CliRunner().invoke(main, [*args, "--text-column", "body", "--num-negatives", "1", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert [r["negatives"] for r in rows] == [
+        ["Sourdough bread needs a starter and a hot oven."],
+        ["The football final went to penalties."],
+    ]
+    refused = CliRunner().invoke(main, [*args, "--num-negatives", "1", "--device", "cpu"])  # no 'text' column
+    assert (
+        refused.exit_code != 0 and "has no 'text' column" in refused.output and "--text-column NAME" in refused.output
+    )

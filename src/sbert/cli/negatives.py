@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from sbert.cli.common import friendly_errors, load_model, model_options
+from sbert.cli.common import column_options, friendly_errors, load_model, model_options
 
 
-def _collection(source: Path, split: str, corpus: str | None):
+def _collection(source: Path, split: str, corpus: str | None, columns):
     """(queries, corpus, qrels) from a BEIR folder's split, or from a pairs file (plus an optional corpus file)."""
     if source.is_dir():
         if corpus is not None:
@@ -23,7 +23,7 @@ def _collection(source: Path, split: str, corpus: str | None):
     from sbert.search.negatives import pairs_collection
 
     pairs = [(row.query, row.positive) for row in read_ntuples(source)]
-    extra = read_corpus(corpus)[1] if corpus is not None else []
+    extra = read_corpus(corpus, columns=columns)[1] if corpus is not None else []
     return pairs_collection(pairs, extra)
 
 
@@ -47,7 +47,12 @@ def _report(mined, examples: int, out: Path) -> str:
 @click.argument("source", type=click.Path(exists=True, path_type=Path))
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path), help=".jsonl or .tsv")
 @click.option("--split", default="train", show_default=True, help="The judgments of a BEIR folder to mine for.")
-@click.option("--corpus", help="With a pairs file: more candidate texts (one per line, or .jsonl with 'text').")
+@click.option(
+    "--corpus",
+    help="With a pairs file: more candidate texts (a file as `sbert index build` reads it: one per line, JSON lines, "
+    "CSV/TSV with a header row; --text-column names the field).",
+)
+@column_options
 @model_options
 @click.option("--num-negatives", default=3, show_default=True, type=click.IntRange(min=1))
 @click.option("--range-min", default=0, show_default=True, type=click.IntRange(min=0), help="Skip the top ranks.")
@@ -67,7 +72,9 @@ def _report(mined, examples: int, out: Path) -> str:
 @click.option("--batch-size", default=32, show_default=True, type=click.IntRange(min=1))
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")
 @friendly_errors
-def mine_negatives(source, out, split, corpus, model, runtime, allow_pickle, triplets, keep_incomplete, **settings):
+def mine_negatives(
+    source, out, split, corpus, columns, model, runtime, allow_pickle, triplets, keep_incomplete, **settings
+):
     """Mine hard negatives for the queries of SOURCE: a BEIR folder (its --split judgments) or a pairs file
     (.tsv or .jsonl of query, positive; see the ntuples format). Writes (query, positive, negative_1..n)
     rows to --out for `sbert train --format ntuples`."""
@@ -78,7 +85,7 @@ def mine_negatives(source, out, split, corpus, model, runtime, allow_pickle, tri
     filters = NegativeFilters(**settings)  # settings checked before the model loads
     if not str(out).endswith((".jsonl", ".tsv")):
         raise click.UsageError(f"--out {out}: expected a .jsonl or .tsv file name")
-    queries, texts, qrels = _collection(source, split, corpus)
+    queries, texts, qrels = _collection(source, split, corpus, columns)
     encoder = load_model(model, runtime, allow_pickle)
     mined = mine_hard_negatives(
         encoder,
