@@ -1,8 +1,8 @@
 """The ``sbert`` command: argument parsing and printing only; the work is the library's.
 
 One module per family of commands: ``embeddings`` (encode, similarity, info), ``training`` (train,
-eval), ``retrieval`` (index, search, mine, cluster), ``service`` (serve), ``static`` (distill, rotate);
-``common`` holds the options and error handling they share.
+eval), ``retrieval`` (index, search, mine, cluster), ``collection`` (make-collection), ``service`` (serve),
+``static`` (distill, rotate); ``common`` holds the options and error handling they share.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import TextIO
 import click
 
 from sbert.cli.adapt import adapt
+from sbert.cli.collection import make_collection
 from sbert.cli.embeddings import encode, info, similarity
 from sbert.cli.negatives import mine_negatives
 from sbert.cli.plot import plot
@@ -46,6 +47,7 @@ for _command in (
     search,
     mine,
     mine_negatives,
+    make_collection,
     cluster,
     serve,
     plot,

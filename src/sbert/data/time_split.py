@@ -74,7 +74,7 @@ def query_times(path: Path, wanted: set[str], field: str | None) -> dict[str, tu
     return keys
 
 
-def _cutoff(keys: dict[str, tuple], cutoff: str | None, train_fraction: float, field: str | None) -> tuple:
+def cutoff_key(keys: dict[str, tuple], cutoff: str | None, train_fraction: float, field: str | None) -> tuple:
     """The sort key of the cut-off: given, or the first key past ``train_fraction`` of the queries."""
     if cutoff is not None:
         try:
@@ -88,7 +88,8 @@ def _cutoff(keys: dict[str, tuple], cutoff: str | None, train_fraction: float, f
     return (first_test[0], "") if field else first_test  # queries at the cut-off's very time are all test
 
 
-def _write_qrels(path: Path, qrels: dict[str, dict[str, int]], ids: list[str]) -> None:
+def write_qrels(path: Path, qrels: dict[str, dict[str, int]], ids: list[str]) -> None:
+    """A BEIR qrels file (header row) of the judgments of the queries ``ids``, in that order."""
     rows = [f"{q}\t{d}\t{s}\n" for q in ids for d, s in qrels[q].items()]
     path.write_text("query-id\tcorpus-id\tscore\n" + "".join(rows), encoding="utf-8")
 
@@ -114,7 +115,7 @@ def split_by_time(
     qrels = read_beir(folder, split).qrels  # checks every file and every judgment
     queries_path = beir_file(folder, "queries.jsonl")
     keys = query_times(queries_path, set(qrels), time_field)
-    cut = _cutoff(keys, cutoff, train_fraction, time_field)
+    cut = cutoff_key(keys, cutoff, train_fraction, time_field)
     ordered = sorted(qrels, key=keys.__getitem__)
     train = [q for q in ordered if keys[q] < cut]
     test = [q for q in ordered if keys[q] >= cut]
@@ -135,7 +136,7 @@ def split_by_time(
         shutil.copyfile(corpus, tmp / corpus.name)
         shutil.copyfile(queries_path, tmp / queries_path.name)
         (tmp / "qrels").mkdir()
-        _write_qrels(tmp / "qrels" / "train.tsv", qrels, train)
-        _write_qrels(tmp / "qrels" / "test.tsv", qrels, test)
+        write_qrels(tmp / "qrels" / "train.tsv", qrels, train)
+        write_qrels(tmp / "qrels" / "test.tsv", qrels, test)
         (tmp / "split.json").write_text(json.dumps(asdict(info), indent=2) + "\n", encoding="utf-8")
     return info
