@@ -158,3 +158,56 @@ def test_the_command_writes_it_and_eval_scores_it(export, tmp_path):
     no_ids = ["make-collection", str(export), "--out", str(tmp_path / "other"), "--duplicate-column", "Duplicate of"]
     bad = CliRunner().invoke(main, [*no_ids, "--text-column", "Description"])  # ids in 'Issue key', not 'id'
     assert bad.exit_code == 1 and "use --id-column NAME for another" in bad.output
+
+
+def test_openoffice_dups_as_a_tracker_export_gives_back_its_time_split(tmp_path):
+    """The collection of the benchmarks, written back as one export (masters, then duplicates naming them, with
+    their times): make-collection gives the same documents and the same train/test judgments as
+    ``split_by_time`` cut it (the newest 20%: 1,983 train, 496 test queries)."""
+    from sbert.data.beir import beir_file
+    from sbert.data.paths import data_dir
+    from sbert.data.time_split import split_by_time
+
+    try:
+        folder = data_dir() / "retrieval" / "openoffice-dups"
+        reference = split_by_time(folder, tmp_path / "by-time", train_fraction=0.8)
+    except (InputFileError, FileNotFoundError) as err:
+        pytest.skip(str(err))
+    masters = {q: next(iter(d)) for q, d in read_beir(folder, "test").qrels.items()}
+    export = tmp_path / "export.jsonl"
+    with export.open("w", encoding="utf-8") as handle:
+        for document in _lines_gz(beir_file(folder, "corpus.jsonl")):
+            handle.write(
+                json.dumps({"id": document["_id"], "title": document["title"], "text": document["text"]}) + "\n"
+            )
+        for query in _lines_gz(beir_file(folder, "queries.jsonl")):
+            row = {
+                "id": query["_id"],
+                "text": query["text"],
+                "master": masters[query["_id"]],
+                "created": query["created"],
+            }
+            handle.write(json.dumps(row) + "\n")
+    info = collection_from_links(export, tmp_path / "made", duplicate="master", created="created")
+    assert (
+        (info.documents, info.train_queries, info.test_queries)
+        == (2069, 1983, 496)
+        == (
+            2069,
+            reference.train_queries,
+            reference.test_queries,
+        )
+    )
+    assert (info.unknown_links, info.looped_reports, info.later_masters) == (0, 0, 0)
+    for split in ("train", "test"):
+        made, cut = read_beir(tmp_path / "made", split), read_beir(tmp_path / "by-time", split)
+        assert made.qrels == cut.qrels and made.corpus == cut.corpus
+        assert {q: t.strip() for q, t in made.queries.items()} == {q: t.strip() for q, t in cut.queries.items()}
+
+
+def _lines_gz(path) -> list[dict]:
+    import gzip
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
