@@ -211,7 +211,18 @@ def _relaunch_under_torchrun(nproc: int) -> None:
     help="A BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv; .gz or not) to evaluate "
     "retrieval on: NDCG@10, MRR@10, MAP@100, recall@k x 100 and query latency. Repeatable.",
 )
-@click.option("--split", default="test", show_default=True, help="--retrieval folders: the qrels split to evaluate.")
+@click.option(
+    "--triage",
+    "triage_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A BEIR-layout folder whose judged duplicates choose the cosine `sbert search --threshold` needs: each "
+    "query against its relevant documents and its best-ranked other one; the best F1's threshold, precision and "
+    "recall (x 100). Repeatable.",
+)
+@click.option(
+    "--split", default="test", show_default=True, help="--retrieval and --triage folders: the qrels split to read."
+)
 @click.option(
     "--skip-empty-documents",
     is_flag=True,
@@ -281,6 +292,7 @@ def evaluate(
     model,
     tasks,
     retrieval_dirs,
+    triage_dirs,
     split,
     skip_empty_documents,
     data,
@@ -300,8 +312,8 @@ def evaluate(
     from sbert.evaluation import suite
 
     model = one_model(model_arg, model)
-    folders = suite.task_folders(tasks, retrieval_dirs, data)
-    if cross_encoder and suite.needs_embeddings(folders, retrieval_dirs):
+    folders = suite.task_folders(tasks, (*retrieval_dirs, *triage_dirs), data)
+    if cross_encoder and suite.needs_embeddings(folders, retrieval_dirs, triage_dirs):
         raise click.UsageError("retrieval needs an embedding model; a cross-encoder only scores pairs")
     how = _retrieval_settings(batch_size, **retrieval_options)
     found = suite.evaluators(
@@ -312,9 +324,10 @@ def evaluate(
         tokenized=tokenized,
         inner_folds=inner_folds,
         retrieval=how,
+        triage_dirs=triage_dirs,
     )
     if not found:
-        raise click.UsageError("nothing to evaluate: give --tasks or --retrieval")
+        raise click.UsageError("nothing to evaluate: give --tasks, --retrieval or --triage")
     if run_out is not None and not suite.has_rankings(found):
         raise click.UsageError("--run writes retrieval rankings: give --retrieval or a retrieval task")
     if cross_encoder:
@@ -326,15 +339,27 @@ def evaluate(
     results, rows = suite.run_evaluators(
         found, encoder, progress, starting=lambda name: click.echo(f"evaluating {name} ...", err=True)
     )
-    width = max(len(r.name) for r in rows)
-    click.echo(f"{'task':<{width}}  {'score':>7}  {'seconds':>7}  metric")
-    for row in rows:
-        click.echo(f"{row.name:<{width}}  {row.value:7.2f}  {row.seconds:7.1f}  {row.metric}")
+    _print_scores(rows, results)
     if json_out is not None:
         suite.save_results(json_out, model, results)
     if run_out is not None:
         for written in suite.write_rankings(run_out, found):
             click.echo(f"wrote {written}", err=True)
+
+
+def _print_scores(rows: list, results: dict[str, dict]) -> None:
+    """The table of headline scores, then for each --triage folder the threshold it chose for search."""
+    width = max(len(r.name) for r in rows)
+    click.echo(f"{'task':<{width}}  {'score':>7}  {'seconds':>7}  metric")
+    for row in rows:
+        click.echo(f"{row.name:<{width}}  {row.value:7.2f}  {row.seconds:7.1f}  {row.metric}")
+    for name, metrics in results.items():
+        if name.endswith(":triage"):
+            click.echo(
+                f"{name}: a duplicate at cosine >= {metrics['f1_threshold']:.4f} (F1 {metrics['f1']:.1f}, precision "
+                f"{metrics['precision']:.1f}, recall {metrics['recall']:.1f} on {metrics['pairs']:,.0f} pairs of this "
+                f"split): sbert search INDEX QUERY --threshold {metrics['f1_threshold']:.4f}"
+            )
 
 
 def _retrieval_settings(batch_size: int, **options):

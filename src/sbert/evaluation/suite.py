@@ -38,9 +38,9 @@ def task_folders(tasks: str | None, retrieval_dirs: tuple[Path, ...] = (), data:
     return dict.fromkeys(names, folder)
 
 
-def needs_embeddings(folders: dict[str, Path], retrieval_dirs: tuple[Path, ...]) -> bool:
+def needs_embeddings(folders: dict[str, Path], retrieval_dirs: tuple[Path, ...], triage_dirs: tuple = ()) -> bool:
     """Whether any evaluation retrieves (a cross-encoder cannot)."""
-    return bool(retrieval_dirs) or bool(set(RETRIEVAL) & set(folders))
+    return bool(retrieval_dirs) or bool(triage_dirs) or bool(set(RETRIEVAL) & set(folders))
 
 
 def evaluators(
@@ -52,13 +52,16 @@ def evaluators(
     tokenized: bool = False,
     inner_folds: int = 5,
     retrieval: Any = None,
+    triage_dirs: tuple[Path, ...] = (),
 ) -> dict[str, Any]:
     """name -> evaluator: each task of ``folders`` (``task_folders``), then each BEIR folder of
     ``retrieval_dirs`` (named by the folder, or its path where two share a name), retrieving as
-    ``retrieval`` (a ``RetrievalSettings``) says."""
+    ``retrieval`` (a ``RetrievalSettings``) says, then each of ``triage_dirs`` as a ``TriageEvaluator``
+    (named ``<name>:triage``)."""
     from sbert.data.beir import read_beir
     from sbert.evaluation.retrieval import RetrievalEvaluator
     from sbert.evaluation.retrievers import RetrievalSettings
+    from sbert.evaluation.triage import TriageEvaluator
 
     how = retrieval if retrieval is not None else RetrievalSettings()
     out = {name: task_evaluator(name, f, tokenized, inner_folds, how.batch_size, how) for name, f in folders.items()}
@@ -67,6 +70,10 @@ def evaluators(
         name = str(folder) if names.count(name) > 1 else name
         collection = read_beir(folder, split, skip_empty_documents)
         out[name] = RetrievalEvaluator(collection, name, retriever=how.retriever(), batch_size=how.batch_size)
+    names = [f.name for f in triage_dirs]
+    for folder, name in zip(triage_dirs, names, strict=True):
+        name = f"{str(folder) if names.count(name) > 1 else name}:triage"
+        out[name] = TriageEvaluator(read_beir(folder, split, skip_empty_documents), name, how.batch_size)
     return out
 
 
