@@ -44,6 +44,13 @@ class TriageEvaluator:
         return "f1"
 
     def __call__(self, model: Any, show_progress: bool | None = None) -> dict[str, float]:
+        scores, labels = self.scored_pairs(model, show_progress)
+        metrics = classification_metrics(scores, labels)
+        out = {key: float(100 * value if key in SHARES else value) for key, value in metrics.items()}
+        return {**out, "pairs": len(labels), "duplicates": int(sum(labels))}
+
+    def scored_pairs(self, model: Any, show_progress: bool | None = None) -> tuple[np.ndarray, list[int]]:
+        """(the cosine of each pair, its label: 1 duplicate, 0 not), the pairs drawn with ``model`` ranking."""
         retriever = IndexRetriever(RetrievalSettings(batch_size=self.batch_size))
         retriever.index(model, list(self.collection.corpus.values()), show_progress=show_progress)
 
@@ -54,10 +61,7 @@ class TriageEvaluator:
         pairs, labels = classification_pairs(
             self.collection, self.seed, self.max_queries, self.negatives, ranker=ranked
         )
-        scores = pair_cosines(model, pairs, self.batch_size, show_progress)
-        metrics = classification_metrics(scores, labels)
-        out = {key: float(100 * value if key in SHARES else value) for key, value in metrics.items()}
-        return {**out, "pairs": len(pairs), "duplicates": int(sum(labels))}
+        return pair_cosines(model, pairs, self.batch_size, show_progress), labels
 
 
 def pair_cosines(
