@@ -97,6 +97,7 @@ def test_search_returns_documents_with_the_best_passage_and_its_span(client):
         ({"alpha": 1.5}, "alpha", "'alpha' must be a number from 0 to 1"),
         ({"alpha": "0.5"}, "alpha", "'alpha' must be a number from 0 to 1"),
         ({"mode": "best"}, "mode", "'mode' must be 'maxp' or 'mean'"),
+        ({"threshold": "0.5"}, "threshold", "'threshold' must be a finite number (a cosine)"),
     ],
 )
 def test_bad_search_settings_are_refused_naming_the_field(client, body, param, message):
@@ -114,3 +115,15 @@ def test_an_index_of_texts_answers_as_before(client):
             {"id": "1", "score": pytest.approx(1.0), "text": "on the mat"},
             {"id": "2", "score": pytest.approx(0.6), "text": "dogs bark at cats"},
         ]
+
+
+def test_a_threshold_keeps_the_hits_at_least_that_similar_from_a_dense_search(client):
+    with client() as http:  # "x" against the texts: 1.0, 0.6, 0.0, -1.0
+        found = http.post("/search", json={"query": ["x", "y"], "k": 4, "threshold": 0.5}).json()["results"]
+        assert [[h["id"] for h in r["hits"]] for r in found] == [["1", "2"], ["1", "2"]]
+        none = http.post("/search", json={"query": "x", "threshold": 1.5}).json()["results"]
+        assert none == [{"query": "x", "hits": []}]  # nothing reaches it: an empty answer, not an error
+    with client(documents=_documents(), bm25=True) as http:  # searched hybrid by default; dense with a threshold
+        dense = http.post("/search", json={"query": "kitchen", "k": 3, "hybrid": False}).json()["results"][0]["hits"]
+        kept = http.post("/search", json={"query": "kitchen", "k": 3, "threshold": 0.5}).json()["results"][0]["hits"]
+        assert kept == [h for h in dense if h["score"] >= 0.5] and [h["id"] for h in kept] == ["A", "B"]

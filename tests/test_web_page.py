@@ -181,12 +181,13 @@ def shown_hits(driver) -> list[dict]:
     ]
 
 
-def library_hits(model, index_dir: Path, query: str, k: int = 10):
-    """The library's hits, searched as it searches by default (an index keeping BM25: hybrid, weighted 0.7)."""
+def library_hits(model, index_dir: Path, query: str, k: int = 10, threshold: float | None = None):
+    """The library's hits, searched as it searches by default (an index keeping BM25: hybrid, weighted 0.7; with
+    a ``threshold``, dense: ``sbert search --threshold``)."""
     from sbert.search.index import VectorIndex
     from sbert.search.retrieve import SearchOptions, search_texts
 
-    return search_texts(VectorIndex.open(index_dir), model, [query], SearchOptions(k=k))[0]
+    return search_texts(VectorIndex.open(index_dir), model, [query], SearchOptions(k=k, threshold=threshold))[0]
 
 
 @pytest.fixture(scope="module")
@@ -216,6 +217,18 @@ def test_search_lists_the_expected_text_first_with_the_librarys_score(browser, t
     from selenium.webdriver.common.by import By
 
     assert browser.find_element(By.ID, "hybrid").is_selected()  # the index keeps BM25: hybrid, as served
+    # "is this already here?": a threshold keeps the dense hits at least that similar (as sbert search does)
+    browser.find_element(By.ID, "threshold").send_keys("0.3")
+    submit(browser, "query", query)
+    wait_for(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results li.hit")) < 10, "fewer results")
+    dense = library_hits(model, index_dir, query, threshold=0.3)
+    assert [h["id"] for h in shown_hits(browser)] == [h.id for h in dense] and dense and dense[0].id == "bread"
+    browser.find_element(By.ID, "threshold").clear()
+    browser.find_element(By.ID, "threshold").send_keys("0.99")
+    submit(browser, "query", query)
+    wait_for(browser, lambda d: "no hit reaches the threshold" in text_of(d, "#search-status"), "the empty line")
+    assert text_of(browser, "#results") == ""
+    browser.find_element(By.ID, "threshold").clear()
     browser.save_screenshot(str(tmp_path / "search-page.png"))
     assert (tmp_path / "search-page.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

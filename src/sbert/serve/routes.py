@@ -215,6 +215,7 @@ async def _hits(service: Service, body: SearchRequest, vectors: np.ndarray) -> l
         candidates=body.candidates,
         rerank=service.cross_encoder if body.rerank else None,
         method=body.method,
+        threshold=body.threshold,
     )
     return await run_in_threadpool(
         search_vectors, service.index, vectors, body.query, options, backend=service.index_backend

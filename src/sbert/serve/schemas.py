@@ -187,7 +187,8 @@ class SearchRequest(BaseModel):
     ``candidates`` with the cross-encoder; ``hybrid`` fuses with BM25 (``candidates`` from each side) by
     ``fusion`` (``alpha``: the dense side's weight in ``weighted``); ``mode``: how documents are scored.
     ``hybrid``, ``fusion``, ``alpha`` left out: the index's (``sbert search``'s defaults: hybrid weighted 0.7
-    where the index keeps BM25, what an index built with ``--auto`` recorded)."""
+    where the index keeps BM25, what an index built with ``--auto`` recorded). ``threshold``: only hits scoring
+    at least this, as ``sbert search --threshold`` ("is this already here?": a dense search unless ``hybrid``)."""
 
     query: Texts = REQUIRED
     k: Count = 10
@@ -198,6 +199,9 @@ class SearchRequest(BaseModel):
     fusion: Annotated[Literal["rrf", "weighted"] | None, phrased("must be 'rrf' or 'weighted'")] = None
     alpha: Annotated[float | None, Field(ge=0, le=1, strict=True), phrased("must be a number from 0 to 1")] = None
     mode: Annotated[Literal["maxp", "mean"] | None, phrased("must be 'maxp' or 'mean'")] = None
+    threshold: Annotated[
+        float | None, Field(strict=True, allow_inf_nan=False), phrased("must be a finite number (a cosine)")
+    ] = None
 
     @model_validator(mode="after")
     def _hits(self, info: ValidationInfo) -> SearchRequest:

@@ -151,12 +151,15 @@ async function search(event) {
     return;
   }
   const body = { query, k: Number($("k").value) };
-  if (!$("hybrid-option").hidden) body.hybrid = $("hybrid").checked;
+  const least = $("threshold").value.trim();
+  if (least !== "") body.threshold = Number(least); // a cosine: the server searches dense, as sbert search does
+  else if (!$("hybrid-option").hidden) body.hybrid = $("hybrid").checked;
   $("search-status").textContent = "Searching…";
   try {
     const hits = (await api("search", body)).results[0].hits;
     $("results").replaceChildren(...hits.map(hitItem));
-    $("search-status").textContent = hits.length ? plural(hits.length, "result") + " for “" + query + "”" : "No results.";
+    const none = least !== "" ? "Nothing at least " + least + " similar: no hit reaches the threshold." : "No results.";
+    $("search-status").textContent = hits.length ? plural(hits.length, "result") + " for “" + query + "”" : none;
   } catch (err) {
     $("search-status").textContent = "";
     showError(err);
