@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sbert.data.beir import Document
+from sbert.data.beir import Document, beir_file
 from sbert.data.lines import read_lines
 from sbert.data.paths import numbered_lines, open_text
 from sbert.errors import InputFileError
@@ -228,8 +228,6 @@ def documents_from(
 
 def corpus_file(source: str | Path) -> Path:
     """``source``, or for a BEIR folder its ``corpus.jsonl`` (or ``.gz``): the file ``read_documents`` reads."""
-    from sbert.data.beir import beir_file
-
     path = Path(source)
     return beir_file(path, "corpus.jsonl") if path.is_dir() else path
 
