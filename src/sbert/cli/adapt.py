@@ -116,8 +116,9 @@ def adapt(
         hold_out=hold_out,
     )
     try:
-        run = {"resume": resume, "device": device, "progress": progress, "columns": columns}
-        summary = run_adapt(model, corpus, out, settings, **run)
+        summary = run_adapt(
+            model, corpus, out, settings, resume=resume, device=device, progress=progress, columns=columns
+        )
     except (TrainingInterrupted, ScoringInterrupted) as stop:
         click.echo(stop.explain(sys.argv), err=True)
         sys.exit(stop.exit_code)

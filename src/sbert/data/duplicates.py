@@ -82,7 +82,8 @@ def collection_from_links(
             "that are not there); expected the id of the report each duplicate duplicates"
         )
     order = {d.id: n for n, d in enumerate(documents)}
-    stamps = _stamps(path, created, columns, set(queries), [d.id for d in documents]) if created else {}
+    times = record_fields(path, created, skip_empty=True, columns=columns) if created else []
+    stamps = _stamps(path, created, times, set(queries), [d.id for d in documents]) if created else {}
     keys = {q: (stamps[q], q) if created else (order[q],) for q in queries}
     cut = cutoff_key(keys, None, 1 - test_fraction, created)
     ordered = sorted(queries, key=keys.__getitem__)
@@ -105,7 +106,7 @@ def collection_from_links(
         later_masters=later,
     )
     qrels = {q: dict.fromkeys(sorted(found), 1) for q, found in queries.items()}
-    raw = _raw(path, created, columns) if created else None
+    raw = [value for _, value in times] if created else None
     _write(out, documents, (links, queries, qrels), (train, test), info, raw)
     return info
 
@@ -158,15 +159,11 @@ def _masters(report: str, links: dict[str, list[str]]) -> set[str]:
     return found
 
 
-def _raw(path: Path, field: str, columns: Columns) -> list[Any]:
-    return [value for _, value in record_fields(path, field, skip_empty=True, columns=columns)]
-
-
-def _stamps(path: Path, field: str, columns: Columns, required: set[str], ids: list[str]) -> dict[str, Any]:
-    """Report id -> its creation time, for every report that has one; a duplicate without one (or with a time
-    that does not parse) raises InputFileError naming the line."""
+def _stamps(path: Path, field: str, times: list[tuple[int, Any]], required: set[str], ids: list[str]) -> dict[str, Any]:
+    """Report id -> its creation time (``times``: each report's line and ``field`` value), for every report that
+    has one; a duplicate without one (or with a time that does not parse) raises InputFileError naming the line."""
     stamps = {}
-    for report, (number, value) in zip(ids, record_fields(path, field, skip_empty=True, columns=columns), strict=True):
+    for report, (number, value) in zip(ids, times, strict=True):
         if value is None or not str(value).strip():
             if report in required:
                 raise InputFileError(f"{path}: line {number}: duplicate {report!r} has no {field!r}; expected a time")

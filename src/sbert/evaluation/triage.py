@@ -71,7 +71,7 @@ def pair_cosines(
     ``encode_document`` (each distinct text embedded once)."""
     queries = list(dict.fromkeys(q for q, _ in pairs))
     documents = list(dict.fromkeys(d for _, d in pairs))
-    options = {"batch_size": batch_size, "show_progress": show_progress, "normalize": True}
+    options = {"batch_size": batch_size, "show_progress": show_progress}
     q_vectors = np.asarray(model.encode_query(queries, **options), dtype=np.float64)
     d_vectors = np.asarray(model.encode_document(documents, **options), dtype=np.float64)
     q_row, d_row = {t: i for i, t in enumerate(queries)}, {t: i for i, t in enumerate(documents)}
