@@ -145,7 +145,8 @@ def test_the_command_writes_it_and_eval_scores_it(export, tmp_path):
         f"wrote {out}: 3 documents, 5 duplicates as queries (4 train, 1 test: from 2024-01-10 00:00:00+00:00 on, "
         "by Created)",
         "left out: 1 links to reports not in " + str(export) + ", 2 reports whose links only loop",
-        f"next: sbert eval MODEL --retrieval {out} --split test",
+        f"next: sbert eval MODEL --retrieval {out} --split test   (how well MODEL finds the masters)",
+        f"      sbert eval MODEL --triage {out} --split train   (the --threshold for 'already reported?')",
     ]
     scores = tmp_path / "scores.json"
     evaluated = CliRunner().invoke(

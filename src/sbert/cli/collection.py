@@ -53,4 +53,5 @@ def make_collection(export, out, duplicate_column, created_column, test_fraction
             f"left out: {info.unknown_links:,} links to reports not in {export}, "
             f"{info.looped_reports:,} reports whose links only loop"
         )
-    click.echo(f"next: sbert eval MODEL --retrieval {out} --split test")
+    click.echo(f"next: sbert eval MODEL --retrieval {out} --split test   (how well MODEL finds the masters)")
+    click.echo(f"      sbert eval MODEL --triage {out} --split train   (the --threshold for 'already reported?')")
