@@ -308,7 +308,7 @@ def evaluate(
     **retrieval_options,
 ) -> None:
     """Score MODEL on STS (Spearman x 100 of cosine), SentEval transfer tasks (accuracy x 100) and
-    retrieval (NDCG@10 x 100)."""
+    retrieval (NDCG@10 x 100); --triage chooses the cosine `sbert search --threshold` needs (F1 x 100)."""
     from sbert.evaluation import suite
 
     model = one_model(model_arg, model)
