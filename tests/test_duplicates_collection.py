@@ -87,6 +87,20 @@ def test_without_a_time_the_file_order_splits_them(export, tmp_path):
     assert info.later_masters == 0  # unknown without times
 
 
+def test_a_jira_export_repeating_its_link_column_keeps_every_link(tmp_path):
+    """JIRA writes one "Outward issue link (Duplicate)" column per link: each filled one counts, wherever it is."""
+    export = tmp_path / "jira.csv"
+    link = "Outward issue link (Duplicate)"
+    export.write_text(
+        f"Issue key,Summary,Description,{link},{link}\n"
+        "P-1,a,first,,\nP-2,b,second,,\nP-3,c,third,P-1,\nP-4,d,fourth,,P-2\nP-5,e,fifth,P-1,P-2\n"
+    )
+    columns = Columns(text="Description", id="Issue key", title="Summary")
+    collection_from_links(export, tmp_path / "c", duplicate=link, columns=columns, test_fraction=0.4)
+    qrels = {**read_beir(tmp_path / "c", "train").qrels, **read_beir(tmp_path / "c", "test").qrels}
+    assert qrels == {"P-3": {"P-1": 1}, "P-4": {"P-2": 1}, "P-5": {"P-1": 1, "P-2": 1}}
+
+
 def test_json_lines_with_a_list_of_masters(tmp_path):
     export = tmp_path / "reports.jsonl"
     records = [

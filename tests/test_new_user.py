@@ -48,6 +48,13 @@ def test_a_csv_corpus_is_read_by_its_header_not_as_lines(tmp_path):
     tsv.write_text("key\tbody\tlabel\nk1\tfirst text\tx\nk2\tsecond text\ty\n", encoding="utf-8")
     assert read_corpus(tsv, columns=Columns(text="body", id="key")) == (["k1", "k2"], ["first text", "second text"])
     assert read_corpus(tsv, columns=Columns(text="body"))[0] is None  # no "id" column: no ids
+    repeated = tmp_path / "export.csv"  # a tracker's export: one "Comment" column per comment
+    repeated.write_text("id,Comment,Comment\n1,first,second\n2,,only the second\n3,only the first,\n")
+    assert read_corpus(repeated, columns=Columns(text="Comment"))[1] == [
+        "first\nsecond",
+        "only the second",
+        "only the first",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -170,9 +170,21 @@ def _table_records(path: Path, fmt: str, columns: Columns):
                         f"{path}: line {number}: {len(row)} fields; the header row has {len(header)} "
                         f"({', '.join(header)})"
                     )
-                yield number, dict(zip(header, row, strict=True))
+                yield number, _row_record(header, row)
         except csv.Error as err:
             raise InputFileError(f"{path}: line {reader.line_num}: not valid {fmt.upper()} ({err})") from err
+
+
+def _row_record(header: list[str], row: list[str]) -> dict[str, str]:
+    """A row as {column: cell}. A name the header gives more than once (a tracker's export repeats "Comment"
+    or "Outward issue link (Duplicate)", one column per value) holds its non-empty cells joined by newlines."""
+    record: dict[str, str] = {}
+    for name, cell in zip(header, row, strict=True):
+        if name not in record or not record[name].strip():
+            record[name] = cell
+        elif cell.strip():
+            record[name] += "\n" + cell
+    return record
 
 
 def record_fields(
