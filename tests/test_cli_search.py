@@ -175,3 +175,19 @@ def test_search_threshold_answers_is_this_already_here(runner, model, corpus, tm
     assert [h["id"] for h in kept[0]["hits"]] == [everything[0]["id"]]
     text = run(runner, "search", folder, "A man plays guitar", "--threshold", "0.999").stdout
     assert "no hit scores 0.999 or more" in text and "--threshold" in text
+
+
+def test_search_lead_answers_is_the_top_hit_the_duplicate(runner, model, corpus, tmp_path):
+    """--lead keeps the top hit alone where its cosine leads the mean of hits 2-10 by at least L."""
+    folder = tmp_path / "ix"
+    run(runner, "index", "build", corpus, "--out", folder, "--no-bm25")
+    query = "A man plays guitar"
+    scores = [
+        h["score"] for h in json.loads(run(runner, "search", folder, query, "-k", "10", "--json").stdout)[0]["hits"]
+    ]
+    lead = scores[0] - sum(scores[1:]) / len(scores[1:])  # hits 2-10 (all there are, where fewer)
+    top = json.loads(run(runner, "search", folder, query, "-k", "1", "--json").stdout)[0]["hits"]
+    kept = json.loads(run(runner, "search", folder, query, "-k", "5", "--lead", lead - 1e-4, "--json").stdout)
+    assert kept[0]["hits"] == top
+    text = run(runner, "search", folder, query, "--lead", lead + 1e-4).stdout
+    assert "no hit stands out" in text and "lower --lead" in text

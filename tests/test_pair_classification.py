@@ -10,6 +10,7 @@ from sbert.data.beir import Document, RetrievalCollection
 from sbert.data.pairs_from_beir import classification_pairs
 from sbert.evaluation.pair_classification import (
     PairClassificationEvaluator,
+    average_precision,
     best_accuracy,
     best_f1,
     classification_metrics,
@@ -32,6 +33,15 @@ def test_thresholds_and_f1_by_hand():
     assert best_accuracy([0.3, 0.1], [0, 0])[0] == 1.0  # no duplicates: answer no to everything
     ap = (1 + 1 + 3 / 4) / 3  # precision at each duplicate
     assert classification_metrics(SCORES, LABELS)["ap"] == pytest.approx(ap)
+
+
+def test_average_precision_by_hand_takes_the_order_alone():
+    # ranked 0.9 (yes), 0.8 (yes), 0.7 (no), 0.6 (yes): (1 + 1 + 3/4) / 3
+    assert average_precision(SCORES, LABELS) == pytest.approx(11 / 12)
+    assert average_precision([np.inf, *SCORES[1:]], LABELS) == pytest.approx(11 / 12)  # an infinite score ranks
+    assert average_precision([1 - s for s in SCORES], LABELS, higher_is_similar=False) == pytest.approx(11 / 12)
+    assert average_precision([0.2, 0.2, 0.1], [1, 0, 1]) == pytest.approx((1 / 2 + 2 / 3) / 2)  # a tie counts as one
+    assert average_precision(SCORES, [0] * 6) == 0.0  # no duplicate to find, as best_f1
 
 
 def test_bad_input_is_refused():

@@ -1,17 +1,18 @@
 """What a user who passes no option gets: an index that keeps BM25 (``sbert index build``'s default) is
 searched hybrid, weighted, alpha 0.7, by ``search_vectors`` (the CLI, the service and eval alike); what an
-index built with ``--auto`` recorded wins; a cosine ``threshold`` keeps a search dense."""
+index built with ``--auto`` recorded wins; a cosine ``threshold`` or ``lead`` keeps a search dense."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from sbert.cli import main
-from sbert.search import fusion
+from sbert.search import fusion, retrieve
 from sbert.search.base import Hybrid
 from sbert.search.index import VectorIndex
 from sbert.search.retrieve import SearchOptions, search_vectors
@@ -87,3 +88,37 @@ def test_sbert_eval_retrieves_as_a_default_index_is_searched():
     assert _retrieval_settings(32, **{**unset, "hybrid": False}).hybrid is False
     assert _retrieval_settings(32, **{**unset, "lexical": True}).hybrid is False
     assert _retrieval_settings(32, **{**unset, "auto": True}).hybrid is False
+
+
+def test_a_lead_keeps_only_a_top_hit_that_stands_out_over_hits_2_to_10(tmp_path):
+    index = _index(tmp_path, True)  # keeps BM25: a lead, a cosine margin, still searches dense
+    query = np.array([[0.0, 0.6, 0.0, 0.8]], dtype=np.float32)  # row 3 0.8, row 1 0.6, rows 0 and 2: 0
+    lead = 0.8 - (0.6 + 0 + 0) / 3  # 0.6, over all the hits below the top one even with k=1
+    assert SearchOptions(lead=0.5).for_index(index).hybrid is False
+    kept = search_vectors(index, query, ["x"], SearchOptions(k=1, lead=lead - 1e-6))
+    assert [[(h.row, round(h.score, 6)) for h in found] for found in kept] == [[(3, 0.8)]]
+    assert search_vectors(index, query, ["x"], SearchOptions(k=3, lead=lead - 1e-6))[0][0].row == 3  # the top hit only
+    assert search_vectors(index, query, ["x"], SearchOptions(k=3, lead=lead + 1e-6)) == [[]]
+    both = SearchOptions(k=3, lead=0.1, threshold=0.9)  # it stands out, but under the threshold
+    assert search_vectors(index, query, ["x"], both) == [[]]
+
+
+def test_lead_by_hand():
+    assert retrieve.lead([0.9, 0.5, 0.3]) == pytest.approx(0.9 - 0.4)
+    assert retrieve.lead([1.0] + [0.5] * 9 + [-5.0, -5.0]) == pytest.approx(0.5)  # hits 11 and on do not count
+    assert retrieve.lead([0.4]) == math.inf  # nothing to lead: an index of one text
+    with pytest.raises(ValueError, match="at least one hit"):
+        retrieve.lead([])
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"lead": math.nan}, "lead must be a finite number"),
+        ({"lead": math.inf}, "lead must be a finite number"),
+        ({"lead": 0.1, "rerank": object()}, "does not apply to re-ranked scores"),
+    ],
+)
+def test_a_bad_lead_is_refused(options, message):
+    with pytest.raises(ValueError, match=message):
+        SearchOptions(**options)

@@ -161,6 +161,8 @@ def test_search_rerank_uses_the_cross_encoder(server, cross, index):
     assert [h["text"] for h in got["hits"]] == best
     assert got["hits"][0]["score"] == pytest.approx(float(scores.max()), abs=1e-5)
     assert post(server, "/search", {"query": query, "rerank": "yes"}).status_code == 400
+    refused = post(server, "/search", {"query": query, "rerank": True, "lead": 0.1})  # a lead is a cosine margin
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "lead", refused.text
 
 
 def test_concurrent_requests_share_batches_and_metrics_count_them(server, model):

@@ -98,6 +98,7 @@ def test_search_returns_documents_with_the_best_passage_and_its_span(client):
         ({"alpha": "0.5"}, "alpha", "'alpha' must be a number from 0 to 1"),
         ({"mode": "best"}, "mode", "'mode' must be 'maxp' or 'mean'"),
         ({"threshold": "0.5"}, "threshold", "'threshold' must be a finite number (a cosine)"),
+        ({"lead": "0.5"}, "lead", "'lead' must be a finite number (a cosine margin)"),
     ],
 )
 def test_bad_search_settings_are_refused_naming_the_field(client, body, param, message):
@@ -127,3 +128,10 @@ def test_a_threshold_keeps_the_hits_at_least_that_similar_from_a_dense_search(cl
         dense = http.post("/search", json={"query": "kitchen", "k": 3, "hybrid": False}).json()["results"][0]["hits"]
         kept = http.post("/search", json={"query": "kitchen", "k": 3, "threshold": 0.5}).json()["results"][0]["hits"]
         assert kept == [h for h in dense if h["score"] >= 0.5] and [h["id"] for h in kept] == ["A", "B"]
+
+
+def test_a_lead_keeps_the_top_hit_only_where_it_stands_out(client):
+    with client() as http:  # "x" against the texts: 1.0, then 0.6, 0.0, -1.0 (mean -0.133): a lead of 1.133
+        found = http.post("/search", json={"query": "x", "k": 4, "lead": 1.1}).json()["results"][0]["hits"]
+        assert [(h["id"], h["score"]) for h in found] == [("1", pytest.approx(1.0))]
+        assert http.post("/search", json={"query": "x", "lead": 1.2}).json()["results"] == [{"query": "x", "hits": []}]

@@ -13,6 +13,7 @@ from test_retrieval_eval import WordModel
 
 from sbert.cli import main
 from sbert.data.beir import Document, RetrievalCollection
+from sbert.data.pairs_from_beir import drawn_queries
 from sbert.evaluation.triage import TriageEvaluator, pair_cosines
 
 # letters a-e counted (WordModel): "aa" = (2,0,...), "bb" = (0,2,...), "ab" = (1,1,...)
@@ -45,6 +46,13 @@ def test_each_query_meets_its_duplicate_and_the_best_ranked_other_document():
             "ap": 100.0,
             "pairs": 4,
             "duplicates": 2,
+            # each query's top hit is its duplicate, leading by 2 - (1 + 0) / 2 = 1.5 (dot products)
+            "lead_f1": 100.0,
+            "lead_precision": 100.0,
+            "lead_recall": 100.0,
+            "lead_threshold": 1.5,
+            "lead_ap": 100.0,
+            "top_hit_right": 100.0,
         }
     )
     assert TriageEvaluator(collection).primary_metric(SearchModel()) == "f1"
@@ -59,6 +67,24 @@ def test_a_duplicate_below_a_non_duplicate_costs_precision_at_the_best_f1():
     assert metrics["f1"] == pytest.approx(100 * 2 / 3) and metrics["precision"] == pytest.approx(50.0)
     assert metrics["recall"] == 100.0 and metrics["ap"] == pytest.approx(50.0)
     assert metrics["f1_threshold"] <= 2 / (2 * math.sqrt(5))
+
+
+def test_the_lead_tells_which_top_hits_are_duplicates_where_cosines_cannot():
+    # dot products (WordModel): q "aa" ranks d1 "aa" 4, d3 "ab" 2, then 0, 0, 0: lead 4 - 2/4 = 3.5, its duplicate.
+    # q "abb" ranks d2 "bb" 4, d3 3, d1 2, then 0, 0: lead 4 - 5/4 = 2.75, and d1 is its duplicate, not d2.
+    # By cosine the pairs overlap (q "aa": its duplicate 1, its best other 0.707; q "abb": its duplicate 0.447,
+    # its best other 0.894); the leads part them, halfway between 2.75 and 3.5.
+    corpus = {**CORPUS, "d4": Document("d4", "", "cc"), "d5": Document("d5", "", "dd")}
+    collection = RetrievalCollection(
+        "toy", "test", corpus, {"qa": "aa", "qb": "abb"}, {"qa": {"d1": 1}, "qb": {"d1": 1}}
+    )
+    found = TriageEvaluator(collection).scores(SearchModel())
+    by_query = dict(zip(drawn_queries(collection), zip(found.leads, found.top_hit_labels, strict=True), strict=True))
+    assert by_query == {"qa": (pytest.approx(3.5), 1), "qb": (pytest.approx(2.75), 0)}
+    metrics = TriageEvaluator(collection)(SearchModel())
+    assert metrics["f1"] < 100 and metrics["top_hit_right"] == 50.0
+    assert (metrics["lead_f1"], metrics["lead_precision"], metrics["lead_recall"], metrics["lead_ap"]) == (100,) * 4
+    assert metrics["lead_threshold"] == pytest.approx((2.75 + 3.5) / 2)
 
 
 def test_pair_cosines_score_queries_and_documents_as_a_search_does():
@@ -97,5 +123,12 @@ def test_sbert_eval_triage_prints_the_threshold_for_search(tmp_path):
     assert (
         f"tracker:triage: a duplicate at cosine >= {threshold} (F1 100.0, precision 100.0, recall 100.0 on 6 pairs "
         f"of this split): sbert search INDEX QUERY --threshold {threshold}"
+    ) in result.output
+    lead = f"{metrics['lead_threshold']:.4f}"
+    assert metrics["top_hit_right"] == 100.0 and metrics["lead_f1"] == 100.0
+    assert (
+        f"tracker:triage: the top hit is the duplicate when its cosine leads hits 2-10's mean by >= {lead} (F1 "
+        "100.0, precision 100.0, recall 100.0; the top hit is a duplicate for 100.0% of the queries): sbert search "
+        f"INDEX QUERY --lead {lead}"
     ) in result.output
     assert "stsb" not in result.output  # --triage alone runs no default task

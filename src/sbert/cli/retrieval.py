@@ -350,7 +350,8 @@ def _info_rows(summary: dict) -> list[tuple[str, str]]:
     "--hybrid/--dense",
     default=None,
     help="Fuse with BM25 results, or search the embeddings alone [default: hybrid where the index keeps BM25 "
-    "(sbert index build does, unless --no-bm25), as an index built with --auto recorded, dense with --threshold].",
+    "(sbert index build does, unless --no-bm25), as an index built with --auto recorded, dense with --threshold "
+    "or --lead].",
 )
 @click.option(
     "--fusion",
@@ -373,6 +374,12 @@ def _info_rows(summary: dict) -> list[tuple[str, str]]:
     type=float,
     help="Show only hits with a cosine similarity at least this (searches dense unless --hybrid): is this "
     "already in the index?",
+)
+@click.option(
+    "--lead",
+    type=float,
+    help="Show only the top hit, and only where its cosine leads the mean of hits 2-10 by at least this "
+    "(searches dense unless --hybrid): is the top hit the duplicate? `sbert eval --triage` chooses it.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @device_options
@@ -411,13 +418,14 @@ def search(folder, queries, k, model, method, ef_search, rescore, rerank, candid
         ef_search,
         rescore,
         flags["threshold"],
+        flags["lead"],
     ).for_index(existing)
     hits = search_texts(
         existing, encoder, queries, options, allow_mixed_backend=flags["allow_mixed_backend"], **flags["prompts"]
     )
     if not as_json:  # stdout is the JSON; a script reads how from the options it passed
         click.echo(_searched(options), err=True)
-    _print_hits(queries, hits, as_json, flags["threshold"])
+    _print_hits(queries, hits, as_json, flags["threshold"], flags["lead"])
 
 
 def _searched(options) -> str:
@@ -447,7 +455,7 @@ def _light_encoder(existing, queries, runtime, rerank, prompts: dict):
     return light if light is not None and light.accepts(queries) else None
 
 
-def _print_hits(queries, hits, as_json: bool, threshold: float | None = None) -> None:
+def _print_hits(queries, hits, as_json: bool, threshold: float | None = None, lead: float | None = None) -> None:
     """Each query's hits; a document's hit shows its best passage (and, in JSON, the passage's span)."""
     if as_json:
         _echo_json(
@@ -462,7 +470,12 @@ def _print_hits(queries, hits, as_json: bool, threshold: float | None = None) ->
         return
     for query, found in zip(queries, hits, strict=True):
         click.echo(f"query: {query}")
-        if not found and threshold is not None:
+        if not found and lead is not None:
+            click.echo(
+                f"      no hit stands out: the top one leads hits 2-10 by less than {lead:g}, or scores under "
+                "--threshold (not clearly a duplicate; lower --lead, or leave it out to see the hits)"
+            )
+        elif not found and threshold is not None:
             click.echo(f"      no hit scores {threshold:g} or more: nothing like it is indexed (lower --threshold)")
         for rank, hit in enumerate(found, 1):
             where = f" (chars {hit.span[0]}-{hit.span[1]})" if hit.span else ""

@@ -348,7 +348,7 @@ def evaluate(
 
 
 def _print_scores(rows: list, results: dict[str, dict]) -> None:
-    """The table of headline scores, then for each --triage folder the threshold it chose for search."""
+    """The table of headline scores, then for each --triage folder the threshold and the lead it chose for search."""
     width = max(len(r.name) for r in rows)
     click.echo(f"{'task':<{width}}  {'score':>7}  {'seconds':>7}  metric")
     for row in rows:
@@ -359,6 +359,13 @@ def _print_scores(rows: list, results: dict[str, dict]) -> None:
                 f"{name}: a duplicate at cosine >= {metrics['f1_threshold']:.4f} (F1 {metrics['f1']:.1f}, precision "
                 f"{metrics['precision']:.1f}, recall {metrics['recall']:.1f} on {metrics['pairs']:,.0f} pairs of this "
                 f"split): sbert search INDEX QUERY --threshold {metrics['f1_threshold']:.4f}"
+            )
+            lead, shares = metrics["lead_threshold"], [metrics[f"lead_{k}"] for k in ("f1", "precision", "recall")]
+            click.echo(
+                f"{name}: the top hit is the duplicate when its cosine leads hits 2-10's mean by >= {lead:.4f} (F1 "
+                "{:.1f}, precision {:.1f}, recall {:.1f}".format(*shares)
+                + f"; the top hit is a duplicate for "
+                f"{metrics['top_hit_right']:.1f}% of the queries): sbert search INDEX QUERY --lead {lead:.4f}"
             )
 
 

@@ -28,11 +28,7 @@ def classification_pairs(
     if negatives_per_query < 0:
         raise ValueError(f"negatives_per_query must be 0 or more, got {negatives_per_query}")
     rng = random.Random(seed)
-    queries = sorted(q for q in collection.queries if collection.relevant(q))
-    if not queries:
-        raise ValueError(f"{collection.name}: no query has a relevant document to make duplicate pairs of")
-    rng.shuffle(queries)
-    queries = queries[:max_queries] if max_queries is not None else queries
+    queries = _drawn(collection, rng, max_queries)
     texts = collection.document_texts()
     ranked = ranker([collection.queries[q] for q in queries]) if ranker is not None else None
     doc_ids = list(texts)
@@ -50,6 +46,20 @@ def classification_pairs(
             pairs.append((collection.queries[q], texts[doc]))
             labels.append(0)
     return pairs, labels
+
+
+def drawn_queries(collection: RetrievalCollection, seed: int = 0, max_queries: int | None = None) -> list[str]:
+    """The ids of the queries ``classification_pairs`` draws with the same ``seed`` and ``max_queries``, in
+    its order: those with a relevant document, shuffled, the first ``max_queries``."""
+    return _drawn(collection, random.Random(seed), max_queries)
+
+
+def _drawn(collection: RetrievalCollection, rng: random.Random, max_queries: int | None) -> list[str]:
+    queries = sorted(q for q in collection.queries if collection.relevant(q))
+    if not queries:
+        raise ValueError(f"{collection.name}: no query has a relevant document to make duplicate pairs of")
+    rng.shuffle(queries)
+    return queries[:max_queries] if max_queries is not None else queries
 
 
 def _random_others(rng: random.Random, doc_ids: list[str], relevant: set[str], k: int) -> list[str]:

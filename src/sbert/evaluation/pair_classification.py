@@ -79,11 +79,15 @@ def best_f1(
 
 
 def average_precision(scores: Sequence[float], labels: Sequence[int], higher_is_similar: bool = True) -> float:
-    """Average precision of the ranking by score (scikit-learn's, ties counted together)."""
+    """Average precision of the ranking by score (scikit-learn's, ties counted together); 0 without
+    duplicates. Only the order counts, so infinite scores rank as any other."""
+    from scipy.stats import rankdata
     from sklearn.metrics import average_precision_score
 
+    if not any(labels):
+        return 0.0
     sign = 1.0 if higher_is_similar else -1.0
-    return float(average_precision_score(np.asarray(labels), sign * np.asarray(scores, dtype=np.float64)))
+    return float(average_precision_score(np.asarray(labels), rankdata(sign * np.asarray(scores, dtype=np.float64))))
 
 
 def pair_scores(a: np.ndarray, b: np.ndarray, name: str) -> tuple[np.ndarray, bool]:

@@ -1,32 +1,49 @@
-"""Is this already reported? The threshold ``sbert search --threshold`` needs, chosen on judged duplicates.
+"""Is this already reported? The cut-offs ``sbert search --threshold`` and ``--lead`` need, chosen on judged
+duplicates.
 
-Each query of a collection's split is paired with its relevant documents (duplicates) and with the
-``negatives`` best-ranked documents it is not a duplicate of (what a search shows first: the hard cases),
-ranked by the model through the index code ``sbert search`` runs. Every pair is scored as that search scores
-a hit: the cosine of the query's ``encode_query`` vector and the document's ``encode_document`` vector. The
-metrics are ``sbert.evaluation.pair_classification``'s (the threshold with the best F1, and the best
-accuracy's), here x 100 like the other tasks of ``sbert eval``; thresholds stay cosines.
+Two questions, one search. **Pairs** (``--threshold``, a cosine): each query of a collection's split is
+paired with its relevant documents (duplicates) and with the ``negatives`` best-ranked documents it is not a
+duplicate of (what a search shows first: the hard cases), ranked by the model through the index code
+``sbert search`` runs; every pair is scored as that search scores a hit, the cosine of the query's
+``encode_query`` vector and the document's ``encode_document`` vector. **Top hits** (``--lead``): whether
+each query's top hit is a duplicate, told by its lead (``sbert.search.retrieve.lead``: its cosine minus the
+mean of hits 2-10's), which does not depend on where one query's cosines sit. The metrics are
+``sbert.evaluation.pair_classification``'s (the threshold with the best F1, and the best accuracy's), here
+x 100 like the other tasks of ``sbert eval``; thresholds and leads stay cosines.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from sbert.data.beir import RetrievalCollection
-from sbert.data.pairs_from_beir import classification_pairs
-from sbert.evaluation.pair_classification import classification_metrics
+from sbert.data.pairs_from_beir import classification_pairs, drawn_queries
+from sbert.evaluation.pair_classification import average_precision, best_f1, classification_metrics
 from sbert.evaluation.retrievers import IndexRetriever, RetrievalSettings
+from sbert.search.retrieve import LEAD_HITS, lead
 
-SHARES = ("accuracy", "f1", "precision", "recall", "ap")  # reported x 100
+SHARES = ("accuracy", "f1", "precision", "recall", "ap", "lead_f1", "lead_precision", "lead_recall", "lead_ap")
+SHARES += ("top_hit_right",)  # reported x 100
+
+
+class TriageScores(NamedTuple):
+    """What ``TriageEvaluator`` measures: each pair's cosine and label (1 duplicate, 0 not), and each drawn
+    query's top-hit lead and whether that top hit is a duplicate (1) or not (0)."""
+
+    pair_scores: np.ndarray
+    pair_labels: list[int]
+    leads: np.ndarray
+    top_hit_labels: list[int]
 
 
 class TriageEvaluator:
     """Duplicate / not-duplicate pairs of ``collection`` (``negatives`` hard non-duplicates per query, at most
-    ``max_queries`` queries drawn by ``seed``): the best-F1 cosine threshold and its precision and recall.
-    Headline: ``f1``."""
+    ``max_queries`` queries drawn by ``seed``): the best-F1 cosine threshold and its precision and recall;
+    then the drawn queries' top hits: the best-F1 lead (``lead_threshold``, ``lead_f1``...) and the share
+    of queries whose top hit is a duplicate (``top_hit_right``). Headline: ``f1``."""
 
     def __init__(
         self,
@@ -44,24 +61,38 @@ class TriageEvaluator:
         return "f1"
 
     def __call__(self, model: Any, show_progress: bool | None = None) -> dict[str, float]:
-        scores, labels = self.scored_pairs(model, show_progress)
-        metrics = classification_metrics(scores, labels)
+        found = self.scores(model, show_progress)
+        metrics = classification_metrics(found.pair_scores, found.pair_labels)
+        f1, precision, recall, threshold = best_f1(found.leads, found.top_hit_labels)
+        metrics |= {"lead_f1": f1, "lead_precision": precision, "lead_recall": recall, "lead_threshold": threshold}
+        metrics["lead_ap"] = average_precision(found.leads, found.top_hit_labels)
+        metrics["top_hit_right"] = float(np.mean(found.top_hit_labels))
         out = {key: float(100 * value if key in SHARES else value) for key, value in metrics.items()}
-        return {**out, "pairs": len(labels), "duplicates": int(sum(labels))}
+        return {**out, "pairs": len(found.pair_labels), "duplicates": int(sum(found.pair_labels))}
 
-    def scored_pairs(self, model: Any, show_progress: bool | None = None) -> tuple[np.ndarray, list[int]]:
-        """(the cosine of each pair, its label: 1 duplicate, 0 not), the pairs drawn with ``model`` ranking."""
+    def scores(self, model: Any, show_progress: bool | None = None) -> TriageScores:
+        """The pairs (drawn with ``model`` ranking) and the top hits of one search of the drawn queries."""
         retriever = IndexRetriever(RetrievalSettings(batch_size=self.batch_size))
         retriever.index(model, list(self.collection.corpus.values()), show_progress=show_progress)
+        searched: list[list[Any]] = []
 
         def ranked(queries: Sequence[str]) -> list[list[str]]:
-            found = retriever.search(model, list(queries), self.negatives + 10)  # room past the relevant ones
-            return [[hit.id for hit in row] for row in found]
+            # room past the relevant ones, and at least the hits a lead is taken over
+            searched.extend(retriever.search(model, list(queries), max(self.negatives + 10, LEAD_HITS)))
+            return [[hit.id for hit in row] for row in searched]
 
         pairs, labels = classification_pairs(
             self.collection, self.seed, self.max_queries, self.negatives, ranker=ranked
         )
-        return pair_cosines(model, pairs, self.batch_size, show_progress), labels
+        queries = drawn_queries(self.collection, self.seed, self.max_queries)
+        leads = np.array([lead([hit.score for hit in row[:LEAD_HITS]]) for row in searched])
+        right = [int(row[0].id in self.collection.relevant(q)) for q, row in zip(queries, searched, strict=True)]
+        return TriageScores(pair_cosines(model, pairs, self.batch_size, show_progress), labels, leads, right)
+
+    def scored_pairs(self, model: Any, show_progress: bool | None = None) -> tuple[np.ndarray, list[int]]:
+        """(the cosine of each pair, its label: 1 duplicate, 0 not), the pairs drawn with ``model`` ranking."""
+        found = self.scores(model, show_progress)
+        return found.pair_scores, found.pair_labels
 
 
 def pair_cosines(

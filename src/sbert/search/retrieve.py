@@ -28,7 +28,17 @@ if TYPE_CHECKING:
     from sbert.documents import Chunking
     from sbert.search.index_search import Documents
 
-__all__ = ["Corpus", "SearchOptions", "add_texts", "build_index", "embed_corpus", "open_index", "search_texts"]
+__all__ = [
+    "LEAD_HITS",
+    "Corpus",
+    "SearchOptions",
+    "add_texts",
+    "build_index",
+    "embed_corpus",
+    "lead",
+    "open_index",
+    "search_texts",
+]
 
 _DATABASE_REFUSES = ("chunking", "bm25", "quantization")
 
@@ -273,11 +283,13 @@ class SearchOptions:
     index's); ``hybrid`` BM25 fused by ``fusion`` (``alpha``: the dense side's weight); ``rerank``, a
     one-label cross-encoder (``PairScorer``) re-scoring the first stage's best ``candidates`` (also the
     results each side gives the fusion); ``method``, ``ef_search``, ``rescore``: the index structure's;
-    ``threshold``: keep only hits scoring at least this (a dense search's cosine: "is this already here?").
+    ``threshold``: keep only hits scoring at least this (a dense search's cosine: "is this already here?");
+    ``lead``: keep only the top hit, and only where its ``lead`` (how far it stands above the next hits)
+    is at least this ("is the top hit the duplicate?"; ``sbert eval --triage`` chooses both).
 
     ``hybrid``, ``fusion`` and ``alpha`` left None are the index's (``for_index``): what it recorded when
     built with ``--auto``, else hybrid (weighted, ``ALPHA``) where it keeps BM25 and dense where it does
-    not; a ``threshold`` (a cosine) keeps a search dense unless ``hybrid`` is asked for."""
+    not; a ``threshold`` or a ``lead`` (cosines) keeps a search dense unless ``hybrid`` is asked for."""
 
     k: int = 10
     mode: str | None = None
@@ -290,10 +302,14 @@ class SearchOptions:
     ef_search: int | None = None
     rescore: int | None = None
     threshold: float | None = None
+    lead: float | None = None
 
     def __post_init__(self) -> None:
-        if self.threshold is not None and not math.isfinite(self.threshold):
-            raise ValueError(f"threshold must be a finite number, got {self.threshold}")
+        for name in ("threshold", "lead"):
+            if getattr(self, name) is not None and not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} must be a finite number, got {getattr(self, name)}")
+        if self.lead is not None and self.rerank is not None:
+            raise ValueError("lead is a dense search's cosine margin: it does not apply to re-ranked scores")
         if self.k < 1 or self.candidates < 1:
             raise ValueError(f"k and candidates must be at least 1, got {self.k} and {self.candidates}")
         if self.fusion is not None and self.fusion not in FUSIONS:
@@ -305,8 +321,9 @@ class SearchOptions:
         """These options with ``hybrid``, ``fusion`` and ``alpha`` settled for ``index`` (see the class)."""
         recorded = recorded_search(index.manifest or {})
         hybrid = self.hybrid
-        if hybrid is None:  # a threshold is a cosine: only a dense search's scores are
-            hybrid = self.threshold is None and recorded.get("hybrid", bool(index.lexical))
+        if hybrid is None:  # a threshold or a lead is a cosine: only a dense search's scores are
+            cosine = self.threshold is not None or self.lead is not None
+            hybrid = not cosine and recorded.get("hybrid", bool(index.lexical))
         fusion = self.fusion or recorded.get("fusion", DEFAULT_FUSION)
         alpha = self.alpha if self.alpha is not None else recorded.get("alpha", ALPHA)
         return replace(self, hybrid=hybrid, fusion=fusion, alpha=alpha)
@@ -357,6 +374,7 @@ def search_vectors(
 
     options = options.for_index(index)
     fetch = max(options.k, options.candidates) if options.rerank is not None else options.k
+    fetch = max(fetch, LEAD_HITS) if options.lead is not None else fetch
     hybrid = Hybrid(queries, options.fusion, options.alpha, candidates=options.candidates) if options.hybrid else None
     hits = index.search(
         vectors,
@@ -371,6 +389,25 @@ def search_vectors(
     )
     if options.rerank is not None:
         hits = [rerank(options.rerank, q, found, options.k) for q, found in zip(queries, hits, strict=True)]
+    if options.lead is not None:
+        hits = [found[:1] if found and lead([h.score for h in found]) >= options.lead else [] for found in hits]
     if options.threshold is None:
         return hits
     return [[h for h in found if h.score >= options.threshold] for found in hits]
+
+
+LEAD_HITS = 10  # the top hit's lead is over the hits ranked 2 to 10
+
+
+def lead(scores: Sequence[float]) -> float:
+    """How far a query's top hit stands out: its score minus the mean score of the hits ranked 2 to
+    ``LEAD_HITS`` (as many as there are; ``scores`` best first). ``inf`` with no second hit.
+
+    On openoffice-dups (docs/retrieval.md, benchmarks/triage.py), whether the top hit is the duplicate
+    is told far better by its lead than by its cosine: the cosines of one report's hits sit on a scale of
+    their own."""
+    scores = list(scores)
+    if not scores:
+        raise ValueError("lead needs at least one hit")
+    rest = scores[1:LEAD_HITS]
+    return float(scores[0] - sum(rest) / len(rest)) if rest else math.inf

@@ -189,13 +189,15 @@ def _hit(hit) -> dict:
 
 
 def _check_search(service: Service, body: SearchRequest) -> None:
-    """Refuse a ``method`` the index does not hold, ``rerank`` without a cross-encoder, ``hybrid`` without
-    a BM25 index, ``mode`` for an index of texts."""
+    """Refuse a ``method`` the index does not hold, ``rerank`` without a cross-encoder or with a ``lead``,
+    ``hybrid`` without a BM25 index, ``mode`` for an index of texts."""
     service.index.refresh()  # another process may have written a new version (with other structures)
     if body.method not in (None, "exact", *service.index.structures):
         raise ApiError(400, f"'method' must be exact or one of {service.index.structures}", "method")
     if body.rerank and service.cross_encoder is None:
         raise ApiError(400, "no cross-encoder is loaded: start the server with --rerank MODEL", "rerank")
+    if body.rerank and body.lead is not None:
+        raise ApiError(400, "'lead' is a dense search's cosine margin: it does not apply to re-ranked scores", "lead")
     if body.hybrid and not service.index.lexical:
         raise ApiError(400, "the index has no BM25 index for hybrid search: build it without --no-bm25", "hybrid")
     if body.mode is not None and not service.index.documents:
@@ -216,6 +218,7 @@ async def _hits(service: Service, body: SearchRequest, vectors: np.ndarray) -> l
         rerank=service.cross_encoder if body.rerank else None,
         method=body.method,
         threshold=body.threshold,
+        lead=body.lead,
     )
     return await run_in_threadpool(
         search_vectors, service.index, vectors, body.query, options, backend=service.index_backend

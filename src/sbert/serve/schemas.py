@@ -188,7 +188,9 @@ class SearchRequest(BaseModel):
     ``fusion`` (``alpha``: the dense side's weight in ``weighted``); ``mode``: how documents are scored.
     ``hybrid``, ``fusion``, ``alpha`` left out: the index's (``sbert search``'s defaults: hybrid weighted 0.7
     where the index keeps BM25, what an index built with ``--auto`` recorded). ``threshold``: only hits scoring
-    at least this, as ``sbert search --threshold`` ("is this already here?": a dense search unless ``hybrid``)."""
+    at least this, as ``sbert search --threshold`` ("is this already here?": a dense search unless ``hybrid``).
+    ``lead``: only the top hit, where its cosine leads hits 2-10's mean by at least this, as ``sbert search
+    --lead`` ("is the top hit the duplicate?"; not with ``rerank``)."""
 
     query: Texts = REQUIRED
     k: Count = 10
@@ -201,6 +203,9 @@ class SearchRequest(BaseModel):
     mode: Annotated[Literal["maxp", "mean"] | None, phrased("must be 'maxp' or 'mean'")] = None
     threshold: Annotated[
         float | None, Field(strict=True, allow_inf_nan=False), phrased("must be a finite number (a cosine)")
+    ] = None
+    lead: Annotated[
+        float | None, Field(strict=True, allow_inf_nan=False), phrased("must be a finite number (a cosine margin)")
     ] = None
 
     @model_validator(mode="after")
