@@ -160,7 +160,7 @@ def test_the_command_writes_it_and_eval_scores_it(export, tmp_path):
         "by Created)",
         "left out: 1 links to reports not in " + str(export) + ", 2 reports whose links only loop",
         f"next: sbert eval MODEL --retrieval {out} --split test   (how well MODEL finds the masters)",
-        f"      sbert eval MODEL --triage {out} --split train   (the --threshold for 'already reported?')",
+        f"      sbert eval MODEL --triage {out} --split train   (--lead, --threshold: 'already reported?')",
     ]
     scores = tmp_path / "scores.json"
     evaluated = CliRunner().invoke(

@@ -181,13 +181,14 @@ def shown_hits(driver) -> list[dict]:
     ]
 
 
-def library_hits(model, index_dir: Path, query: str, k: int = 10, threshold: float | None = None):
+def library_hits(model, index_dir: Path, query: str, k: int = 10, threshold: float | None = None, **options):
     """The library's hits, searched as it searches by default (an index keeping BM25: hybrid, weighted 0.7; with
-    a ``threshold``, dense: ``sbert search --threshold``)."""
+    a ``threshold`` or a ``lead``, dense: ``sbert search --threshold``, ``--lead``)."""
     from sbert.search.index import VectorIndex
     from sbert.search.retrieve import SearchOptions, search_texts
 
-    return search_texts(VectorIndex.open(index_dir), model, [query], SearchOptions(k=k, threshold=threshold))[0]
+    settings = SearchOptions(k=k, threshold=threshold, **options)
+    return search_texts(VectorIndex.open(index_dir), model, [query], settings)[0]
 
 
 @pytest.fixture(scope="module")
@@ -229,6 +230,19 @@ def test_search_lists_the_expected_text_first_with_the_librarys_score(browser, t
     wait_for(browser, lambda d: "no hit reaches the threshold" in text_of(d, "#search-status"), "the empty line")
     assert text_of(browser, "#results") == ""
     browser.find_element(By.ID, "threshold").clear()
+    # "is the top hit the duplicate?": a lead keeps the top hit alone where it stands out (sbert search --lead)
+    scores = [h.score for h in library_hits(model, index_dir, query, hybrid=False)]
+    lead = scores[0] - sum(scores[1:10]) / len(scores[1:10])
+    browser.find_element(By.ID, "lead").send_keys(f"{lead - 0.01:.4f}")
+    submit(browser, "query", query)
+    wait_for(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results li.hit")) == 1, "the top hit alone")
+    assert [h["id"] for h in shown_hits(browser)] == ["bread"]
+    browser.find_element(By.ID, "lead").clear()
+    browser.find_element(By.ID, "lead").send_keys(f"{lead + 0.01:.4f}")
+    submit(browser, "query", query)
+    wait_for(browser, lambda d: "the top hit is not clearly a duplicate" in text_of(d, "#search-status"), "no lead")
+    assert text_of(browser, "#results") == ""
+    browser.find_element(By.ID, "lead").clear()
     browser.save_screenshot(str(tmp_path / "search-page.png"))
     assert (tmp_path / "search-page.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

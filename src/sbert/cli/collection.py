@@ -54,4 +54,4 @@ def make_collection(export, out, duplicate_column, created_column, test_fraction
             f"{info.looped_reports:,} reports whose links only loop"
         )
     click.echo(f"next: sbert eval MODEL --retrieval {out} --split test   (how well MODEL finds the masters)")
-    click.echo(f"      sbert eval MODEL --triage {out} --split train   (the --threshold for 'already reported?')")
+    click.echo(f"      sbert eval MODEL --triage {out} --split train   (--lead, --threshold: 'already reported?')")

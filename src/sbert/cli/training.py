@@ -216,9 +216,10 @@ def _relaunch_under_torchrun(nproc: int) -> None:
     "triage_dirs",
     multiple=True,
     type=click.Path(file_okay=False, path_type=Path),
-    help="A BEIR-layout folder whose judged duplicates choose the cosine `sbert search --threshold` needs: each "
-    "query against its relevant documents and its best-ranked other one; the best F1's threshold, precision and "
-    "recall (x 100). Repeatable.",
+    help="A BEIR-layout folder whose judged duplicates choose what `sbert search --threshold` and `--lead` need: "
+    "each query against its relevant documents and its best-ranked other one (the cosine threshold), and whether "
+    "each query's top hit is a duplicate (the lead over hits 2-10); the best F1's cut-off, precision and recall "
+    "(x 100). Repeatable.",
 )
 @click.option(
     "--split", default="test", show_default=True, help="--retrieval and --triage folders: the qrels split to read."
@@ -308,7 +309,7 @@ def evaluate(
     **retrieval_options,
 ) -> None:
     """Score MODEL on STS (Spearman x 100 of cosine), SentEval transfer tasks (accuracy x 100) and
-    retrieval (NDCG@10 x 100); --triage chooses the cosine `sbert search --threshold` needs (F1 x 100)."""
+    retrieval (NDCG@10 x 100); --triage chooses `sbert search --threshold` and `--lead` (F1 x 100)."""
     from sbert.evaluation import suite
 
     model = one_model(model_arg, model)

@@ -30,13 +30,18 @@ SHARES += ("top_hit_right",)  # reported x 100
 
 
 class TriageScores(NamedTuple):
-    """What ``TriageEvaluator`` measures: each pair's cosine and label (1 duplicate, 0 not), and each drawn
-    query's top-hit lead and whether that top hit is a duplicate (1) or not (0)."""
+    """What ``TriageEvaluator`` measures: each pair's cosine and label (1 duplicate, 0 not); each drawn query's
+    hit scores (best first, ``LEAD_HITS`` at most) and whether its top hit is a duplicate (1) or not (0)."""
 
     pair_scores: np.ndarray
     pair_labels: list[int]
-    leads: np.ndarray
+    hit_scores: list[list[float]]
     top_hit_labels: list[int]
+
+    @property
+    def leads(self) -> np.ndarray:
+        """Each drawn query's top-hit lead (``sbert.search.retrieve.lead``)."""
+        return np.array([lead(scores) for scores in self.hit_scores])
 
 
 class TriageEvaluator:
@@ -63,9 +68,10 @@ class TriageEvaluator:
     def __call__(self, model: Any, show_progress: bool | None = None) -> dict[str, float]:
         found = self.scores(model, show_progress)
         metrics = classification_metrics(found.pair_scores, found.pair_labels)
-        f1, precision, recall, threshold = best_f1(found.leads, found.top_hit_labels)
+        leads = found.leads
+        f1, precision, recall, threshold = best_f1(leads, found.top_hit_labels)
         metrics |= {"lead_f1": f1, "lead_precision": precision, "lead_recall": recall, "lead_threshold": threshold}
-        metrics["lead_ap"] = average_precision(found.leads, found.top_hit_labels)
+        metrics["lead_ap"] = average_precision(leads, found.top_hit_labels)
         metrics["top_hit_right"] = float(np.mean(found.top_hit_labels))
         out = {key: float(100 * value if key in SHARES else value) for key, value in metrics.items()}
         return {**out, "pairs": len(found.pair_labels), "duplicates": int(sum(found.pair_labels))}
@@ -85,9 +91,9 @@ class TriageEvaluator:
             self.collection, self.seed, self.max_queries, self.negatives, ranker=ranked
         )
         queries = drawn_queries(self.collection, self.seed, self.max_queries)
-        leads = np.array([lead([hit.score for hit in row[:LEAD_HITS]]) for row in searched])
+        hit_scores = [[hit.score for hit in row[:LEAD_HITS]] for row in searched]
         right = [int(row[0].id in self.collection.relevant(q)) for q, row in zip(queries, searched, strict=True)]
-        return TriageScores(pair_cosines(model, pairs, self.batch_size, show_progress), labels, leads, right)
+        return TriageScores(pair_cosines(model, pairs, self.batch_size, show_progress), labels, hit_scores, right)
 
     def scored_pairs(self, model: Any, show_progress: bool | None = None) -> tuple[np.ndarray, list[int]]:
         """(the cosine of each pair, its label: 1 duplicate, 0 not), the pairs drawn with ``model`` ranking."""

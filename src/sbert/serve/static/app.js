@@ -152,13 +152,20 @@ async function search(event) {
   }
   const body = { query, k: Number($("k").value) };
   const least = $("threshold").value.trim();
+  const lead = $("lead").value.trim();
   if (least !== "") body.threshold = Number(least); // a cosine: the server searches dense, as sbert search does
-  else if (!$("hybrid-option").hidden) body.hybrid = $("hybrid").checked;
+  if (lead !== "") body.lead = Number(lead); // a cosine margin: dense too, the top hit alone
+  if (least === "" && lead === "" && !$("hybrid-option").hidden) body.hybrid = $("hybrid").checked;
   $("search-status").textContent = "Searching…";
   try {
     const hits = (await api("search", body)).results[0].hits;
     $("results").replaceChildren(...hits.map(hitItem));
-    const none = least !== "" ? "Nothing at least " + least + " similar: no hit reaches the threshold." : "No results.";
+    const none =
+      lead !== ""
+        ? "No hit stands out by " + lead + (least !== "" ? " at least " + least + " similar" : "") + ": the top hit is not clearly a duplicate."
+        : least !== ""
+          ? "Nothing at least " + least + " similar: no hit reaches the threshold."
+          : "No results.";
     $("search-status").textContent = hits.length ? plural(hits.length, "result") + " for “" + query + "”" : none;
   } catch (err) {
     $("search-status").textContent = "";
