@@ -190,4 +190,6 @@ def test_search_lead_answers_is_the_top_hit_the_duplicate(runner, model, corpus,
     kept = json.loads(run(runner, "search", folder, query, "-k", "5", "--lead", lead - 1e-4, "--json").stdout)
     assert kept[0]["hits"] == top
     text = run(runner, "search", folder, query, "--lead", lead + 1e-4).stdout
-    assert "no hit stands out" in text and "lower --lead" in text
+    assert "no hit stands out" in text and "lower --lead" in text and "scores under" not in text
+    text = run(runner, "search", folder, query, "--lead", lead - 1e-4, "--threshold", 0.999).stdout
+    assert f"leads hits 2-10 by less than {lead - 1e-4:g}, or scores under 0.999" in text  # stands out, but under it

@@ -471,9 +471,10 @@ def _print_hits(queries, hits, as_json: bool, threshold: float | None = None, le
     for query, found in zip(queries, hits, strict=True):
         click.echo(f"query: {query}")
         if not found and lead is not None:
+            under = f", or scores under {threshold:g}" if threshold is not None else ""
             click.echo(
-                f"      no hit stands out: the top one leads hits 2-10 by less than {lead:g}, or scores under "
-                "--threshold (not clearly a duplicate; lower --lead, or leave it out to see the hits)"
+                f"      no hit stands out: the top one leads hits 2-10 by less than {lead:g}{under} (not clearly a "
+                "duplicate; lower --lead, or leave it out to see the hits)"
             )
         elif not found and threshold is not None:
             click.echo(f"      no hit scores {threshold:g} or more: nothing like it is indexed (lower --threshold)")

@@ -361,12 +361,13 @@ def _print_scores(rows: list, results: dict[str, dict]) -> None:
                 f"{metrics['precision']:.1f}, recall {metrics['recall']:.1f} on {metrics['pairs']:,.0f} pairs of this "
                 f"split): sbert search INDEX QUERY --threshold {metrics['f1_threshold']:.4f}"
             )
-            lead, shares = metrics["lead_threshold"], [metrics[f"lead_{k}"] for k in ("f1", "precision", "recall")]
+            lead, f1, precision, recall, right = (
+                metrics[key] for key in ("lead_threshold", "lead_f1", "lead_precision", "lead_recall", "top_hit_right")
+            )
             click.echo(
                 f"{name}: the top hit is the duplicate when its cosine leads hits 2-10's mean by >= {lead:.4f} (F1 "
-                "{:.1f}, precision {:.1f}, recall {:.1f}".format(*shares)
-                + f"; the top hit is a duplicate for "
-                f"{metrics['top_hit_right']:.1f}% of the queries): sbert search INDEX QUERY --lead {lead:.4f}"
+                f"{f1:.1f}, precision {precision:.1f}, recall {recall:.1f}; the top hit is a duplicate for "
+                f"{right:.1f}% of the queries): sbert search INDEX QUERY --lead {lead:.4f}"
             )
 
 

@@ -95,11 +95,6 @@ class TriageEvaluator:
         right = [int(row[0].id in self.collection.relevant(q)) for q, row in zip(queries, searched, strict=True)]
         return TriageScores(pair_cosines(model, pairs, self.batch_size, show_progress), labels, hit_scores, right)
 
-    def scored_pairs(self, model: Any, show_progress: bool | None = None) -> tuple[np.ndarray, list[int]]:
-        """(the cosine of each pair, its label: 1 duplicate, 0 not), the pairs drawn with ``model`` ranking."""
-        found = self.scores(model, show_progress)
-        return found.pair_scores, found.pair_labels
-
 
 def pair_cosines(
     model: Any, pairs: Sequence[tuple[str, str]], batch_size: int = 32, show_progress: bool | None = None
