@@ -84,8 +84,9 @@ class TriageEvaluator:
 
         def ranked(queries: Sequence[str]) -> list[list[str]]:
             # room past the relevant ones, and at least the hits a lead is taken over
-            searched.extend(retriever.search(model, list(queries), max(self.negatives + 10, LEAD_HITS)))
-            return [[hit.id for hit in row] for row in searched]
+            found = retriever.search(model, list(queries), max(self.negatives + 10, LEAD_HITS))
+            searched.extend(found)
+            return [[hit.id for hit in row] for row in found]
 
         pairs, labels = classification_pairs(
             self.collection, self.seed, self.max_queries, self.negatives, ranker=ranked
