@@ -188,7 +188,10 @@ def test_search_lead_answers_is_the_top_hit_the_duplicate(runner, model, corpus,
     lead = scores[0] - sum(scores[1:]) / len(scores[1:])  # hits 2-10 (all there are, where fewer)
     top = json.loads(run(runner, "search", folder, query, "-k", "1", "--json").stdout)[0]["hits"]
     kept = json.loads(run(runner, "search", folder, query, "-k", "5", "--lead", lead - 1e-4, "--json").stdout)
-    assert kept[0]["hits"] == top
+    assert [{k: v for k, v in h.items() if k != "lead"} for h in kept[0]["hits"]] == top
+    assert kept[0]["hits"][0]["lead"] == pytest.approx(lead, abs=1e-5)
+    text = run(runner, "search", folder, query, "--lead", lead - 1e-4).stdout
+    assert f"(leads hits 2-10 by {lead:.4f})" in text and text.count("\n   1. ") == 1
     text = run(runner, "search", folder, query, "--lead", lead + 1e-4).stdout
     assert "no hit stands out" in text and "lower --lead" in text and "scores under" not in text
     text = run(runner, "search", folder, query, "--lead", lead - 1e-4, "--threshold", 0.999).stdout

@@ -227,3 +227,18 @@ def test_a_teacher_encodes_each_text_once_up_to_its_cache_size():
     assert model.encoded == ["q1", "p1", "q2"]  # q1 and p1 from the cache; q2 new
     teacher.vectors(["q2"], cpu)
     assert model.encoded == ["q1", "p1", "q2", "q2"]  # the cache was full (2 texts): q2 was not kept
+
+
+def test_a_teacher_remembers_vectors_saved_by_an_earlier_run():
+    model, cpu = CountingModel(VECTORS), torch.device("cpu")
+    saved = Teacher(CountingModel(VECTORS)).vectors(["q1", "p2"], cpu)
+    teacher = Teacher(model, cache_size=3)
+    teacher.remember(["q1", "p2"], saved.double())
+    assert teacher.vectors(["p2", "q1"], cpu).tolist() == [[0.0, 2.0], [1.0, 0.0]]
+    assert model.encoded == []  # both remembered: nothing encoded
+    teacher.remember(["q1", "q2", "p1"], torch.tensor([[9.0, 9.0], [0.0, 1.0], [1.0, 1.0]]))
+    assert teacher.vectors(["q1", "q2"], cpu).tolist() == [[1.0, 0.0], [0.0, 1.0]]  # q1 kept its vector
+    teacher.vectors(["p1"], cpu)
+    assert model.encoded == ["p1"]  # the cache held 3 texts: p1 was not remembered
+    with pytest.raises(ValueError, match="one vector per text: 2 texts, vectors of shape \\(1, 2\\)"):
+        teacher.remember(["q1", "p1"], torch.zeros(1, 2))

@@ -97,10 +97,23 @@ def test_a_lead_keeps_only_a_top_hit_that_stands_out_over_hits_2_to_10(tmp_path)
     assert SearchOptions(lead=0.5).for_index(index).hybrid is False
     kept = search_vectors(index, query, ["x"], SearchOptions(k=1, lead=lead - 1e-6))
     assert [[(h.row, round(h.score, 6)) for h in found] for found in kept] == [[(3, 0.8)]]
+    assert kept[0][0].lead == pytest.approx(lead) and kept[0][0].as_json()["lead"] == pytest.approx(lead)
+    assert search_vectors(index, query, ["x"], SearchOptions(k=3))[0][0].lead is None  # no lead asked: none
     assert search_vectors(index, query, ["x"], SearchOptions(k=3, lead=lead - 1e-6))[0][0].row == 3  # the top hit only
     assert search_vectors(index, query, ["x"], SearchOptions(k=3, lead=lead + 1e-6)) == [[]]
     both = SearchOptions(k=3, lead=0.1, threshold=0.9)  # it stands out, but under the threshold
     assert search_vectors(index, query, ["x"], both) == [[]]
+
+
+def test_a_hit_as_json():
+    from sbert.search.base import Hit
+
+    assert Hit("a", 0.5, "text", 3).as_json() == {"id": "a", "score": 0.5, "text": "text", "row": 3}
+    hit = Hit("a", 0.5, None, 3, (4, 9), "A title", math.inf)
+    assert hit.as_json() == {
+        "id": "a", "score": 0.5, "text": None, "row": 3, "span": [4, 9], "title": "A title", "lead": None
+    }  # fmt: skip
+    assert json.loads(json.dumps(hit.as_json()))["lead"] is None  # JSON has no infinity: the only hit's is null
 
 
 def test_lead_by_hand():

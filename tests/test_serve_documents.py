@@ -134,4 +134,6 @@ def test_a_lead_keeps_the_top_hit_only_where_it_stands_out(client):
     with client() as http:  # "x" against the texts: 1.0, then 0.6, 0.0, -1.0 (mean -0.133): a lead of 1.133
         found = http.post("/search", json={"query": "x", "k": 4, "lead": 1.1}).json()["results"][0]["hits"]
         assert [(h["id"], h["score"]) for h in found] == [("1", pytest.approx(1.0))]
+        assert found[0]["lead"] == pytest.approx(1.0 - (0.6 + 0.0 - 1.0) / 3)
+        assert "lead" not in http.post("/search", json={"query": "x", "k": 1}).json()["results"][0]["hits"][0]
         assert http.post("/search", json={"query": "x", "lead": 1.2}).json()["results"] == [{"query": "x", "hits": []}]

@@ -237,6 +237,7 @@ def test_search_lists_the_expected_text_first_with_the_librarys_score(browser, t
     submit(browser, "query", query)
     wait_for(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results li.hit")) == 1, "the top hit alone")
     assert [h["id"] for h in shown_hits(browser)] == ["bread"]
+    assert text_of(browser, "#results .lead") == f"leads by {lead:.4f}"  # its lead, beside its score
     browser.find_element(By.ID, "lead").clear()
     browser.find_element(By.ID, "lead").send_keys(f"{lead + 0.01:.4f}")
     submit(browser, "query", query)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 
 import click
 
@@ -462,7 +463,7 @@ def _print_hits(queries, hits, as_json: bool, threshold: float | None = None, le
             [
                 {
                     "query": q,
-                    "hits": [{k: v for k, v in h._asdict().items() if k not in ("span", "title") or v} for h in found],
+                    "hits": [h.as_json() for h in found],
                 }
                 for q, found in zip(queries, hits, strict=True)
             ]
@@ -480,6 +481,8 @@ def _print_hits(queries, hits, as_json: bool, threshold: float | None = None, le
             click.echo(f"      no hit scores {threshold:g} or more: nothing like it is indexed (lower --threshold)")
         for rank, hit in enumerate(found, 1):
             where = f" (chars {hit.span[0]}-{hit.span[1]})" if hit.span else ""
+            if hit.lead is not None:
+                where += f" (leads hits 2-10 by {hit.lead:.4f})" if math.isfinite(hit.lead) else " (the only hit)"
             if not hit.title:
                 click.echo(f"{rank:>4}. {hit.score:.4f}  [{hit.id}]{where} {_clip(hit.text)}")
                 continue

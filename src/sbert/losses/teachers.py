@@ -76,6 +76,23 @@ class Teacher:
         rows = [fresh[t] if t in fresh else self._cached[t] for t in texts]
         return torch.stack(rows).to(device) if rows else torch.empty(0, device=device)
 
+    def remember(self, texts: Sequence[str], vectors: torch.Tensor) -> None:
+        """Keep ``vectors`` (one row per text, from this teacher: e.g. an earlier run's ``vectors``, saved) as
+        the vectors of ``texts``, so that ``vectors`` returns them without encoding (up to ``cache_size``)."""
+        if self.cross:
+            raise ValueError("a cross-encoder has no vectors to remember")
+        if vectors.ndim != 2 or len(vectors) != len(texts):
+            raise ValueError(
+                f"expected one vector per text: {len(texts)} texts, vectors of shape {tuple(vectors.shape)}"
+            )
+        room = max(self.cache_size - len(self._cached), 0)
+        fresh = [
+            (t, v)
+            for t, v in zip(texts, vectors.detach().to("cpu", torch.float32), strict=True)
+            if t not in self._cached
+        ]
+        self._cached.update(fresh[:room])
+
     def scores(
         self,
         queries: Sequence[str],

@@ -13,6 +13,7 @@ service, the evaluation), is ``sbert.search.retrieve``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,9 @@ class Hit(NamedTuple):
     """One search result: the row's ``id``, its ``score``, its ``text`` (or None) and ``row``. In an index
     of documents: the document's id, its score, its best passage, that window's row and character ``span``.
     ``title``: the document's title where the corpus had one (``title`` in JSON lines, ``--title-column``),
-    else None (and in indexes built before titles were kept; a PostgreSQL index keeps it in the text)."""
+    else None (and in indexes built before titles were kept; a PostgreSQL index keeps it in the text).
+    ``lead``: set on the top hit a search with a ``lead`` keeps (``sbert.search.retrieve.lead``; inf where
+    the index holds one row), else None."""
 
     id: str
     score: float
@@ -38,6 +41,19 @@ class Hit(NamedTuple):
     row: int
     span: tuple[int, int] | None = None
     title: str | None = None
+    lead: float | None = None  # a search with a lead: how far this top hit's score leads hits 2-10's mean
+
+    def as_json(self) -> dict[str, Any]:
+        """The hit as ``sbert search --json`` and the service answer it: id, score, text and row, then span,
+        title and lead where set (a lead with nothing to lead, inf, as null: JSON has no infinity)."""
+        out: dict[str, Any] = {"id": self.id, "score": self.score, "text": self.text, "row": self.row}
+        if self.span is not None:
+            out["span"] = list(self.span)
+        if self.title:
+            out["title"] = self.title
+        if self.lead is not None:
+            out["lead"] = self.lead if math.isfinite(self.lead) else None
+        return out
 
 
 @dataclass(frozen=True)

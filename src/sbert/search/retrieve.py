@@ -390,13 +390,21 @@ def search_vectors(
     if options.rerank is not None:
         hits = [rerank(options.rerank, q, found, options.k) for q, found in zip(queries, hits, strict=True)]
     if options.lead is not None:
-        hits = [found[:1] if found and lead([h.score for h in found]) >= options.lead else [] for found in hits]
+        hits = [_stands_out(found, options.lead) for found in hits]
     if options.threshold is None:
         return hits
     return [[h for h in found if h.score >= options.threshold] for found in hits]
 
 
 LEAD_HITS = 10  # the top hit's lead is over the hits ranked 2 to 10
+
+
+def _stands_out(found: list[Hit], least: float) -> list[Hit]:
+    """The top hit alone, carrying its lead, where that lead is at least ``least``; else no hit."""
+    if not found:
+        return []
+    value = lead([h.score for h in found])
+    return [found[0]._replace(lead=value)] if value >= least else []
 
 
 def lead(scores: Sequence[float]) -> float:

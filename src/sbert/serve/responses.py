@@ -66,6 +66,7 @@ class Hit(BaseModel):
     text: str | None = None  # in an index of documents: the document's best passage
     span: list[int] | None = None  # that passage's [start, end) characters in its document
     title: str | None = None  # the document's title, where the corpus had one (the text begins with it too)
+    lead: float | None = None  # with a lead asked: how far its score leads hits 2-10's mean (null: the only hit)
 
 
 class QueryResult(BaseModel):

@@ -179,13 +179,9 @@ def _embedding_body(body: EmbeddingRequest, embedded: Embedded, model_name: str)
 
 
 def _hit(hit) -> dict:
-    """A hit as the service answers it; a document's carries its best passage's character ``span``."""
-    out = {"id": hit.id, "score": hit.score, "text": hit.text}
-    if hit.span is not None:
-        out["span"] = list(hit.span)
-    if getattr(hit, "title", None) is not None:
-        out["title"] = hit.title
-    return out
+    """A hit as the service answers it (``sbert search --json``'s, without the row): a document's carries its
+    best passage's character ``span``, a search with a ``lead`` its top hit's lead."""
+    return {k: v for k, v in hit.as_json().items() if k != "row"}
 
 
 def _check_search(service: Service, body: SearchRequest) -> None:

@@ -123,12 +123,16 @@ function body(hit) {
   return hit.text;
 }
 
-// One result: its id and score (with a bar), its title (if any), its text or, in an index of documents, its
-// best passage. Everything is set as textContent: a title or text is never read as HTML.
+// One result: its id and score (with a bar; with a lead asked, the top hit's lead), its title (if any), its
+// text or, in an index of documents, its best passage. Everything is set as textContent: a title or text is
+// never read as HTML.
 function hitItem(hit) {
   const item = element("li", "hit");
   const head = element("div", "hit-head");
   head.append(element("span", "hit-id", hit.id), element("span", "score", hit.score.toFixed(4)));
+  if ("lead" in hit) {
+    head.append(element("span", "lead", hit.lead === null ? "the only hit" : "leads by " + hit.lead.toFixed(4)));
+  }
   const bar = element("div", "bar");
   bar.style.width = Math.max(0, Math.min(1, hit.score)) * 100 + "%";
   item.append(head, bar);
