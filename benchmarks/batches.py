@@ -21,14 +21,14 @@ on their older 80% and is scored on their newest 20% (rows in benchmarks/results
 table between its own markers of docs/retrieval.md); the margin chosen there then runs on the test split.
 
 Each row is kept, committed, in benchmarks/results/records/batches (``<variant>.json`` for the CPU at seed 42, else
-``<variant>-seed<N>-<cpu|gpu>.json``; a killed run loses one row); every row kept is tabled, with means
+``<variant>-seed<N>-<cpu|gpu>.json``; a killed run loses one row, and a row kept already is skipped unless
+``--again``, so the same command run again goes on where it stopped); every row kept is tabled, with means
 over seeds per device;
 the table goes to benchmarks/results/batches.md and docs/retrieval.md. Cost on 2 CPU cores: mining ~4
 minutes, then ~27 s a step (query, duplicate and negative at 256 tokens, batch 32), 124 steps: about an
-hour a variant on a quiet machine. The guide (all-mpnet-base-v2, 384 tokens) embeds every text it has
-not seen: the first epoch's steps took ~100 s each here (5 steps in 507 s, tests sharing the cores), the
-second epoch's cost what the sampler's do (the guide keeps its vectors): about 1.5-2 hours on 2 cores.
-One guide serves every row of a run, so further margins and seeds cost what a sampler row costs.
+hour a variant on a quiet machine. The guide (all-mpnet-base-v2, 384 tokens) first embeds every text of
+the training rows (~35 minutes on 2 cores) and keeps the vectors in ``.work/guide-vectors/`` for later
+runs; one guide serves every row of a run, so a guide row then costs what a sampler row costs.
 On an H100 (``--device cuda``) a variant trains in 15-26 s: all three at three seeds in a few minutes.
 
     python benchmarks/batches.py [--variants plain,sampler,guide] [--guide all-mpnet-base-v2] [--seeds 42,43,44]
@@ -41,7 +41,6 @@ On an H100 (``--device cuda``) a variant trains in 15-26 s: all three at three s
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import resource
@@ -68,6 +67,7 @@ BEGIN, END = "<!-- benchmarks/batches.py: begin -->", "<!-- benchmarks/batches.p
 DEV_BEGIN, DEV_END = "<!-- benchmarks/batches.py --dev: begin -->", "<!-- benchmarks/batches.py --dev: end -->"
 VARIANTS = ("plain", "sampler", "guide", "adapted")
 NAME = "openoffice-dups"
+GUIDES: dict = {}  # guide model -> its Teacher, for the whole run
 
 
 def train_variant(variant: str, examples: list, args, out: Path) -> dict:
@@ -77,7 +77,9 @@ def train_variant(variant: str, examples: list, args, out: Path) -> dict:
     from sbert.training.recipe import build_encoder
 
     config = training_config(NAME, args.train_steps, no_duplicates=variant != "plain", seed=args.seed)
-    guide = Guide(guide_teacher(args.guide), args.margin_strategy, args.guide_margin) if variant == "guide" else None
+    guide = None
+    if variant == "guide":
+        guide = Guide(guide_teacher(args.guide, examples, args.device), args.margin_strategy, args.guide_margin)
     loss = MultipleNegativesRankingLoss(20.0, guide=guide)
     base = str(adapted_base(args)) if variant == "adapted" else "default"
     load = os.getloadavg()[0]
@@ -96,13 +98,33 @@ def train_variant(variant: str, examples: list, args, out: Path) -> dict:
     }
 
 
-@functools.cache
-def guide_teacher(path: str):
-    """One frozen guide per model for the whole run: it keeps every text's vector, so the rows at other
-    margins and seeds cost the guide nothing more."""
-    from sbert.losses.teachers import Teacher
+def guide_teacher(path: str, examples: list, device: str):
+    """One frozen guide per model for the whole run, already holding the vector of every text of ``examples``:
+    read back from ``.work/guide-vectors/`` where an earlier run embedded them (on this machine, in any
+    session), else embedded once and kept there. Rows at other margins and seeds, and later runs, cost the
+    guide nothing more."""
+    import torch
 
-    return Teacher(path)
+    from sbert.atomic import atomic_file
+    from sbert.losses.teachers import Teacher
+    from sbert.training.sampling import example_texts
+
+    if path in GUIDES:
+        return GUIDES[path]
+    teacher = GUIDES[path] = Teacher(path)
+    kept = WORK / "guide-vectors" / f"{Path(path).name}-{teacher.model.max_seq_length}-{device.split(':')[0]}.pt"
+    saved = torch.load(kept) if kept.is_file() else {"texts": [], "vectors": torch.empty(0, 0)}
+    if saved["texts"]:
+        teacher.remember(saved["texts"], saved["vectors"])
+    known = set(saved["texts"])
+    missing = sorted({t for example in examples for t in example_texts(example)} - known)
+    print(f"  guide {path}: {len(known):,} texts' vectors read back from {kept}, {len(missing):,} to embed", flush=True)
+    if missing:
+        fresh = teacher.vectors(missing, torch.device(device), show_progress=True).cpu()
+        vectors = torch.cat([saved["vectors"], fresh]) if known else fresh
+        with atomic_file(kept, "wb") as handle:
+            torch.save({"texts": saved["texts"] + missing, "vectors": vectors}, handle)
+    return teacher
 
 
 def adapted_base(args) -> Path:
@@ -296,10 +318,11 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--documents", type=int, default=None)
     parser.add_argument("--seeds", default="42", help="training seeds, comma-separated (rows are kept per seed)")
     parser.add_argument("--device", default="cpu", help="where it trains and embeds (cpu, cuda)")
+    parser.add_argument("--again", action="store_true", help="train rows already kept anew (else they are skipped)")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.quick:
-        args.train_steps, args.queries, args.documents = 4, 40, 200
+        args.train_steps, args.queries, args.documents, args.again = 4, 40, 200, True
     try:
         args.margins = [float(m) for m in args.guide_margins.split(",")]
     except ValueError:
@@ -327,6 +350,9 @@ def main() -> None:
             for margin in args.margins if variant == "guide" else args.margins[:1]:
                 args.guide_margin = margin
                 tag = guide_tag(margin, args.margin_strategy) or "margin 0"
+                if (kept / cache_name(variant, args)).is_file() and not args.again:
+                    print(f"{variant}: kept already (seed {args.seed}, {args.device}, {tag}); --again trains it anew")
+                    continue
                 print(f"{variant}: training (seed {args.seed}, {args.device}, {tag})")
                 row = run_variant(variant, examples, args, work)
                 write_record(kept / cache_name(variant, args), row)
