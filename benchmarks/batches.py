@@ -275,26 +275,32 @@ def missing_lines(rows: list[dict], kept: Path, dev: bool) -> list[str]:
 
 
 def choice_lines(rows: list[dict]) -> list[str]:
-    """``--dev``: the guide's margin whose rows score best on the dev queries (mean dense MRR@10 over the
-    seeds run on the first device), beside the sampler's mean: what the test split then runs."""
+    """``--dev``: per device, the guide's margin whose rows score best on the dev queries (mean dense MRR@10
+    over seeds), beside the sampler's mean: what the test split then runs. Chosen only where the sampler
+    and every margin ran the same seeds (rows from several sessions fill in a device's set)."""
     import statistics
 
-    device = rows[0]["device"] if rows else None
-    means = {
-        name: (statistics.mean(r["dense"]["mrr@10"] for r in group), len(group), group[0].get("guide_margin"))
-        for (on, name), group in seed_groups(rows).items()
-        if on == device
-    }
-    guided = {name: m for name, m in means.items() if m[2] is not None}
-    if not guided:
-        return []
-    best = max(guided, key=lambda name: guided[name][0])
-    sampler = f"; the sampler {means['sampler'][0]:.2f} over {means['sampler'][1]}" if "sampler" in means else ""
-    return [
-        "",
-        f"Chosen on these dev queries ({device}): {best}, mean MRR@10 dense {guided[best][0]:.2f} over "
-        f"{guided[best][1]} seed(s){sampler}; the test split runs it with `--guide-margins {guided[best][2]:g}`.",
-    ]
+    lines = []
+    for device in dict.fromkeys(r["device"] for r in rows):
+        groups = {name: group for (on, name), group in seed_groups(rows).items() if on == device}
+        guided = {name: group for name, group in groups.items() if group[0]["variant"] == "guide"}
+        if not guided:
+            continue
+        ran = {name: sorted(r["seed"] for r in groups[name]) for name in ["sampler", *guided] if name in groups}
+        if "sampler" not in ran or len({tuple(seeds) for seeds in ran.values()}) > 1:
+            have = "; ".join(f"{name}: seeds {', '.join(map(str, seeds))}" for name, seeds in ran.items())
+            lines.append(f"Not chosen yet on {device}: the sampler and each margin need the same seeds ({have}).")
+            continue
+        mean = {name: statistics.mean(r["dense"]["mrr@10"] for r in groups[name]) for name in ran}
+        best = max(guided, key=mean.__getitem__)
+        row = guided[best][0]
+        strategy = " --margin-strategy relative" if row.get("margin_strategy") == "relative" else ""
+        lines.append(
+            f"Chosen on these dev queries ({device}, among {len(guided)}: {'; '.join(guided)}): {best}, mean MRR@10 "
+            f"dense {mean[best]:.2f} over {len(ran[best])} seed(s); the sampler {mean['sampler']:.2f}; the test "
+            f"split runs it with `--guide-margins {row.get('guide_margin', 0.0):g}{strategy}`."
+        )
+    return ["", *lines] if lines else []
 
 
 def arguments() -> argparse.Namespace:
