@@ -20,10 +20,10 @@ with ``--dev``, never on the test queries: the training queries are cut again in
 on their older 80% and is scored on their newest 20% (rows in benchmarks/results/records/batches-dev,
 table between its own markers of docs/retrieval.md); the margin chosen there then runs on the test split.
 
-Each row is kept, committed, in benchmarks/results/records/batches (``<variant>.json`` for the CPU at seed 42, else
-``<variant>-seed<N>-<cpu|gpu>.json``; a killed run loses one row, and a row kept already is skipped unless
-``--again``, so the same command run again goes on where it stopped); every row kept is tabled, with means
-over seeds per device;
+Each row is kept, committed, in benchmarks/results/records/batches (``<variant>.json`` for the CPU at seed
+42, else ``<variant>-seed<N>-<cpu|gpu>.json``). A row kept already is skipped unless ``--again``, and a row
+stopped by SIGTERM or Ctrl-C goes on from its checkpoint, so the same command run again goes on where it
+stopped. Every row kept is tabled, with means over seeds per device;
 the table goes to benchmarks/results/batches.md and docs/retrieval.md. Cost on 2 CPU cores: mining ~4
 minutes, then ~27 s a step (query, duplicate and negative at 256 tokens, batch 32), 124 steps: about an
 hour a variant on a quiet machine. The guide (all-mpnet-base-v2, 384 tokens) first embeds every text of
@@ -84,7 +84,9 @@ def train_variant(variant: str, examples: list, args, out: Path) -> dict:
     base = str(adapted_base(args)) if variant == "adapted" else "default"
     load = os.getloadavg()[0]
     trainer = Trainer(build_encoder(base, device=args.device), [Objective(examples, loss, NAME)], config, out)
-    summary = trainer.train()
+    summary = trainer.train(resume=(trainer.run_dir / "checkpoint.pt").is_file())  # a row stopped mid-way goes on
+    for epoch in range(config.epochs):  # what the sampler moved in epochs a resumed run did not cut again
+        trainer.epoch_plan(epoch)
     return {
         "variant": variant,
         **({"guide_margin": args.guide_margin, "margin_strategy": args.margin_strategy} if guide else {}),
@@ -92,6 +94,7 @@ def train_variant(variant: str, examples: list, args, out: Path) -> dict:
         "device": device_name(args.device),
         "versions": versions("torch", "transformers"),
         "steps": summary["steps"],
+        "steps_run": summary["steps_run"],  # fewer than steps: resumed, and train_seconds is this last part's
         "train_seconds": summary["seconds"],
         "moved": sum(trainer.moved.values()),
         "load": [round(load, 2), round(os.getloadavg()[0], 2)],
@@ -229,7 +232,9 @@ def table(rows: list[dict]) -> list[str]:
         d, h = r["dense"], r["default"]
         body.append([label(r), r["device"], str(r["seed"]), f"{d['mrr@10']:.2f}", f"{d['ndcg@10']:.2f}"])
         body[-1] += [f"{h['mrr@10']:.2f}", f"{h['ndcg@10']:.2f}", f"{r['moved']:,}", str(r["steps"])]
-        body[-1] += [f"{r['train_seconds']:.0f}", "/".join(map(str, r["load"]))]
+        resumed = r.get("steps_run", r["steps"]) < r["steps"]
+        seconds = f"{r['train_seconds']:.0f}" + (f" (its last {r['steps_run']} steps: resumed)" if resumed else "")
+        body[-1] += [seconds, "/".join(map(str, r["load"]))]
     return markdown_table(header, body)
 
 
