@@ -69,6 +69,7 @@ DEV_BEGIN, DEV_END = "<!-- benchmarks/batches.py --dev: begin -->", "<!-- benchm
 VARIANTS = ("plain", "sampler", "guide", "adapted")
 NAME = "openoffice-dups"
 GUIDES: dict = {}  # guide model -> its Teacher, for the whole run
+DEV_MARGINS, DEV_SEEDS = (0.0, -0.05, -0.1), (42, 43, 44)  # the --dev sweep (docs/retrieval.md; gpu_session call a)
 
 
 def train_variant(variant: str, examples: list, args, out: Path) -> dict:
@@ -267,7 +268,7 @@ def mean_lines(rows: list[dict]) -> list[str]:
 
 def missing_lines(rows: list[dict], kept: Path, dev: bool) -> list[str]:
     """What the table lacks and where to look instead (a variant neither run now nor kept from a run)."""
-    missing = [v for v in VARIANTS if v not in {r["variant"] for r in rows}]
+    missing = [v for v in (("sampler", "guide") if dev else VARIANTS) if v not in {r["variant"] for r in rows}]
     if not missing:
         return []
     note = (
@@ -281,32 +282,43 @@ def missing_lines(rows: list[dict], kept: Path, dev: bool) -> list[str]:
 
 
 def choice_lines(rows: list[dict]) -> list[str]:
-    """``--dev``: per device, the guide's margin whose rows score best on the dev queries (mean dense MRR@10
-    over seeds), beside the sampler's mean: what the test split then runs. Chosen only where the sampler
-    and every margin ran the same seeds (rows from several sessions fill in a device's set)."""
-    import statistics
-
+    """``--dev``: per device, the guide's margin (of ``DEV_MARGINS``) whose rows score best on the dev queries
+    (mean dense MRR@10 over ``DEV_SEEDS``), beside the sampler's: what the test split then runs. Chosen only
+    once the sweep is whole on that device (rows from several sessions fill it in)."""
     lines = []
     for device in dict.fromkeys(r["device"] for r in rows):
-        groups = {name: group for (on, name), group in seed_groups(rows).items() if on == device}
-        guided = {name: group for name, group in groups.items() if group[0]["variant"] == "guide"}
-        if not guided:
+        kept = {_sweep_key(r): r for r in rows if r["device"] == device}
+        wanted = [("sampler", None, s) for s in DEV_SEEDS] + [("guide", m, s) for m in DEV_MARGINS for s in DEV_SEEDS]
+        have = sum(key in kept for key in wanted)
+        if have < len(wanted):
+            lines.append(
+                f"Not chosen yet on {device}: {have} of the sweep's {len(wanted)} rows kept (the sampler and the "
+                f"guide at margins {', '.join(f'{m:g}' for m in DEV_MARGINS)}, seeds "
+                f"{', '.join(map(str, DEV_SEEDS))}); the same command goes on where it stopped."
+            )
             continue
-        ran = {name: sorted(r["seed"] for r in groups[name]) for name in ["sampler", *guided] if name in groups}
-        if "sampler" not in ran or len({tuple(seeds) for seeds in ran.values()}) > 1:
-            have = "; ".join(f"{name}: seeds {', '.join(map(str, seeds))}" for name, seeds in ran.items())
-            lines.append(f"Not chosen yet on {device}: the sampler and each margin need the same seeds ({have}).")
-            continue
-        mean = {name: statistics.mean(r["dense"]["mrr@10"] for r in groups[name]) for name in ran}
-        best = max(guided, key=mean.__getitem__)
-        row = guided[best][0]
-        strategy = " --margin-strategy relative" if row.get("margin_strategy") == "relative" else ""
+        means = {m: _sweep_mean(kept, "guide", m) for m in DEV_MARGINS}
+        best = max(DEV_MARGINS, key=means.__getitem__)
+        each = ", ".join(f"{m:g}: {means[m]:.2f}" for m in DEV_MARGINS)
         lines.append(
-            f"Chosen on these dev queries ({device}, among {len(guided)}: {'; '.join(guided)}): {best}, mean MRR@10 "
-            f"dense {mean[best]:.2f} over {len(ran[best])} seed(s); the sampler {mean['sampler']:.2f}; the test "
-            f"split runs it with `--guide-margins {row.get('guide_margin', 0.0):g}{strategy}`."
+            f"Chosen on these dev queries ({device}): margin {best:g}, mean MRR@10 dense over seeds "
+            f"{', '.join(map(str, DEV_SEEDS))} by margin {each}; the sampler {_sweep_mean(kept, 'sampler', None):.2f}. "
+            f"The test split runs it with `--guide-margins {best:g}`."
         )
     return ["", *lines] if lines else []
+
+
+def _sweep_key(row: dict) -> tuple:
+    """(variant, the guide's absolute margin or None, seed): a row's place in the dev sweep."""
+    relative = row.get("margin_strategy") == "relative"
+    margin = row.get("guide_margin", 0.0) if row["variant"] == "guide" and not relative else None
+    return row["variant"] if not relative else "guide (relative)", margin, row["seed"]
+
+
+def _sweep_mean(kept: dict, variant: str, margin: float | None) -> float:
+    import statistics
+
+    return statistics.mean(kept[variant, margin, seed]["dense"]["mrr@10"] for seed in DEV_SEEDS)
 
 
 def arguments() -> argparse.Namespace:
