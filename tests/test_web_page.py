@@ -219,7 +219,9 @@ def test_search_lists_the_expected_text_first_with_the_librarys_score(browser, t
 
     assert browser.find_element(By.ID, "hybrid").is_selected()  # the index keeps BM25: hybrid, as served
     # "is this already here?": a threshold keeps the dense hits at least that similar (as sbert search does)
+    assert browser.find_element(By.ID, "hybrid").is_enabled()
     browser.find_element(By.ID, "threshold").send_keys("0.3")
+    assert not browser.find_element(By.ID, "hybrid").is_enabled()  # a cut-off searches dense: the box says so
     submit(browser, "query", query)
     wait_for(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results li.hit")) < 10, "fewer results")
     dense = library_hits(model, index_dir, query, threshold=0.3)
@@ -244,6 +246,7 @@ def test_search_lists_the_expected_text_first_with_the_librarys_score(browser, t
     wait_for(browser, lambda d: "the top hit is not clearly a duplicate" in text_of(d, "#search-status"), "no lead")
     assert text_of(browser, "#results") == ""
     browser.find_element(By.ID, "lead").clear()
+    assert browser.find_element(By.ID, "hybrid").is_enabled()  # no cut-off left: hybrid can be chosen again
     browser.save_screenshot(str(tmp_path / "search-page.png"))
     assert (tmp_path / "search-page.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

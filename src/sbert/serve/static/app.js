@@ -129,10 +129,11 @@ function body(hit) {
 function hitItem(hit) {
   const item = element("li", "hit");
   const head = element("div", "hit-head");
-  head.append(element("span", "hit-id", hit.id), element("span", "score", hit.score.toFixed(4)));
+  head.append(element("span", "hit-id", hit.id));
   if ("lead" in hit) {
     head.append(element("span", "lead", hit.lead === null ? "the only hit" : "leads by " + hit.lead.toFixed(4)));
   }
+  head.append(element("span", "score", hit.score.toFixed(4))); // at the right, the lead just before it
   const bar = element("div", "bar");
   bar.style.width = Math.max(0, Math.min(1, hit.score)) * 100 + "%";
   item.append(head, bar);
@@ -142,6 +143,14 @@ function hitItem(hit) {
     item.append(element("p", "span", "best passage: characters " + hit.span[0] + "–" + hit.span[1] + " of the document"));
   }
   return item;
+}
+
+// A cut-off ("at least", "leads by") is a cosine, so a search with one is dense, as sbert search's is: the
+// hybrid box is greyed out while one is set, and says why.
+function cutOffs() {
+  const set = $("threshold").value.trim() !== "" || $("lead").value.trim() !== "";
+  $("hybrid").disabled = set;
+  $("hybrid-option").title = set ? "a cut-off is a cosine: the search is dense" : "";
 }
 
 async function search(event) {
@@ -242,6 +251,9 @@ function selectTab(name) {
 
 $("key-form").addEventListener("submit", useKey);
 $("search-form").addEventListener("submit", search);
+for (const id of ["threshold", "lead"]) {
+  for (const kind of ["input", "change"]) $(id).addEventListener(kind, cutOffs);
+}
 $("similarity-form").addEventListener("submit", compare);
 $("tab-search").addEventListener("click", () => selectTab("search"));
 $("tab-similarity").addEventListener("click", () => selectTab("similarity"));
