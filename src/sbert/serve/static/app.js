@@ -254,6 +254,7 @@ $("search-form").addEventListener("submit", search);
 for (const id of ["threshold", "lead"]) {
   for (const kind of ["input", "change"]) $(id).addEventListener(kind, cutOffs);
 }
+cutOffs(); // a value the browser restored (back, reload) greys the box out too
 $("similarity-form").addEventListener("submit", compare);
 $("tab-search").addEventListener("click", () => selectTab("search"));
 $("tab-similarity").addEventListener("click", () => selectTab("similarity"));
