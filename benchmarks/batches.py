@@ -188,9 +188,9 @@ def cache_name(variant: str, args) -> str:
 
 
 def label(row: dict) -> str:
-    """A row's batches as the table names them: the variant, and a guide's margin where it is not 0."""
+    """A row's batches as the table names them: the variant, and a guide's margin (0 is GISTEmbed's)."""
     margin, strategy = row.get("guide_margin", 0.0), row.get("margin_strategy", "absolute")
-    if row["variant"] != "guide" or not guide_tag(margin, strategy):
+    if row["variant"] != "guide":
         return row["variant"]
     return f"guide, margin {margin:g}{' (relative)' if strategy == 'relative' else ''}"
 
@@ -222,7 +222,7 @@ def kept_rows(work: Path) -> list[dict]:
     order = {v: i for i, v in enumerate(VARIANTS)}
     return sorted(
         rows,
-        key=lambda r: (r["device"] != "cpu", r["device"], order[r["variant"]], r.get("guide_margin", 0.0), r["seed"]),
+        key=lambda r: (r["device"] != "cpu", r["device"], order[r["variant"]], -r.get("guide_margin", 0.0), r["seed"]),
     )
 
 
@@ -365,7 +365,7 @@ def main() -> None:
     kept = work if args.quick else RECORDS / part  # measured rows, committed (quick ones are not)
     work.mkdir(parents=True, exist_ok=True)
     args.folder = dev_collection(args.data) if args.dev else split_collection(NAME, args.data)
-    began = time.perf_counter()
+    began, trained = time.perf_counter(), 0
     wanted = list(filter(None, args.variants.split(",")))
     examples = mined_examples(NAME, args.data, args.device, args.folder) if wanted else None
     for seed in map(int, args.seeds.split(",")):
@@ -380,6 +380,7 @@ def main() -> None:
                 print(f"{variant}: training (seed {args.seed}, {args.device}, {tag})")
                 row = run_variant(variant, examples, args, work)
                 write_record(kept / cache_name(variant, args), row)
+                trained += 1
     import torch
 
     rows = kept_rows(kept)
@@ -401,8 +402,12 @@ def main() -> None:
         "'default search': the fine-tuned model searched as a default index is (BM25 fused, weighted, alpha 0.7). "
         "'ran on': cpu is the machine below; rows on a GPU ran in a GPU session with the same code (`--device "
         "cuda`), where the default model's weights travelled rounded to float16 (then run in float32): compare "
-        "rows of one device only. Rows kept from earlier runs are read back, not re-run. Wall time of this run "
-        f"{time.perf_counter() - began:.0f} s.",
+        "rows of one device only. Rows kept from earlier runs are read back, not re-run. "
+        + (
+            f"This run trained {trained} row{'s' * (trained != 1)} in {time.perf_counter() - began:.0f} s."
+            if trained
+            else "This run trained no row: the table is assembled from the rows kept."
+        ),
         "",
         *table(rows),
         *mean_lines(rows),

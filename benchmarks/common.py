@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -59,7 +60,7 @@ def environment_lines(threads: int, packages: tuple[str, ...]) -> list[str]:
         f"- machine: {cpu_name()}, {os.cpu_count()} logical cores, {mem_gib:.0f} GiB memory, GPU: {gpu}",
         f"- torch threads: {threads}",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in versions(*packages).items()),
-        f"- command: `python {' '.join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])}`",
+        f"- command: `python {shlex.join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])}`",
     ]
 
 
