@@ -165,3 +165,62 @@ def test_run_sbert_gives_the_childs_own_peak_memory_and_raises_on_failure():
     with pytest.raises(subprocess.CalledProcessError) as failed:
         adapt.run_sbert(["no-such-command"])
     assert failed.value.returncode == 2
+
+
+def _batch_row(variant: str, seed: int, dense: float, margin: float | None = None, device: str = "cpu") -> dict:
+    row = {"variant": variant, "seed": seed, "device": device, "steps": 101, "train_seconds": 10.0, "moved": 98}
+    row |= {"load": [1.0, 1.0], "dense": {"mrr@10": dense, "ndcg@10": 0.0}, "default": {"mrr@10": 0, "ndcg@10": 0}}
+    return row if margin is None else row | {"guide_margin": margin, "margin_strategy": "absolute"}
+
+
+def test_the_dev_sweep_chooses_the_margin_of_the_best_mean_only_once_whole_on_that_device():
+    import batches
+
+    assert batches.DEV_MARGINS == (0, -0.05, -0.1) and batches.DEV_SEEDS == (42, 43, 44)
+    dense = {0: (67.0, 66.0, 68.0), -0.05: (67.5, 66.5, 67.5), -0.1: (66.0, 66.0, 66.0)}  # means 67, 67.17, 66
+    whole = [_batch_row("sampler", s, 67.6 + s / 100) for s in (42, 43, 44)]  # mean 68.03
+    whole += [_batch_row("guide", s, dense[m][i], m) for m in dense for i, s in enumerate((42, 43, 44))]
+    partial = [_batch_row("sampler", 42, 66.0, device="H100"), _batch_row("guide", 42, 70.0, 0, "H100")]
+    partial += [_batch_row("guide", 43, 70.0, 0.1, "H100")]  # a margin outside the sweep does not count
+    partial += [_batch_row("guide", 43, 70.0, 0, "H100") | {"margin_strategy": "relative"}]  # nor a relative one
+    lines = batches.choice_lines(whole + partial)
+    assert lines[1] == (
+        "Chosen on these dev queries (cpu): margin -0.05, mean MRR@10 dense over seeds 42, 43, 44 by margin "
+        "0: 67.00, -0.05: 67.17, -0.1: 66.00; the sampler 68.03. The test split runs it with `--guide-margins -0.05`."
+    )
+    assert lines[2].startswith("Not chosen yet on H100: 2 of the sweep's 12 rows kept")
+    assert batches.choice_lines(whole[:-1])[1].startswith("Not chosen yet on cpu: 11 of the sweep's 12 rows kept")
+
+
+def test_batch_rows_name_every_guides_margin_and_list_margins_from_gistembeds_down(tmp_path):
+    import batches
+
+    for name, row in {
+        "guide-absolute-0.1-seed42-cpu": _batch_row("guide", 42, 1.0, -0.1),
+        "guide": _batch_row("guide", 42, 1.0, 0.0),
+        "sampler": _batch_row("sampler", 42, 1.0),
+        "guide-absolute-0.05-seed42-cpu": _batch_row("guide", 42, 1.0, -0.05),
+        "guide-relative0.1-seed42-cpu": _batch_row("guide", 42, 1.0, 0.1) | {"margin_strategy": "relative"},
+    }.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps({k: v for k, v in row.items() if k != "variant"}))
+    labels = [batches.label(r) for r in batches.kept_rows(tmp_path)]
+    assert labels == [
+        "sampler",
+        "guide, margin 0.1 (relative)",
+        "guide, margin 0",
+        "guide, margin -0.05",
+        "guide, margin -0.1",
+    ]
+
+
+@pytest.mark.parametrize("dev", [False, True], ids=["test split", "dev split"])
+def test_the_committed_batch_records_rebuild_the_committed_batch_tables_row_for_row(dev):
+    import batches
+
+    part, begin, end = (
+        ("batches-dev", batches.DEV_BEGIN, batches.DEV_END) if dev else ("batches", batches.BEGIN, batches.END)
+    )
+    built = batches.table(batches.kept_rows(batches.RECORDS / part))
+    text = batches.DOC.read_text(encoding="utf-8")
+    committed = text.split(begin, 1)[1].split(end, 1)[0].splitlines()
+    assert len(built) > 2 and built == [line for line in committed if line.startswith("|")]
