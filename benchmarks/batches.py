@@ -45,6 +45,8 @@ import argparse
 import json
 import os
 import resource
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -75,7 +77,7 @@ DEV_MARGINS, DEV_SEEDS = (0.0, -0.05, -0.1), (42, 43, 44)  # the --dev sweep (do
 def train_variant(variant: str, examples: list, args, out: Path) -> dict:
     """Fine-tune the default model with ``variant``'s batches; what it cost and what the sampler moved."""
     from sbert.losses.in_batch import Guide, MultipleNegativesRankingLoss
-    from sbert.training import Objective, Trainer
+    from sbert.training import Objective, Trainer, TrainingInterrupted
     from sbert.training.recipe import build_encoder
 
     config = training_config(NAME, args.train_steps, no_duplicates=variant != "plain", seed=args.seed)
@@ -86,7 +88,15 @@ def train_variant(variant: str, examples: list, args, out: Path) -> dict:
     base = str(adapted_base(args)) if variant == "adapted" else "default"
     load = os.getloadavg()[0]
     trainer = Trainer(build_encoder(base, device=args.device), [Objective(examples, loss, NAME)], config, out)
-    summary = trainer.train(resume=(trainer.run_dir / "checkpoint.pt").is_file())  # a row stopped mid-way goes on
+    try:
+        summary = trainer.train(resume=(trainer.run_dir / "checkpoint.pt").is_file())  # a row stopped mid-way goes on
+    except TrainingInterrupted as stop:  # a message, not a traceback: this script resumes without --resume
+        print(
+            f"{variant}: stopped by {signal.Signals(stop.signum).name} after step {stop.step:,} of "
+            f"{stop.total_steps:,}; checkpoint {stop.checkpoint}; the same command goes on from there",
+            file=sys.stderr,
+        )
+        raise SystemExit(stop.exit_code) from None
     for epoch in range(config.epochs):  # what the sampler moved in epochs a resumed run did not cut again
         trainer.epoch_plan(epoch)
     return {

@@ -224,3 +224,34 @@ def test_the_committed_batch_records_rebuild_the_committed_batch_tables_row_for_
     text = batches.DOC.read_text(encoding="utf-8")
     committed = text.split(begin, 1)[1].split(end, 1)[0].splitlines()
     assert len(built) > 2 and built == [line for line in committed if line.startswith("|")]
+
+
+def test_a_batches_row_stopped_by_a_signal_says_where_it_goes_on_and_exits_143(monkeypatch, capsys, tmp_path):
+    import signal
+    import types
+
+    import batches
+
+    import sbert.training
+    import sbert.training.recipe
+    from sbert.training import TrainingInterrupted
+
+    class Stopped:  # a Trainer whose run the first SIGTERM stopped after step 7 of 100
+        def __init__(self, encoder, objectives, config, out):
+            self.run_dir = Path(out)
+
+        def train(self, resume):
+            raise TrainingInterrupted(signal.SIGTERM, 7, 100, self.run_dir / "checkpoint.pt")
+
+    monkeypatch.setattr(sbert.training, "Trainer", Stopped)
+    monkeypatch.setattr(sbert.training, "Objective", lambda *parts: parts)
+    monkeypatch.setattr(sbert.training.recipe, "build_encoder", lambda *a, **k: None)
+    args = types.SimpleNamespace(train_steps=100, seed=43, device="cpu")
+    with pytest.raises(SystemExit) as stop:
+        batches.train_variant("sampler", [], args, tmp_path / "row")
+    assert stop.value.code == 143
+    said = capsys.readouterr().err
+    assert said.strip() == (
+        f"sampler: stopped by SIGTERM after step 7 of 100; checkpoint {tmp_path / 'row' / 'checkpoint.pt'}; "
+        "the same command goes on from there"
+    )
