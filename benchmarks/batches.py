@@ -23,11 +23,11 @@ table between its own markers of docs/retrieval.md); the margin chosen there the
 Each row is kept, committed, in benchmarks/results/records/batches (``<variant>.json`` for the CPU at seed
 42, else ``<variant>-seed<N>-<cpu|gpu>.json``). A row kept already is skipped unless ``--again``, and a row
 stopped by SIGTERM or Ctrl-C goes on from its checkpoint, so the same command run again goes on where it
-stopped. Every row kept is tabled, with means over seeds per device;
-the table goes to benchmarks/results/batches.md and docs/retrieval.md. Cost on 2 CPU cores: mining ~4
-minutes, then ~27 s a step (query, duplicate and negative at 256 tokens, batch 32), 124 steps: about an
-hour a variant on a quiet machine. The guide (all-mpnet-base-v2, 384 tokens) first embeds every text of
-the training rows (the dev split's 3,225 in 9 minutes on 2 cores) and keeps the vectors in
+stopped. Every row kept is tabled, with means over seeds per device; a CPU row names its processor.
+The table goes to benchmarks/results/batches.md and docs/retrieval.md. Cost on 2 CPU cores: mining ~4
+minutes, then ~15-27 s a step (Intel Xeon / AMD EPYC; query, duplicate and negative at 256 tokens, batch
+32), 124 steps: 30-60 minutes a variant on a quiet machine. The guide (all-mpnet-base-v2, 384 tokens) first
+embeds every text of the training rows (the dev split's 3,225 in 5-9 minutes on 2 cores) and keeps the vectors in
 ``.work/guide-vectors/`` for later runs; one guide serves every row of a run, so a guide row then costs
 what a sampler row costs.
 On an H100 (``--device cuda``) a variant trains in 15-26 s: all three at three seeds in a few minutes.
@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import signal
 import sys
@@ -53,6 +54,7 @@ from pathlib import Path
 from common import (
     RECORDS,
     WORK,
+    cpu_name,
     device_name,
     environment_lines,
     markdown_table,
@@ -104,6 +106,7 @@ def train_variant(variant: str, examples: list, args, out: Path) -> dict:
         **({"guide_margin": args.guide_margin, "margin_strategy": args.margin_strategy} if guide else {}),
         "seed": args.seed,
         "device": device_name(args.device),
+        **({"cpu": cpu_name()} if args.device == "cpu" else {}),  # sessions draw AMD or Intel processors
         "versions": versions("torch", "transformers"),
         "steps": summary["steps"],
         "steps_run": summary["steps_run"],  # fewer than steps: resumed, and train_seconds is this last part's
@@ -197,6 +200,14 @@ def cache_name(variant: str, args) -> str:
     return f"{variant}{'-' + tag if tag else ''}-seed{args.seed}-{'cpu' if args.device == 'cpu' else 'gpu'}.json"
 
 
+def ran_on(row: dict) -> str:
+    """Where a row trained: the GPU's name, or ``cpu`` and its processor, shortened (``cpu (Intel Xeon)``)."""
+    if row["device"] != "cpu" or "cpu" not in row:
+        return row["device"]
+    name = re.sub(r"\((R|TM)\)|\b(Processor|CPU)\b|@.*", "", row["cpu"])
+    return f"cpu ({' '.join(name.split())})"
+
+
 def label(row: dict) -> str:
     """A row's batches as the table names them: the variant, and a guide's margin (0 is GISTEmbed's)."""
     margin, strategy = row.get("guide_margin", 0.0), row.get("margin_strategy", "absolute")
@@ -242,7 +253,7 @@ def table(rows: list[dict]) -> list[str]:
     body = []
     for r in rows:
         d, h = r["dense"], r["default"]
-        body.append([label(r), r["device"], str(r["seed"]), f"{d['mrr@10']:.2f}", f"{d['ndcg@10']:.2f}"])
+        body.append([label(r), ran_on(r), str(r["seed"]), f"{d['mrr@10']:.2f}", f"{d['ndcg@10']:.2f}"])
         body[-1] += [f"{h['mrr@10']:.2f}", f"{h['ndcg@10']:.2f}", f"{r['moved']:,}", str(r["steps"])]
         resumed = r.get("steps_run", r["steps"]) < r["steps"]
         seconds = f"{r['train_seconds']:.0f}" + (f" (its last {r['steps_run']} steps: resumed)" if resumed else "")
@@ -299,11 +310,12 @@ def choice_lines(rows: list[dict]) -> list[str]:
     for device in dict.fromkeys(r["device"] for r in rows):
         kept = {_sweep_key(r): r for r in rows if r["device"] == device}
         wanted = [("sampler", None, s) for s in DEV_SEEDS] + [("guide", m, s) for m in DEV_MARGINS for s in DEV_SEEDS]
-        have = sum(key in kept for key in wanted)
-        if have < len(wanted):
+        have = [kept[key] for key in wanted if key in kept]
+        where = _where(have)
+        if len(have) < len(wanted):
             lines.append(
-                f"Not chosen yet on {device}: {have} of the sweep's {len(wanted)} rows kept (the sampler and the "
-                f"guide at margins {', '.join(f'{m:g}' for m in DEV_MARGINS)}, seeds "
+                f"Not chosen yet on {device}: {len(have)} of the sweep's {len(wanted)} rows kept{where} (the "
+                f"sampler and the guide at margins {', '.join(f'{m:g}' for m in DEV_MARGINS)}, seeds "
                 f"{', '.join(map(str, DEV_SEEDS))}); the same command goes on where it stopped."
             )
             continue
@@ -313,9 +325,19 @@ def choice_lines(rows: list[dict]) -> list[str]:
         lines.append(
             f"Chosen on these dev queries ({device}): margin {best:g}, mean MRR@10 dense over seeds "
             f"{', '.join(map(str, DEV_SEEDS))} by margin {each}; the sampler {_sweep_mean(kept, 'sampler', None):.2f}. "
-            f"The test split runs it with `--guide-margins {best:g}`."
+            f"The test split runs it with `--guide-margins {best:g}`.{f' Its rows: {where[2:]}.' if where else ''}"
         )
     return ["", *lines] if lines else []
+
+
+def _where(rows: list[dict]) -> str:
+    """Which processors ran CPU ``rows``, where more than one did: ``", 6 on AMD EPYC, 1 on Intel Xeon"``."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[ran_on(r)] = counts.get(ran_on(r), 0) + 1
+    if len(counts) < 2:
+        return ""
+    return ", " + ", ".join(f"{n} on {name.removeprefix('cpu (').removesuffix(')')}" for name, n in counts.items())
 
 
 def _sweep_key(row: dict) -> tuple:
@@ -410,8 +432,10 @@ def main() -> None:
         "'adapted' starts from the default model adapted label-free to the collection's documents (`sbert adapt "
         "default --corpus openoffice-dups`, its default method, 100 steps) instead of the default model. "
         "'default search': the fine-tuned model searched as a default index is (BM25 fused, weighted, alpha 0.7). "
-        "'ran on': cpu is the machine below; rows on a GPU ran in a GPU session with the same code (`--device "
-        "cuda`), where the default model's weights travelled rounded to float16 (then run in float32): compare "
+        "'ran on': a CPU row names its processor (sessions draw AMD or Intel machines, whose float rounding "
+        "differs, so a row need not repeat to the digit on the other; CPU rows are averaged together whichever ran "
+        "them); rows on a GPU ran in a GPU session with the same code (`--device cuda`), where the default model's "
+        "weights travelled rounded to float16 (then run in float32): compare "
         "rows of one device only. Rows kept from earlier runs are read back, not re-run. "
         + (
             f"This run trained {trained} row{'s' * (trained != 1)} in {time.perf_counter() - began:.0f} s."

@@ -213,6 +213,31 @@ def test_batch_rows_name_every_guides_margin_and_list_margins_from_gistembeds_do
     ]
 
 
+def test_a_cpu_row_names_its_processor_and_a_sweep_over_two_says_how_many_rows_each_ran():
+    import batches
+
+    intel, amd = {"cpu": "Intel(R) Xeon(R) Processor"}, {"cpu": "AMD EPYC 7763 64-Core Processor"}
+    assert batches.ran_on(_batch_row("sampler", 42, 1.0) | intel) == "cpu (Intel Xeon)"
+    assert batches.ran_on(_batch_row("sampler", 42, 1.0) | amd) == "cpu (AMD EPYC 7763 64-Core)"
+    assert batches.ran_on(_batch_row("sampler", 42, 1.0) | {"cpu": "Intel(R) Core(TM) i7-8700 CPU @ 3.20GHz"}) == (
+        "cpu (Intel Core i7-8700)"
+    )
+    assert batches.ran_on(_batch_row("sampler", 42, 1.0)) == "cpu"  # a record without it
+    assert batches.ran_on(_batch_row("sampler", 42, 1.0, device="H100") | intel) == "H100"  # a GPU row: the GPU
+    rows = [_batch_row("sampler", s, 67.0) | amd for s in (42, 43, 44)]
+    rows += [_batch_row("guide", s, 67.0, m) | amd for m in (0, -0.05, -0.1) for s in (42, 43)]
+    assert "9 of the sweep's 12 rows kept (the sampler" in batches.choice_lines(rows)[1]  # one processor: not named
+    assert (
+        "10 of the sweep's 12 rows kept, 9 on AMD EPYC 7763 64-Core, 1 on Intel Xeon (the sampler"
+        in (batches.choice_lines([*rows, _batch_row("guide", 44, 67.0, 0) | intel])[1])
+    )
+    rows += [_batch_row("guide", 44, 67.0 - m, m) | intel for m in (0, -0.05, -0.1)]
+    assert batches.choice_lines(rows)[1].endswith(
+        "`--guide-margins -0.1`. Its rows: 9 on AMD EPYC 7763 64-Core, 3 on Intel Xeon."
+    )
+    assert batches.choice_lines([r | amd for r in rows])[1].endswith("`--guide-margins -0.1`.")  # one processor
+
+
 @pytest.mark.parametrize("dev", [False, True], ids=["test split", "dev split"])
 def test_the_committed_batch_records_rebuild_the_committed_batch_tables_row_for_row(dev):
     import batches
