@@ -26,10 +26,12 @@ stopped by SIGTERM or Ctrl-C goes on from its checkpoint, so the same command ru
 stopped. Every row kept is tabled, with means over seeds per device; a CPU row names its processor.
 The table goes to benchmarks/results/batches.md and docs/retrieval.md. Cost on 2 CPU cores: mining ~4
 minutes, then ~15-27 s a step (Intel Xeon / AMD EPYC; query, duplicate and negative at 256 tokens, batch
-32), 124 steps: 30-60 minutes a variant on a quiet machine. The guide (all-mpnet-base-v2, 384 tokens) first
-embeds every text of the training rows (the dev split's 3,225 in 5-9 minutes on 2 cores) and keeps the vectors in
+32), 124 steps: 30-60 minutes a variant on a quiet machine. The guide (all-mpnet-base-v2) first embeds every
+text of the training rows (the dev split's 3,225 in 5-9 minutes on 2 cores) and keeps the vectors in
 ``.work/guide-vectors/`` for later runs; one guide serves every row of a run, so a guide row then costs
-what a sampler row costs.
+what a sampler row costs. It reads texts at its own 384 tokens, where ``sbert train --guide`` cuts them to
+the student's 256 (as sentence-transformers' guide reads them): every row of these tables was measured so,
+and only the texts longer than 256 tokens (about 7% here) would have other guide vectors.
 On an H100 (``--device cuda``) a variant trains in 15-26 s: all three at three seeds in a few minutes.
 
     python benchmarks/batches.py [--variants plain,sampler,guide] [--guide all-mpnet-base-v2] [--seeds 42,43,44]

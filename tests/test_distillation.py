@@ -247,3 +247,21 @@ def test_a_teacher_cut_to_the_students_length_scores_the_text_the_student_reads(
     assert abs(got - make_tiny_encoder().encode([long_text], on_truncation="ignore")).max() > 1e-3  # it was cut
     assert Teacher(make_tiny_encoder(), max_seq_length=1_000).model.max_seq_length == 32  # never longer
     assert Teacher(make_tiny_encoder()).model.max_seq_length == 32  # None: its own
+
+
+def test_train_cuts_its_teacher_and_guide_to_the_length_the_student_trains_on(tmp_path):
+    from conftest import make_tiny_encoder  # its own limit: 32 tokens
+
+    from sbert.training.recipe import make_loss
+    from sbert.training.spec import ObjectiveSpec
+
+    folder = make_tiny_encoder().save(tmp_path / "teacher")
+    student = make_tiny_encoder()
+    student.max_seq_length = 16
+    guided = ObjectiveSpec("mnrl", "triplets", ["t.tsv"], {"guide": str(folder)})
+    taught = ObjectiveSpec("distill-kl", "triplets", ["t.tsv"], {"teacher": str(folder)})
+    for cut, reads in ((None, 16), (8, 8), (100, 16)):  # the run's cut where it is below the student's own
+        assert make_loss(guided, student, max_seq_length=cut).guide.guide.model.max_seq_length == reads
+        assert make_loss(taught, student, max_seq_length=cut).teacher.model.max_seq_length == reads
+    student.max_seq_length = 64  # a student reading more than the teacher can: the teacher keeps its own
+    assert make_loss(taught, student).teacher.model.max_seq_length == 32

@@ -173,8 +173,10 @@ class MultipleNegativesRankingLoss(nn.Module):
         return F.cross_entropy(masked(scores, dropped), torch.arange(len(batch), device=scores.device))
 
 
-def guide_from(settings) -> Guide | None:
-    """The ``Guide`` an in-batch objective's settings name (``guide``: a model path; empty: none)."""
+def guide_from(settings, max_seq_length: int | None = None) -> Guide | None:
+    """The ``Guide`` an in-batch objective's settings name (``guide``: a model path; empty: none), reading at
+    most ``max_seq_length`` tokens of a text (the student's training length: it judges what the student reads)."""
     if not settings.get("guide"):
         return None
-    return Guide(settings["guide"], settings.get("margin_strategy", "absolute"), settings.get("guide_margin", 0.0))
+    guide = Teacher(settings["guide"], max_seq_length=max_seq_length)
+    return Guide(guide, settings.get("margin_strategy", "absolute"), settings.get("guide_margin", 0.0))

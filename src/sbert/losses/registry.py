@@ -42,12 +42,14 @@ POSITIVE_SETTINGS = {"positive_score": 0.0}
 @dataclass(frozen=True)
 class LossInputs:
     """What a loss is built from: the objective's settings, the model's vector width, the gold scores' scale,
-    and the bi-encoder itself (for a loss whose own modules share its weights: TSDAE's decoder)."""
+    the bi-encoder itself (for a loss whose own modules share its weights: TSDAE's decoder), and how many
+    tokens of a text it trains on (a teacher or guide reads no more: it scores the text the student reads)."""
 
     settings: Mapping[str, Any]
     dim: int
     score_range: ScoreRange = DEFAULT_SCORE_RANGE
     model: Any = None
+    text_length: int | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,11 @@ class ObjectiveKind:
     cross_encoder: Callable[[LossInputs], nn.Module] | None = None
     cross_labels: Callable[[Mapping[str, Any]], int] | None = None
     help: str = ""
+
+
+def _teacher(x: LossInputs):
+    """The teacher an objective's ``teacher`` setting names, reading a text no further than the student."""
+    return teacher_from(x.settings["teacher"], x.text_length)
 
 
 OBJECTIVES: dict[str, ObjectiveKind] = {
@@ -89,43 +96,39 @@ OBJECTIVES: dict[str, ObjectiveKind] = {
     "mnrl": ObjectiveKind(
         needs=IN_BATCH_EXAMPLES,
         settings={"scale": 20.0, **POSITIVE_SETTINGS, **GUIDE_SETTINGS},
-        bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"], guide_from(x.settings)),
+        bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"], guide_from(x.settings, x.text_length)),
         help="in-batch negatives: cross-entropy over scaled cosine (0..n hard negatives per row)",
     ),
     "cached-mnrl": ObjectiveKind(
         needs=IN_BATCH_EXAMPLES,
         settings={"scale": 20.0, "mini_batch_size": 32, **POSITIVE_SETTINGS, **GUIDE_SETTINGS},
         bi_encoder=lambda x: CachedMultipleNegativesRankingLoss(
-            x.settings["scale"], x.settings["mini_batch_size"], guide_from(x.settings)
+            x.settings["scale"], x.settings["mini_batch_size"], guide_from(x.settings, x.text_length)
         ),
         help="mnrl with gradient caching (GradCache): large batches in the memory of mini_batch_size texts",
     ),
     "simcse": ObjectiveKind(
         needs=(Text,),
         settings={"scale": 20.0, **GUIDE_SETTINGS},
-        bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"], guide_from(x.settings)),
+        bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"], guide_from(x.settings, x.text_length)),
         help="SimCSE: each text against itself under other dropout, in-batch negatives (texts alone)",
     ),
     "margin-mse": ObjectiveKind(
         needs=DISTILL_EXAMPLES,
         settings={"teacher": "", "similarity": "dot"},
-        bi_encoder=lambda x: MarginMSELoss(teacher_from(x.settings["teacher"]), x.settings["similarity"]),
+        bi_encoder=lambda x: MarginMSELoss(_teacher(x), x.settings["similarity"]),
         help="distillation: MSE of the student's margins s(q,p) - s(q,n) against the teacher's",
     ),
     "distill-kl": ObjectiveKind(
         needs=DISTILL_EXAMPLES,
         settings={"teacher": "", "similarity": "dot", "temperature": 1.0},
-        bi_encoder=lambda x: DistillKLDivLoss(
-            teacher_from(x.settings["teacher"]), x.settings["similarity"], x.settings["temperature"]
-        ),
+        bi_encoder=lambda x: DistillKLDivLoss(_teacher(x), x.settings["similarity"], x.settings["temperature"]),
         help="distillation: KL of the student's softmax over each row's candidates from the teacher's",
     ),
     "embedding-mse": ObjectiveKind(
         needs=(Text,),
         settings={"teacher": "", "target_loss": "auto"},
-        bi_encoder=lambda x: EmbeddingMSELoss(
-            teacher_from(x.settings["teacher"]), x.settings.get("target_loss", "auto")
-        ),
+        bi_encoder=lambda x: EmbeddingMSELoss(_teacher(x), x.settings.get("target_loss", "auto")),
         help="distillation: MSE of the student's vectors against a bi-encoder teacher's (texts alone; a narrower "
         "student, a static model: cosine to the teacher's vectors PCA-projected to its width)",
     ),

@@ -146,6 +146,7 @@ def load_teacher(path: str | Path, device: str | None = None) -> Any:
     return model
 
 
-def teacher_from(setting: str) -> Teacher | None:
-    """The ``Teacher`` a loss setting names (a model path), or None for an empty setting."""
-    return Teacher(setting) if setting else None
+def teacher_from(setting: str, max_seq_length: int | None = None) -> Teacher | None:
+    """The ``Teacher`` a loss setting names (a model path), or None for an empty setting; a bi-encoder reads
+    at most ``max_seq_length`` tokens of a text (the student's training length)."""
+    return Teacher(setting, max_seq_length=max_seq_length) if setting else None

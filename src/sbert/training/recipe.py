@@ -33,7 +33,7 @@ def run(spec: RunSpec, resume: bool = False) -> dict:
     objectives = [
         Objective(
             objective_examples(o, seed),
-            matryoshka(make_loss(o, model, spec.cross_encoder), spec),
+            matryoshka(make_loss(o, model, spec.cross_encoder, spec.config.max_seq_length), spec),
             objective_name(i, o, spec),
         )
         for i, o in enumerate(spec.objectives)
@@ -80,12 +80,18 @@ def objective_examples(objective: ObjectiveSpec, seed: int = 0) -> list:
     return kept
 
 
-def make_loss(objective: ObjectiveSpec, model, cross_encoder: bool = False) -> nn.Module:
-    """The loss of ``objective`` (``OBJECTIVES``' entry) for ``model``, a bi-encoder or a cross-encoder."""
+def make_loss(
+    objective: ObjectiveSpec, model, cross_encoder: bool = False, max_seq_length: int | None = None
+) -> nn.Module:
+    """The loss of ``objective`` (``OBJECTIVES``' entry) for ``model``, a bi-encoder or a cross-encoder; a
+    bi-encoder's teacher or guide reads a text no further than the model trains on it (``max_seq_length``,
+    the run's cut, where it is below the model's own limit)."""
     kind = OBJECTIVES[objective.objective]
     if cross_encoder:
         return kind.cross_encoder(LossInputs(objective.settings, 0, objective.score_range))
-    return kind.bi_encoder(LossInputs(objective.settings, model.model_dim, objective.score_range, model))
+    own = getattr(model, "max_seq_length", None)
+    length = min(max_seq_length, own) if max_seq_length and own else (max_seq_length or own)
+    return kind.bi_encoder(LossInputs(objective.settings, model.model_dim, objective.score_range, model, length))
 
 
 def matryoshka(loss: nn.Module, spec: RunSpec) -> nn.Module:
