@@ -334,9 +334,9 @@ def choice_lines(rows: list[dict]) -> list[str]:
 
 def _where(rows: list[dict]) -> str:
     """Which processors ran CPU ``rows``, where more than one did: ``", 6 on AMD EPYC, 1 on Intel Xeon"``."""
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[ran_on(r)] = counts.get(ran_on(r), 0) + 1
+    from collections import Counter
+
+    counts = Counter(map(ran_on, rows))
     if len(counts) < 2:
         return ""
     return ", " + ", ".join(f"{n} on {name.removeprefix('cpu (').removesuffix(')')}" for name, n in counts.items())

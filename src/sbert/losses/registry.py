@@ -66,6 +66,11 @@ class ObjectiveKind:
     help: str = ""
 
 
+def _guide(x: LossInputs):
+    """The GISTEmbed guide an in-batch objective's settings name (or None), reading no further than the student."""
+    return guide_from(x.settings, x.text_length)
+
+
 def _teacher(x: LossInputs):
     """The teacher an objective's ``teacher`` setting names, reading a text no further than the student."""
     return teacher_from(x.settings["teacher"], x.text_length)
@@ -96,21 +101,21 @@ OBJECTIVES: dict[str, ObjectiveKind] = {
     "mnrl": ObjectiveKind(
         needs=IN_BATCH_EXAMPLES,
         settings={"scale": 20.0, **POSITIVE_SETTINGS, **GUIDE_SETTINGS},
-        bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"], guide_from(x.settings, x.text_length)),
+        bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"], _guide(x)),
         help="in-batch negatives: cross-entropy over scaled cosine (0..n hard negatives per row)",
     ),
     "cached-mnrl": ObjectiveKind(
         needs=IN_BATCH_EXAMPLES,
         settings={"scale": 20.0, "mini_batch_size": 32, **POSITIVE_SETTINGS, **GUIDE_SETTINGS},
         bi_encoder=lambda x: CachedMultipleNegativesRankingLoss(
-            x.settings["scale"], x.settings["mini_batch_size"], guide_from(x.settings, x.text_length)
+            x.settings["scale"], x.settings["mini_batch_size"], _guide(x)
         ),
         help="mnrl with gradient caching (GradCache): large batches in the memory of mini_batch_size texts",
     ),
     "simcse": ObjectiveKind(
         needs=(Text,),
         settings={"scale": 20.0, **GUIDE_SETTINGS},
-        bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"], guide_from(x.settings, x.text_length)),
+        bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"], _guide(x)),
         help="SimCSE: each text against itself under other dropout, in-batch negatives (texts alone)",
     ),
     "margin-mse": ObjectiveKind(
