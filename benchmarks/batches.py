@@ -51,6 +51,7 @@ import resource
 import signal
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from common import (
@@ -334,8 +335,6 @@ def choice_lines(rows: list[dict]) -> list[str]:
 
 def _where(rows: list[dict]) -> str:
     """Which processors ran CPU ``rows``, where more than one did: ``", 6 on AMD EPYC, 1 on Intel Xeon"``."""
-    from collections import Counter
-
     counts = Counter(map(ran_on, rows))
     if len(counts) < 2:
         return ""
