@@ -58,7 +58,7 @@ from common import (
 from retrieval import sample, test_part
 
 import sbert
-from sbert.adapt.methods import DEFAULT_METHOD
+from sbert.adapt.methods import DEFAULT_METHOD, METHODS
 from sbert.adapt.recipe import AdaptSettings
 from sbert.data.beir import RetrievalCollection
 from sbert.data.paths import data_dir
@@ -179,7 +179,19 @@ def adapt_key(method: str, args) -> str:
     seed = f"-seed{args.seed}" if args.seed != 42 else ""  # 42: sbert adapt's default, the first runs' key
     held = f"-holdout{args.hold_out}" if getattr(args, "hold_out", 0) else ""
     warm = f"-T{args.temperature:g}" if other_temperature(method, args) else ""
-    return f"{method}-{args.steps}" + (f"-{Path(teacher).name}" if teacher else "") + warm + seed + held
+    guide = f"-guide-{Path(args.guide).name}{margin_words(args, '-m')}" if guided(method, args) else ""
+    return f"{method}-{args.steps}" + (f"-{Path(teacher).name}" if teacher else "") + warm + guide + seed + held
+
+
+def guided(method: str, args) -> bool:
+    """Whether ``method`` trains with ``--guide`` in this run (in-batch methods only: the others have no
+    in-batch negatives to mask, and sbert adapt refuses a guide for them)."""
+    return bool(getattr(args, "guide", None)) and method in METHODS and METHODS[method].objective == "mnrl"
+
+
+def margin_words(args, before: str) -> str:
+    """The guide's margin as a name says it: nothing at GISTEmbed's 0."""
+    return f"{before}{args.guide_margin:g}" if args.guide_margin else ""
 
 
 def other_temperature(method: str, args) -> bool:
@@ -193,6 +205,8 @@ def run_options(args) -> str:
     options += f" --teacher {args.teacher}" if args.teacher != TEACHER and "distill" in args.methods else ""
     if "distill-kl" in args.methods and args.temperature != KL_TEMPERATURE:
         options += f" --temperature {args.temperature:g}"
+    if args.guide:
+        options += f" --guide {args.guide}" + margin_words(args, " --guide-margin ")
     return options
 
 
@@ -211,10 +225,24 @@ def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
     command += ["--device", args.device, "--no-progress"]
     command += ["--teacher", teacher] if teacher else []
     command += ["--temperature", f"{args.temperature:g}"] if "distill-kl" in method else []
+    command += ["--guide", args.guide, "--guide-margin", f"{args.guide_margin:g}"] if guided(method, args) else []
     kept = [out.with_name(out.name + ".train") / name for name in ("checkpoint.pt", "teacher-scores.jsonl")]
     command += ["--resume"] if any(path.is_file() for path in kept) else []  # a killed run: its steps and scores
     cost = timed_run(command, record, args)
+    if guided(method, args):  # what the guide dropped, beside the run's cost
+        cost |= guide_counts(out)
+        record.write_text(json.dumps(cost))
     return out, cost
+
+
+def guide_counts(out: Path) -> dict:
+    """What the guide dropped in the adapt run that wrote ``out`` (its log's summary; a resumed run: the last
+    part's steps only)."""
+    log = out.with_name(out.name + ".train") / "log.jsonl"
+    lines = log.read_text(encoding="utf-8").splitlines() if log.is_file() else []
+    summaries = [json.loads(line)["summary"] for line in lines if '"summary"' in line]
+    dropped = summaries[-1].get("guide_dropped", {}) if summaries else {}
+    return {"guide_dropped": next(iter(dropped.values()))} if dropped else {}
 
 
 def record_path(name: str) -> Path:
@@ -265,6 +293,7 @@ def _collection_rows(name: str, args) -> list[Row]:
         seeded = f" (seed {one.seed})" if one.seed != 42 else ""  # another seed: a row (and a method) of its own
         seeded += f" (hold-out {one.hold_out})" if one.hold_out else ""
         seeded += f" (temperature {args.temperature:g})" if other_temperature(method, args) else ""
+        seeded += f" (guide {Path(args.guide).name}{margin_words(args, ', margin ')})" if guided(method, one) else ""
         make = (lambda m=method, a=one: adapted(name, m, a)), adapt_key(method, one)
         label = f"adapt --method {method}{seeded}"
         rows += scored_model(name, label, method + seeded, make, collection, quick, args.device)
@@ -538,6 +567,10 @@ def main() -> None:
     parser.add_argument(
         "--temperature", type=float, default=AdaptSettings.temperature, help="distill-kl's softmax temperature"
     )
+    parser.add_argument(
+        "--guide", default=None, help="in-batch methods: sbert adapt --guide MODEL (GISTEmbed's guided masking)"
+    )
+    parser.add_argument("--guide-margin", type=float, default=0.0, help="--guide's margin (0: GISTEmbed's)")
     parser.add_argument("--queries", type=int, default=None, help="quick runs: only the first N test queries")
     parser.add_argument("--documents", type=int, default=None, help="quick runs: relevant documents + N others")
     parser.add_argument("--data", default=None)

@@ -538,3 +538,52 @@ def test_a_teacher_method_trains_on_the_teachers_scores(tmp_path):
     assert json.loads((tmp_path / "kl.train" / "adapt.json").read_text())["temperature"] == 0.5
     bad = CliRunner().invoke(main, [*args[:-4], "--temperature", "0", "--steps", "1"])
     assert bad.exit_code == 2 and "--temperature" in bad.output
+
+
+@pytest.mark.parametrize(("margin", "dropped"), [(2.0, 36), (-2.0, 0)])
+def test_a_guided_adapt_masks_its_in_batch_negatives_and_says_how_many(tmp_path, margin, dropped):
+    # cosines lie in [-1, 1]: margin 2 drops every candidate but a row's own document, margin -2 none;
+    # 3 steps of 4 title pairs: 12 rows, 3 in-batch candidates each
+    guide = tmp_path / "guide"
+    make_tiny_encoder(seed=1).save(guide)
+    args = ["adapt", str(guide), "--corpus", str(_tiny_corpus(tmp_path)), "--out", str(tmp_path / "o")]
+    args += ["--steps", "3", "--batch-size", "4", "--guide", str(guide), "--guide-margin", f"{margin}"]
+    result = CliRunner().invoke(main, [*args, "--device", "cpu", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    share = f"{100 * dropped / 36:.2f}%"
+    assert f"the guide: {dropped} of 36 in-batch candidates dropped ({share})" in result.output
+    kept = json.loads((tmp_path / "o.train" / "adapt.json").read_text())
+    assert (kept["guide"], kept["guide_margin"]) == (str(guide), margin)
+
+
+def test_the_guide_judges_the_text_the_student_reads():
+    from sbert.adapt.methods import method
+    from sbert.adapt.recipe import training_rows
+
+    settings = AdaptSettings(method="title", guide="default", guide_margin=-0.1, max_seq_length=16)
+    rows, loss = training_rows(method("title"), settings, None, DOCS, pseudo_queries(DOCS, ("title",), 42))
+    assert len(rows) == 2 and loss.guide.margin == -0.1 and loss.guide.margin_strategy == "absolute"
+    assert loss.guide.guide.model.max_seq_length == 16
+    assert training_rows(method("title"), AdaptSettings(method="title"), None, DOCS, [])[1].guide is None
+
+
+def test_a_guide_is_refused_before_any_work_where_it_cannot_mask(tmp_path, monkeypatch):
+    from test_remote_code import tiny_cross_encoder_folder
+
+    import sbert.adapt.recipe as recipe
+    import sbert.training.recipe as training
+    from sbert.errors import ModelNotFoundError
+
+    out, corpus = tmp_path / "o", tmp_path / "corpus.jsonl"
+    monkeypatch.setattr(recipe, "read_adapt_documents", lambda *a: (DOCS, corpus))
+    monkeypatch.setattr(training, "build_encoder", lambda *a, **k: pytest.fail("the student loaded before the check"))
+    for name in ("tsdae", "distill-kl"):  # no in-batch negatives to mask
+        settings = AdaptSettings(method=name, guide="default", teacher="default")
+        with pytest.raises(ValueError, match=f"--guide masks in-batch negatives; adapt method '{name}' trains"):
+            adapt("default", corpus, out, settings, device="cpu")
+    with pytest.raises(ModelNotFoundError, match="no-guide: no such model folder"):
+        adapt("default", corpus, out, AdaptSettings(method="title", guide=str(tmp_path / "no-guide")))
+    cross = tiny_cross_encoder_folder(tmp_path / "cross")
+    with pytest.raises(ValueError, match="a cross-encoder; a guide must be a bi-encoder"):
+        adapt("default", corpus, out, AdaptSettings(method="title", guide=str(cross)))
+    assert not out.exists()

@@ -4,6 +4,7 @@ from rows or from a model, the data formats, and equal loss and gradients to sen
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -241,8 +242,11 @@ def test_a_teacher_cut_to_the_students_length_scores_the_text_the_student_reads(
     assert teacher.model.max_seq_length == 8
     cut = make_tiny_encoder()
     cut.max_seq_length = 8
-    with pytest.warns(UserWarning, match="longer than max_seq_length=8"):
+    with warnings.catch_warnings():  # cut on purpose, as the student's own texts: no warning at every step
+        warnings.simplefilter("error")
         got = teacher.vectors([long_text], torch.device("cpu")).numpy()
+    with pytest.warns(UserWarning, match="longer than max_seq_length=32"):  # uncut: its own limit warns
+        Teacher(make_tiny_encoder()).vectors([long_text], torch.device("cpu"))
     assert abs(got - cut.encode([long_text], on_truncation="ignore")).max() < 1e-6
     assert abs(got - make_tiny_encoder().encode([long_text], on_truncation="ignore")).max() > 1e-3  # it was cut
     assert Teacher(make_tiny_encoder(), max_seq_length=1_000).model.max_seq_length == 32  # never longer

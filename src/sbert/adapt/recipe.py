@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sbert.adapt.documents import read_adapt_documents
-from sbert.adapt.methods import Method, default_method, method
+from sbert.adapt.methods import METHODS, Method, default_method, method
 from sbert.adapt.pseudo_queries import PseudoQuery, pseudo_queries
 from sbert.atomic import check_replaceable
 from sbert.data.beir import Document
@@ -34,7 +34,10 @@ class AdaptSettings:
     tokens (the saved model keeps its own limit): on two CPU cores a step over 256-token texts takes about three
     times as long as over 128. ``hold_out``: leave out of training the documents ``--auto`` draws that many
     pseudo-queries from (``sbert.search.auto.held_out_ids``, its default seed), so that its choice of search is
-    scored on documents the model never trained on; 0 trains on every document."""
+    scored on documents the model never trained on; 0 trains on every document. ``guide`` (in-batch methods: a
+    local bi-encoder): GISTEmbed's guided masking, dropping the in-batch candidates it scores above the row's
+    own document less ``guide_margin`` (``sbert.losses.in_batch.Guide``; pseudo-queries miss positives: a
+    title's duplicate report elsewhere in the batch is a negative to the plain loss)."""
 
     method: str | None = None
     steps: int = 100
@@ -48,6 +51,8 @@ class AdaptSettings:
     temperature: float = 1.0  # distill-kl; 0.05 made the teacher's target nearly one-hot (docs/retrieval.md)
     max_seq_length: int | None = 128
     hold_out: int = 0
+    guide: str | None = None
+    guide_margin: float = 0.0
 
 
 def adapt(
@@ -83,11 +88,13 @@ def adapt(
     chosen = method(settings.method)
     if chosen.needs_teacher:
         check_teacher(settings)
+    if settings.guide:
+        check_guide(settings, chosen)
     if chosen.first:
         first = Path(out).with_name(Path(out).name + ".train") / f"first-{chosen.first}"
         if not (resume and (first / "modules.json").is_file()):
             run = {"resume": resume, "device": device, "progress": progress, "on_step": on_step, "columns": columns}
-            adapt(model, corpus, first, replace(settings, method=chosen.first), **run)
+            adapt(model, corpus, first, replace(settings, method=chosen.first, guide=None), **run)
         model = first
     held = held_out_ids(documents, settings.hold_out) if settings.hold_out else set()
     documents = [d for d in documents if d.id not in held]
@@ -131,6 +138,23 @@ def check_teacher(settings: AdaptSettings) -> None:
     if not settings.teacher:
         raise ValueError(f"adapt method {settings.method!r} needs a teacher model (--teacher)")
     teacher_folder(settings.teacher)
+
+
+def check_guide(settings: AdaptSettings, chosen: Method) -> None:
+    """Refuse a guide for a method without in-batch negatives, or one that is not a local model, before any
+    work (a two-stage method's guide masks its in-batch stage only)."""
+    from sbert.losses.teachers import is_cross_encoder_folder, teacher_folder
+
+    if chosen.objective != "mnrl":
+        raise ValueError(
+            f"--guide masks in-batch negatives; adapt method {settings.method!r} trains {chosen.objective}, "
+            f"which has none (in-batch methods: {', '.join(n for n, m in METHODS.items() if m.objective == 'mnrl')})"
+        )
+    if is_cross_encoder_folder(teacher_folder(settings.guide)):
+        raise ValueError(
+            f"--guide {settings.guide}: a cross-encoder; a guide must be a bi-encoder (it scores every "
+            "pseudo-query against every text of its batch)"
+        )
 
 
 def drawn_queries(
@@ -182,9 +206,11 @@ def training_rows(
 
         return [Text(q.positive) for q in queries], DenoisingAutoEncoderLoss(student, seed=settings.seed)
     if not chosen.needs_teacher:
-        from sbert.losses.in_batch import MultipleNegativesRankingLoss
+        from sbert.losses.in_batch import MultipleNegativesRankingLoss, guide_from
 
-        return [q.example() for q in queries], MultipleNegativesRankingLoss(settings.scale)
+        named = {"guide": settings.guide, "guide_margin": settings.guide_margin}
+        guide = guide_from(named, settings.max_seq_length)  # it judges the text the student reads
+        return [q.example() for q in queries], MultipleNegativesRankingLoss(settings.scale, guide)
     from sbert.adapt.distill import scored_key, scored_rows
     from sbert.losses.distillation import DistillKLDivLoss, MarginMSELoss
 

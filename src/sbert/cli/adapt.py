@@ -76,6 +76,20 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
     help="Cut each training text to this many tokens (the saved model keeps its own limit); a bi-encoder "
     "teacher reads them cut the same.",
 )
+@click.option(
+    "--guide",
+    default=None,
+    help="In-batch methods: a local bi-encoder (e.g. all-mpnet-base-v2) whose scores drop the in-batch "
+    "candidates it ranks above a pseudo-query's own document (GISTEmbed's guided masking), reading each text "
+    "cut to --max-seq-length. Off by default (docs/retrieval.md has what it measured).",
+)
+@click.option(
+    "--guide-margin",
+    type=float,
+    default=AdaptSettings.guide_margin,
+    show_default=True,
+    help="--guide: drop a candidate the guide scores above the document's score minus this (0: GISTEmbed's).",
+)
 @click.option("--resume", is_flag=True, help="Go on from OUT.train/checkpoint.pt (after Ctrl-C).")
 @click.option("--device", default=None, help="cpu, cuda, ... (default: cuda if present).")
 @click.option("--progress/--no-progress", default=None)
@@ -95,12 +109,15 @@ def adapt(
     negatives,
     temperature,
     max_seq_length,
+    guide,
+    guide_margin,
     resume,
     device,
     progress,
 ) -> None:
     from sbert.adapt import adapt as run_adapt
     from sbert.adapt.distill import ScoringInterrupted
+    from sbert.losses.in_batch import Dropped
     from sbert.training import TrainingInterrupted
 
     settings = AdaptSettings(
@@ -114,6 +131,8 @@ def adapt(
         temperature=temperature,
         max_seq_length=max_seq_length,
         hold_out=hold_out,
+        guide=guide,
+        guide_margin=guide_margin,
     )
     try:
         summary = run_adapt(
@@ -125,10 +144,11 @@ def adapt(
     held = f", {len(summary['held_out'])} documents held out" if summary["held_out"] else ""
     drawn = summary["pseudo_queries"]
     of = f" of {drawn:,}" if summary["pairs"] < drawn else ""  # a teacher method scores only what trains
+    guided = "".join(f"; the guide: {Dropped(**n)}" for n in summary.get("guide_dropped", {}).values())
     click.echo(
         f"adapted on {summary['pairs']:,}{of} pseudo-queries from {summary['documents']:,} documents of "
         f"{summary['corpus']} (method {summary['method']}{held}); {summary['steps']} steps "
         f"({summary['steps_per_second']:.2f} steps/s); "
-        f"model saved to {summary['model']}",
+        f"model saved to {summary['model']}{guided}",
         err=True,
     )

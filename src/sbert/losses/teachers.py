@@ -48,7 +48,9 @@ class Teacher:
         self.model, self.batch_size = model, int(batch_size)
         self.cache_size, self._cached = int(cache_size), {}
         self.cross = hasattr(model, "predict") and not hasattr(model, "embed_with_grad")
-        if max_seq_length is not None and not self.cross:
+        # a text cut to the student's length is cut on purpose: no truncation warning at every step
+        self._cut = max_seq_length is not None and not self.cross
+        if self._cut:
             model.max_seq_length = min(model.max_seq_length, int(max_seq_length))
         if self.cross and model.num_labels != 1:
             raise ValueError(f"a cross-encoder teacher must give one score per pair; this one gives {model.num_labels}")
@@ -69,7 +71,8 @@ class Teacher:
         new = [t for t in dict.fromkeys(texts) if t not in self._cached]
         if new:
             self._follow(device)
-            out = self.model.encode(new, batch_size=self.batch_size, show_progress=show_progress)
+            quiet = {"on_truncation": "ignore"} if self._cut else {}
+            out = self.model.encode(new, batch_size=self.batch_size, show_progress=show_progress, **quiet)
             fresh = dict(zip(new, torch.as_tensor(out, dtype=torch.float32).cpu(), strict=True))
             room = max(self.cache_size - len(self._cached), 0)
             self._cached.update(list(fresh.items())[:room])
