@@ -205,7 +205,7 @@ def run_options(args) -> str:
     options += f" --teacher {args.teacher}" if args.teacher != TEACHER and "distill" in args.methods else ""
     if "distill-kl" in args.methods and args.temperature != KL_TEMPERATURE:
         options += f" --temperature {args.temperature:g}"
-    if args.guide:
+    if getattr(args, "guide", None):
         options += f" --guide {args.guide}" + margin_words(args, " --guide-margin ")
     return options
 

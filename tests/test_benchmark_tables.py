@@ -124,6 +124,25 @@ def test_a_kl_run_at_another_temperature_is_kept_and_passed_apart():
     )
 
 
+def test_a_guided_adapt_run_is_kept_apart_and_guides_only_its_in_batch_methods():
+    from argparse import Namespace
+
+    import adapt
+
+    plain = Namespace(teacher=adapt.TEACHER, seed=42, hold_out=0, steps=100, temperature=0.05, guide=None)
+    guided = Namespace(**{**vars(plain), "guide": "/m/all-mpnet-base-v2", "guide_margin": 0.0})
+    assert adapt.adapt_key("title", plain) == "title-100"  # the unguided rows keep their keys
+    assert adapt.adapt_key("title", guided) == "title-100-guide-all-mpnet-base-v2"
+    assert adapt.adapt_key("crop", Namespace(**{**vars(guided), "guide_margin": -0.1, "seed": 43})) == (
+        "crop-100-guide-all-mpnet-base-v2-m-0.1-seed43"
+    )
+    assert adapt.adapt_key("tsdae", guided) == "tsdae-100"  # no in-batch negatives: no guide (adapt refuses one)
+    assert adapt.adapt_key("distill-kl", guided) == "distill-kl-100-all-mpnet-base-v2"
+    assert adapt.run_options(Namespace(**vars(guided), methods="title@43")) == (
+        "--methods title@43 --steps 100 --guide /m/all-mpnet-base-v2"
+    )
+
+
 def test_an_interrupted_adapt_run_adds_its_parts_wall_time_and_a_crash_adds_nothing(tmp_path, monkeypatch):
     import subprocess
     from types import SimpleNamespace

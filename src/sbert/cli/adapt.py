@@ -50,6 +50,7 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
 @click.option(
     "--teacher",
     default=None,
+    metavar="MODEL",
     help="Teacher methods: a local bi-encoder or cross-encoder folder or name. It scores the pseudo-queries the "
     "steps train on (--steps x --batch-size of them), a bi-encoder reading each text cut to --max-seq-length.",
 )
@@ -79,6 +80,7 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
 @click.option(
     "--guide",
     default=None,
+    metavar="MODEL",
     help="In-batch methods: a local bi-encoder (e.g. all-mpnet-base-v2) whose scores drop the in-batch "
     "candidates it ranks above a pseudo-query's own document (GISTEmbed's guided masking), reading each text "
     "cut to --max-seq-length. Off by default (docs/retrieval.md has what it measured).",
