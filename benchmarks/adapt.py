@@ -467,11 +467,16 @@ def unseeded(method: str) -> str:
     return re.sub(r" \(seed \d+\)", "", method)
 
 
+GUIDED = re.compile(r" \(guide [^)]*\)")  # a row's method trained with --guide: an option, not a method
+
+
 def seed_means(rows: list[Row], search: str) -> dict[str, tuple[dict[str, float], int]]:
-    """Label-free methods searched ``search``: each method's metrics averaged over its seeds, and how many."""
+    """Label-free methods searched ``search``: each method's metrics averaged over its seeds, and how many.
+    Guided rows are not among them: a guide is an option of a method that needs a second model (the default
+    ``adapt`` has none), measured against its own unguided seeds (``guide_lines``)."""
     by_method: dict[str, list[Row]] = {}
     for row in rows:
-        if row.method and not row.labels and row.search == search:
+        if row.method and not row.labels and row.search == search and not GUIDED.search(row.method):
             by_method.setdefault(unseeded(row.method), []).append(row)
     return {
         method: ({m: sum(r.metrics[m] for r in seeded) / len(seeded) for m in METRICS}, len(seeded))
@@ -504,6 +509,54 @@ def transfer_lines(results: dict[str, list[Row]]) -> list[str]:
                     f"way{mean})"
                 )
     return lines
+
+
+def guide_lines(results: dict[str, list[Row]]) -> list[str]:
+    """For each collection and way of searching (dense, ``--auto``): each guided row beside the unguided row
+    of the same method and seed (what each ran on), and the mean difference over the seeds that have both."""
+    lines = []
+    for name, rows in results.items():
+        metric = HEADLINE[name]
+        for search in ("dense", "auto"):
+            plain = {r.method: r for r in rows if r.search == search and not r.labels}
+            pairs = [
+                (r, plain[GUIDED.sub("", r.method)]) for r in rows if r.search == search and GUIDED.search(r.method)
+            ]
+            pairs = [(g, u) for g, u in pairs if GUIDED.sub("", g.method) in plain]
+            if not pairs:
+                continue
+            each = "; ".join(
+                f"{_seed_of(g.method)}: {g.metrics[metric]:.2f} against {u.metrics[metric]:.2f}"
+                f" ({_ran_on(g)} / {_ran_on(u)}{_dropped(g)})"
+                for g, u in pairs
+            )
+            gap = sum(g.metrics[metric] - u.metrics[metric] for g, u in pairs) / len(pairs)
+            guide = GUIDED.search(pairs[0][0].method).group(0).strip(" ()")
+            method = unseeded(GUIDED.sub("", pairs[0][0].method))
+            lines.append(
+                f"- {name}, {'dense' if search == 'dense' else '--auto'}, {metric}, `{method}` with the {guide} "
+                f"against without it, seed by seed: {each}; mean {gap:+.2f} over {len(pairs)} seed(s)"
+            )
+    return lines
+
+
+def _seed_of(method: str) -> str:
+    found = re.search(r"\(seed (\d+)\)", method)
+    return f"seed {found.group(1) if found else 42}"
+
+
+def _ran_on(row: Row) -> str:
+    device = row.adapt.get("device", "cpu")
+    return "a GPU" if device != "cpu" else "CPU"
+
+
+def _dropped(row: Row) -> str:
+    counts = row.adapt.get("guide_dropped")
+    return (
+        f"; the guide dropped {100 * counts['dropped'] / counts['candidates']:.2f}% of in-batch candidates"
+        if counts
+        else ""
+    )
 
 
 def search_transfer_lines(results: dict[str, list[Row]]) -> list[str]:
@@ -633,6 +686,10 @@ def document_lines(results: dict[str, list[Row]], runs: dict[str, list[str]], ra
     lines += ["## Chosen on one collection, reported on the other", "", "Adapt method:", ""]
     lines += [*transfer_lines(results), "", "Way of searching (the default a user who passes no option gets):", ""]
     lines += [*search_transfer_lines(results), ""]
+    guided = guide_lines(results)
+    if guided:
+        lines += ["With `--guide` (GISTEmbed's guided masking; an option, so not among the methods chosen above):", ""]
+        lines += [*guided, ""]
     lines += [
         f"Command: {ran}. Adapted on the collection's documents only (no queries, no judgments), "
         f"{steps} steps at batch 32 unless a run below says otherwise; 'ran' is the "
