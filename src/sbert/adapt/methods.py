@@ -56,8 +56,8 @@ METHODS: dict[str, Method] = {
     ),
 }
 
-# Chosen by each collection of benchmarks/adapt.py for the other (searched dense, the mean of two seeds:
-# openoffice-dups 64.91 MRR@10 against title+crop's 64.06; SciFact 65.56 NDCG@10 against 65.40, within a
+# Chosen by each collection of benchmarks/adapt.py for the other (searched dense, the mean over seeds:
+# openoffice-dups 64.91 MRR@10 (three) against title+crop's 64.06 (two); SciFact 65.56 NDCG@10 against 65.40, within a
 # seed's spread there) (docs/retrieval.md).
 DEFAULT_METHOD = "title"
 # For a corpus most of whose documents have no title, the best method that needs none, chosen the same way
