@@ -512,31 +512,31 @@ def transfer_lines(results: dict[str, list[Row]]) -> list[str]:
 
 
 def guide_lines(results: dict[str, list[Row]]) -> list[str]:
-    """For each collection and way of searching (dense, ``--auto``): each guided row beside the unguided row
-    of the same method and seed (what each ran on), and the mean difference over the seeds that have both."""
+    """For each collection, way of searching (dense, ``--auto``) and guided method: each guided row beside the
+    unguided row of the same method and seed (what each ran on), and the mean difference over the seeds that
+    have both (a guided seed without its unguided row is left out)."""
     lines = []
     for name, rows in results.items():
         metric = HEADLINE[name]
         for search in ("dense", "auto"):
-            plain = {r.method: r for r in rows if r.search == search and not r.labels}
-            pairs = [
-                (r, plain[GUIDED.sub("", r.method)]) for r in rows if r.search == search and GUIDED.search(r.method)
-            ]
-            pairs = [(g, u) for g, u in pairs if GUIDED.sub("", g.method) in plain]
-            if not pairs:
-                continue
-            each = "; ".join(
-                f"{_seed_of(g.method)}: {g.metrics[metric]:.2f} against {u.metrics[metric]:.2f}"
-                f" ({_ran_on(g)} / {_ran_on(u)}{_dropped(g)})"
-                for g, u in pairs
-            )
-            gap = sum(g.metrics[metric] - u.metrics[metric] for g, u in pairs) / len(pairs)
-            guide = GUIDED.search(pairs[0][0].method).group(0).strip(" ()")
-            method = unseeded(GUIDED.sub("", pairs[0][0].method))
-            lines.append(
-                f"- {name}, {'dense' if search == 'dense' else '--auto'}, {metric}, `{method}` with the {guide} "
-                f"against without it, seed by seed: {each}; mean {gap:+.2f} over {len(pairs)} seed(s)"
-            )
+            plain = {r.method: r for r in rows if r.search == search and not r.labels and not GUIDED.search(r.method)}
+            by_method: dict[str, list[tuple[Row, Row]]] = {}
+            for row in (r for r in rows if r.search == search and GUIDED.search(r.method)):
+                base = GUIDED.sub("", row.method)
+                if base in plain:
+                    by_method.setdefault(unseeded(base), []).append((row, plain[base]))
+            for method, pairs in by_method.items():
+                each = "; ".join(
+                    f"{_seed_of(g.method)}: {g.metrics[metric]:.2f} against {u.metrics[metric]:.2f}"
+                    f" ({_ran_on(g)} / {_ran_on(u)}{_dropped(g)})"
+                    for g, u in pairs
+                )
+                gap = sum(g.metrics[metric] - u.metrics[metric] for g, u in pairs) / len(pairs)
+                guide = GUIDED.search(pairs[0][0].method).group(0).strip(" ()")
+                lines.append(
+                    f"- {name}, {'dense' if search == 'dense' else '--auto'}, {metric}, `{method}` with the {guide} "
+                    f"against without it, seed by seed: {each}; mean {gap:+.2f} over {len(pairs)} seed(s)"
+                )
     return lines
 
 

@@ -113,6 +113,7 @@ def test_guided_rows_are_not_chosen_as_methods_but_set_beside_their_own_unguided
     guide = " (guide all-mpnet-base-v2)"
     rows = [row("", 40), row("title", 50, "NVIDIA H100"), row("title (seed 43)", 54), row("crop", 51)]
     rows += [row("title" + guide, 53, dropped=14), row("title (seed 43)" + guide, 54.5, dropped=12)]
+    rows += [row("crop (seed 45)" + guide, 60, dropped=9)]  # no unguided seed 45: beside nothing, left out
     results = {"openoffice-dups": rows, "scifact": [row("", 40), row("title", 45), row("crop", 44)]}
     # the guided mean (53.75) is above title's (52), yet only methods are chosen: title, by its mean
     chosen = [line.split("`")[1] for line in adapt.transfer_lines(results) if "chosen on openoffice-dups" in line]
