@@ -186,7 +186,7 @@ def adapt_key(method: str, args) -> str:
 def guided(method: str, args) -> bool:
     """Whether ``method`` trains with ``--guide`` in this run (in-batch methods only: the others have no
     in-batch negatives to mask, and sbert adapt refuses a guide for them)."""
-    return bool(getattr(args, "guide", None)) and method in METHODS and METHODS[method].objective == "mnrl"
+    return bool(getattr(args, "guide", None)) and method in METHODS and METHODS[method].in_batch
 
 
 def margin_words(args, before: str) -> str:

@@ -30,6 +30,11 @@ class Method:
     def needs_teacher(self) -> bool:
         return self.objective in ("margin-mse", "distill-kl")
 
+    @property
+    def in_batch(self) -> bool:
+        """Trains with in-batch negatives (what ``--guide`` masks)."""
+        return self.objective == "mnrl"
+
 
 METHODS: dict[str, Method] = {
     "title": Method(("title",), "a document's title as the query of its body"),

@@ -145,10 +145,10 @@ def check_guide(settings: AdaptSettings, chosen: Method) -> None:
     work (a two-stage method's guide masks its in-batch stage only)."""
     from sbert.losses.teachers import is_cross_encoder_folder, teacher_folder
 
-    if chosen.objective != "mnrl":
+    if not chosen.in_batch:
         raise ValueError(
             f"--guide masks in-batch negatives; adapt method {settings.method!r} trains {chosen.objective}, "
-            f"which has none (in-batch methods: {', '.join(n for n, m in METHODS.items() if m.objective == 'mnrl')})"
+            f"which has none (in-batch methods: {', '.join(n for n, m in METHODS.items() if m.in_batch)})"
         )
     if is_cross_encoder_folder(teacher_folder(settings.guide)):
         raise ValueError(
