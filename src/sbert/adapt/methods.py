@@ -61,9 +61,9 @@ METHODS: dict[str, Method] = {
     ),
 }
 
-# Chosen by each collection of benchmarks/adapt.py for the other (searched dense, the mean over seeds:
-# openoffice-dups 64.91 MRR@10 (three) against title+crop's 64.06 (two); SciFact 65.56 NDCG@10 against 65.40, within a
-# seed's spread there) (docs/retrieval.md).
+# The best on average over benchmarks/adapt.py's two collections (searched dense, three seeds each: +2.24 against
+# title+crop's +2.01; openoffice-dups chooses it, 64.91 MRR@10 against 64.21, SciFact chooses title+crop, 65.48 NDCG@10
+# against 65.25, within a seed's spread) (docs/retrieval.md).
 DEFAULT_METHOD = "title"
 # For a corpus most of whose documents have no title, the best method that needs none, chosen the same way
 # (crop: openoffice-dups 64.11 against ict's 64.01 and simcse's 62.71; SciFact 65.40 against ict's 63.60
