@@ -511,6 +511,34 @@ def transfer_lines(results: dict[str, list[Row]]) -> list[str]:
     return lines
 
 
+def average_lines(results: dict[str, list[Row]], top: int = 3) -> list[str]:
+    """The rule the default method follows where the collections choose apart: for dense and ``--auto``, the
+    methods run on every collection ranked by their gain over the default model searched the same way (each
+    collection's headline metric, a method's mean over its seeds), averaged over the collections; the first
+    ``top``."""
+    lines = []
+    for search in ("dense", "auto"):
+        bases = {
+            name: next((r.metrics[HEADLINE[name]] for r in rows if not r.method and r.search == search), None)
+            for name, rows in results.items()
+        }
+        means = {name: seed_means(rows, search) for name, rows in results.items()}
+        everywhere = [m for m in next(iter(means.values()), {}) if all(m in mine for mine in means.values())]
+        if len(results) < 2 or None in bases.values() or not everywhere:
+            continue
+        gains = {m: {name: means[name][m][0][HEADLINE[name]] - bases[name] for name in results} for m in everywhere}
+        ranked = sorted(everywhere, key=lambda m: -sum(gains[m].values()) / len(results))
+        parts = []
+        for m in ranked[:top]:
+            each = ", ".join(
+                f"{name} {gains[m][name]:+.2f} ({means[name][m][1]} seed{'s' if means[name][m][1] > 1 else ''})"
+                for name in results
+            )
+            parts.append(f"`{m}` {sum(gains[m].values()) / len(results):+.2f} ({each})")
+        lines.append(f"- {search}, best on average over the collections: " + "; ".join(parts))
+    return lines
+
+
 def guide_lines(results: dict[str, list[Row]]) -> list[str]:
     """For each collection, way of searching (dense, ``--auto``) and guided method: each guided row beside the
     unguided row of the same method and seed (what each ran on), and the mean difference over the seeds that
@@ -684,7 +712,13 @@ def document_lines(results: dict[str, list[Row]], runs: dict[str, list[str]], ra
         lines += [f"## {name} (headline {HEADLINE[name]})", "", *table(rows + supervised_rows(name)), ""]
     lines += ["## Every way of searching, default model", "", *choices_table(results), ""]
     lines += ["## Chosen on one collection, reported on the other", "", "Adapt method:", ""]
-    lines += [*transfer_lines(results), "", "Way of searching (the default a user who passes no option gets):", ""]
+    lines += [
+        *transfer_lines(results),
+        "",
+        "Where the collections choose apart, the default is the method best on average:",
+        "",
+    ]
+    lines += [*average_lines(results), "", "Way of searching (the default a user who passes no option gets):", ""]
     lines += [*search_transfer_lines(results), ""]
     guided = guide_lines(results)
     if guided:

@@ -101,6 +101,29 @@ def test_transfer_choice_takes_a_method_at_several_seeds_by_its_mean():
     ]
 
 
+def test_where_the_collections_choose_apart_the_average_gain_over_both_ranks_the_methods():
+    import adapt
+
+    def row(method: str, ndcg: float, mrr: float) -> "adapt.Row":
+        return adapt.Row(method or "default", {"ndcg@10": ndcg, "mrr@10": mrr, "recall@100": 0.0}, method, "dense")
+
+    results = {
+        # SciFact prefers crop (+3 against title's +1: seeds 60 and 62 average 61); ict ran here only
+        "scifact": [
+            *(row("", 60, 0), row("title", 60, 0), row("title (seed 43)", 62, 0)),
+            *(row("crop", 63, 0), row("ict", 70, 0)),
+        ],
+        # openoffice-dups prefers title (+6 against crop's +1), and on average title leads: (1 + 6) / 2 = 3.5
+        # against (3 + 1) / 2 = 2
+        "openoffice-dups": [row("", 0, 40), row("title", 0, 46), row("crop", 0, 41)],
+    }
+    assert adapt.average_lines(results) == [
+        "- dense, best on average over the collections: `title` +3.50 (scifact +1.00 (2 seeds), openoffice-dups "
+        "+6.00 (1 seed)); `crop` +2.00 (scifact +3.00 (1 seed), openoffice-dups +1.00 (1 seed))"
+    ]
+    assert adapt.average_lines({"scifact": results["scifact"]}) == []  # one collection: no average to take
+
+
 def test_guided_rows_are_not_chosen_as_methods_but_set_beside_their_own_unguided_seeds():
     import adapt
 

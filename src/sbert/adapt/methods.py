@@ -62,7 +62,7 @@ METHODS: dict[str, Method] = {
 }
 
 # The best on average over benchmarks/adapt.py's two collections (searched dense, three seeds each: +2.24 against
-# title+crop's +2.01; openoffice-dups chooses it, 64.91 MRR@10 against 64.21, SciFact chooses title+crop, 65.48 NDCG@10
+# title+crop's +2.00; openoffice-dups chooses it, 64.91 MRR@10 against 64.21, SciFact chooses title+crop, 65.48 NDCG@10
 # against 65.25, within a seed's spread) (docs/retrieval.md).
 DEFAULT_METHOD = "title"
 # For a corpus most of whose documents have no title, the best method that needs none, chosen the same way
