@@ -20,6 +20,8 @@ adapt; ``python benchmarks/batches.py --variants adapted``).
 
 Choosing without fooling ourselves: for each collection, the method the OTHER collection's test queries
 would have chosen, and its score here: that is the figure a user with a new collection can expect.
+Where the two choose apart, the default is the method whose gain averaged over the collections is highest
+(the lines under the table).
 
     python benchmarks/adapt.py [--collections scifact,openoffice-dups] [--methods title,crop,title+crop]
                                [--steps 100] [--teacher all-mpnet-base-v2] [--queries N --documents N]
