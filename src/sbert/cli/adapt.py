@@ -30,8 +30,9 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
     "--method",
     type=click.Choice(list(METHODS)),
     default=None,
-    help=f"How pseudo-queries are drawn ({_METHODS_HELP}). Default: {DEFAULT_METHOD}, which measured best on both "
-    "collections of benchmarks/adapt.py, each choosing for the other (docs/retrieval.md); where fewer than "
+    help=f"How pseudo-queries are drawn ({_METHODS_HELP}). Default: {DEFAULT_METHOD}, whose gain over the model "
+    "averaged over the two collections of benchmarks/adapt.py is the highest (bug reports and abstracts, three "
+    "seeds; docs/retrieval.md); where fewer than "
     f"{MIN_TITLED:.0%} of the documents have a title, {UNTITLED_METHOD}, the best method that needs none.",
 )
 @click.option(
