@@ -464,9 +464,17 @@ def supervised_rows(name: str) -> list[Row]:
     return found
 
 
+SEEDED = re.compile(r" \(seed (\d+)\)")  # a row's method at another seed than 42 (``Run``'s label)
+
+
 def unseeded(method: str) -> str:
     """A row's method without its seed: the rows of one method at several seeds are one choice."""
-    return re.sub(r" \(seed \d+\)", "", method)
+    return SEEDED.sub("", method)
+
+
+def default_row(rows: list[Row], search: str) -> Row | None:
+    """The default model's row searched ``search`` (dense, auto, ...), if the collection has one."""
+    return next((r for r in rows if not r.method and r.search == search), None)
 
 
 GUIDED = re.compile(r" \(guide [^)]*\)")  # a row's method trained with --guide: an option, not a method
@@ -501,7 +509,7 @@ def transfer_lines(results: dict[str, list[Row]]) -> list[str]:
                 if not both:
                     continue
                 chosen = max(both, key=lambda method: theirs[method][0][HEADLINE[there]])
-                base = next(r for r in rows if not r.method and r.search == search)
+                base = default_row(rows, search)
                 metric = HEADLINE[here]
                 score, seeds = mine[chosen][0][metric], mine[chosen][1]
                 mean = f", mean of {seeds} seeds" if seeds > 1 else ""
@@ -520,23 +528,23 @@ def average_lines(results: dict[str, list[Row]], top: int = 3) -> list[str]:
     ``top``."""
     lines = []
     for search in ("dense", "auto"):
-        bases = {
-            name: next((r.metrics[HEADLINE[name]] for r in rows if not r.method and r.search == search), None)
-            for name, rows in results.items()
-        }
+        bases = {name: default_row(rows, search) for name, rows in results.items()}
         means = {name: seed_means(rows, search) for name, rows in results.items()}
         everywhere = [m for m in next(iter(means.values()), {}) if all(m in mine for mine in means.values())]
         if len(results) < 2 or None in bases.values() or not everywhere:
             continue
-        gains = {m: {name: means[name][m][0][HEADLINE[name]] - bases[name] for name in results} for m in everywhere}
-        ranked = sorted(everywhere, key=lambda m: -sum(gains[m].values()) / len(results))
+        gains = {
+            m: {name: means[name][m][0][HEADLINE[name]] - bases[name].metrics[HEADLINE[name]] for name in results}
+            for m in everywhere
+        }
+        average = {m: sum(gains[m].values()) / len(results) for m in everywhere}
         parts = []
-        for m in ranked[:top]:
+        for m in sorted(everywhere, key=lambda m: -average[m])[:top]:
             each = ", ".join(
                 f"{name} {gains[m][name]:+.2f} ({means[name][m][1]} seed{'s' if means[name][m][1] > 1 else ''})"
                 for name in results
             )
-            parts.append(f"`{m}` {sum(gains[m].values()) / len(results):+.2f} ({each})")
+            parts.append(f"`{m}` {average[m]:+.2f} ({each})")
         lines.append(f"- {search}, best on average over the collections: " + "; ".join(parts))
     return lines
 
@@ -571,7 +579,7 @@ def guide_lines(results: dict[str, list[Row]]) -> list[str]:
 
 
 def _seed_of(method: str) -> str:
-    found = re.search(r"\(seed (\d+)\)", method)
+    found = SEEDED.search(method)
     return f"seed {found.group(1) if found else 42}"
 
 
@@ -589,14 +597,20 @@ def _dropped(row: Row) -> str:
     )
 
 
+def _dense_choices(rows: list[Row]) -> dict:
+    """Every way of searching with the default model and its metrics (kept on its dense row), or none."""
+    row = default_row(rows, "dense")
+    return row.choices if row else {}
+
+
 def search_transfer_lines(results: dict[str, list[Row]]) -> list[str]:
     """For each collection: the way of searching (default model) the other collection's test queries
     choose, and what it scores here against dense and against this collection's own best."""
     lines = []
     for here, rows in results.items():
-        mine = next((r.choices for r in rows if not r.method and r.search == "dense"), {})
+        mine = _dense_choices(rows)
         for there, other in results.items():
-            theirs = next((r.choices for r in other if not r.method and r.search == "dense"), {})
+            theirs = _dense_choices(other)
             if there == here or not mine or not theirs:
                 continue
             chosen = max(theirs, key=lambda c: theirs[c][HEADLINE[there]])
@@ -611,9 +625,7 @@ def search_transfer_lines(results: dict[str, list[Row]]) -> list[str]:
 
 def choices_table(results: dict[str, list[Row]]) -> list[str]:
     """Every way of searching with the default model, each collection's headline metric."""
-    found = {
-        n: next((r.choices for r in rows if not r.method and r.search == "dense"), {}) for n, rows in results.items()
-    }
+    found = {n: _dense_choices(rows) for n, rows in results.items()}
     names = [c.name for c in CHOICES]
     header = ["default model, search", *(f"{n} {HEADLINE[n]}" for n in found)]
     body = [[c, *(f"{found[n][c][HEADLINE[n]]:.2f}" if c in found[n] else "-" for n in found)] for c in names]
@@ -714,13 +726,9 @@ def document_lines(results: dict[str, list[Row]], runs: dict[str, list[str]], ra
         lines += [f"## {name} (headline {HEADLINE[name]})", "", *table(rows + supervised_rows(name)), ""]
     lines += ["## Every way of searching, default model", "", *choices_table(results), ""]
     lines += ["## Chosen on one collection, reported on the other", "", "Adapt method:", ""]
-    lines += [
-        *transfer_lines(results),
-        "",
-        "Where the collections choose apart, the default is the method best on average:",
-        "",
-    ]
-    lines += [*average_lines(results), "", "Way of searching (the default a user who passes no option gets):", ""]
+    apart = "Where the collections choose apart, the default is the method best on average:"
+    lines += [*transfer_lines(results), "", apart, "", *average_lines(results), ""]
+    lines += ["Way of searching (the default a user who passes no option gets):", ""]
     lines += [*search_transfer_lines(results), ""]
     guided = guide_lines(results)
     if guided:
