@@ -73,7 +73,7 @@ from sbert.search.auto import CHOICES, SearchChoice, choose_search
 AUTO_KIND = "title"  # the --auto rows' pseudo-queries, as first measured (benchmarks/auto_kinds.py: the others)
 KEEP_DEFAULT = False  # and the best on them, as first measured (before --auto kept the default within a standard error)
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "retrieval.md"
+DOC = Path(__file__).resolve().parent / "results" / "retrieval-evidence.md"
 BEGIN, END = "<!-- benchmarks/adapt.py: begin -->", "<!-- benchmarks/adapt.py: end -->"
 METRICS = ("ndcg@10", "mrr@10", "recall@100")
 # distill-kl's rows without a temperature in their name were measured at 0.05 (sbert adapt's default before
@@ -708,7 +708,7 @@ def main() -> None:
         (WORK / "adapt").mkdir(parents=True, exist_ok=True)
         (WORK / "adapt" / args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
         raise SystemExit(
-            f"{len(lost)} row(s) of docs/retrieval.md's table are in neither this run nor "
+            f"{len(lost)} row(s) of benchmarks/results/retrieval-evidence.md's table are in neither this run nor "
             f"{RECORDS / 'adapt'} (first: {lost[0]}); wrote {WORK / 'adapt' / args.out} only. Run their "
             "--methods too, or pass --replace to drop them."
         )

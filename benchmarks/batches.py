@@ -70,7 +70,7 @@ from finetune_retrieval import mined_examples, split_collection, training_config
 from retrieval import sample
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "retrieval.md"
+DOC = ROOT / "benchmarks" / "results" / "retrieval-evidence.md"
 BEGIN, END = "<!-- benchmarks/batches.py: begin -->", "<!-- benchmarks/batches.py: end -->"
 DEV_BEGIN, DEV_END = "<!-- benchmarks/batches.py --dev: begin -->", "<!-- benchmarks/batches.py --dev: end -->"
 VARIANTS = ("plain", "sampler", "guide", "adapted")

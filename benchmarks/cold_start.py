@@ -24,7 +24,7 @@ from pathlib import Path
 
 from common import environment_lines, markdown_table, write_between_markers, write_result
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "search.md"
+DOC = Path(__file__).resolve().parent / "results" / "search-evidence.md"
 BEGIN, END = "<!-- cold-start:begin -->", "<!-- cold-start:end -->"
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 QUERY = "how do I bake bread at home"

@@ -32,7 +32,7 @@ from common import environment_lines, markdown_table, write_between_markers, wri
 from finetune_retrieval import mined_examples, split_collection, training
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "retrieval.md"
+DOC = ROOT / "benchmarks" / "results" / "retrieval-evidence.md"
 BEGIN, END = "<!-- benchmarks/guide_masking.py: begin -->", "<!-- benchmarks/guide_masking.py: end -->"
 NAME = "openoffice-dups"
 

@@ -1,4 +1,4 @@
-"""Regenerate docs/reproduction.md: the paper's Tables 1, 2, 5, 6 and 7, each cell as paper / ST / sbert.
+"""Regenerate benchmarks/results/reproduction.md: the paper's Tables 1, 2, 5, 6 and 7, each cell paper / ST / sbert.
 
 "ST" is sentence-transformers on the same backbone and data: for untrained rows, its own encode()
 of the same model folder; for trained rows, a model trained by its own SentenceTransformerTrainer
@@ -43,7 +43,7 @@ from sbert.training.recipe import build_encoder
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / "results" / "reproduction.json"
-DOC = HERE.parent / "docs" / "reproduction.md"
+DOC = HERE / "results" / "reproduction.md"
 PAPER = json.loads((HERE / "paper_tables.json").read_text())
 STS_COLUMNS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sick-r")
 SENTEVAL_COLUMNS = tuple(TRANSFER)  # mr, cr, subj, mpqa, sst2, trec, mrpc

@@ -36,7 +36,7 @@ from sbert.data.beir import RetrievalCollection, read_beir
 from sbert.evaluation.retrieval import RetrievalEvaluator, Retriever
 from sbert.evaluation.retrievers import HybridRetriever, IndexRetriever, LexicalRetriever, RetrievalSettings
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "retrieval.md"
+DOC = Path(__file__).resolve().parent / "results" / "retrieval-evidence.md"
 BEGIN, END = "<!-- benchmarks/retrieval.py: begin -->", "<!-- benchmarks/retrieval.py: end -->"
 METRICS = ("ndcg@10", "mrr@10", "recall@100")
 COLLECTIONS = ("scifact", "openoffice-dups")

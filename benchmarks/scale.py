@@ -45,7 +45,7 @@ from corpus import sentences
 
 from sbert.data.paths import data_dir
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "scale.md"
+DOC = Path(__file__).resolve().parent / "results" / "scale-evidence.md"
 BEGIN, END = "<!-- benchmarks/scale.py: begin -->", "<!-- benchmarks/scale.py: end -->"
 SOURCES = ("stsb", "sick", "snli", "sts12", "senteval")
 HNSW = {"hnsw_m": 16, "ef_construction": 64}

@@ -56,6 +56,7 @@ from pathlib import Path
 import numpy as np
 from common import (
     RECORDS,
+    RESULTS,
     WORK,
     cpu_name,
     device_name,
@@ -67,7 +68,7 @@ from common import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC, SCALE_DOC, RETRIEVAL_DOC = (ROOT / "docs" / name for name in ("cpu-inference.md", "scale.md", "retrieval.md"))
+DOC, SCALE_DOC, RETRIEVAL_DOC = (RESULTS / f"{name}-evidence.md" for name in ("cpu", "scale", "retrieval"))
 BEGIN, END = "<!-- benchmarks/static.py: begin -->", "<!-- benchmarks/static.py: end -->"
 MRL_BEGIN, MRL_END = "<!-- benchmarks/static.py matryoshka: begin -->", "<!-- benchmarks/static.py matryoshka: end -->"
 MAIN_PARTS = ("models", "quality", "speed", "query")  # the main table's; the Matryoshka table has its own block
@@ -666,7 +667,7 @@ def retrieval_lines(facts: dict, lines: dict) -> list[str]:
     ]
     header = ["model (dense, documents cut at its limit)", "SciFact NDCG@10", "openoffice MRR@10", "sentences/s"]
     out = [f"Measured by `python benchmarks/static.py` on {cpu_name()} (the whole table, with STSb and sizes:", ""]
-    out[0] += " [docs/cpu-inference.md](cpu-inference.md#static-models))."
+    out[0] += " [static.md](static.md))."
     out += [*markdown_table(header, rows), ""] if rows else ["(quality not measured yet)", ""]
     if "query" in lines:
         out += ["**Query latency, searched as sbert searches by default.**", "", *lines["query"]]
@@ -739,7 +740,7 @@ def scale_lines(facts: dict) -> list[str]:
         f"model embeds {static['rate']:,.0f} sentences/s at batch 32 here, {static['rate'] / torch_row['rate']:,.0f}x "
         f"sbert torch in the same run ({torch_row['rate']:,.0f}/s): 40M questions in {hours:,.2f} h on this one "
         f"machine, no cluster; {static['dim']} dimensions: {QUORA * static['dim'] * 4 / 2**30:.1f} GiB float32, "
-        f"{QUORA * static['dim'] / 2**30:.1f} GiB int8. Its quality is in docs/cpu-inference.md's table.",
+        f"{QUORA * static['dim'] / 2**30:.1f} GiB int8. Its quality is in benchmarks/results/static.md's table.",
     ]
     if ONE_THREAD in speed:
         one = speed[ONE_THREAD]["rate"]
@@ -804,7 +805,7 @@ def main() -> None:
     if "query" in lines:
         body += ["**Query latency with whole bug reports.**", "", *lines["query"], ""]
     if plot(facts, work / "static-speed-quality.png" if args.quick else PLOT):
-        body += ["![quality against speed](img/static-speed-quality.png)", ""]
+        body += ["![quality against speed](../../docs/img/static-speed-quality.png)", ""]
     ending = [
         f"Wall time of this invocation {time.perf_counter() - began:,.0f} s (parts not run are read from "
         "benchmarks/results/records/static).",

@@ -33,7 +33,7 @@ from common import WORK, cpu_name, environment_lines, markdown_table, write_betw
 from cpu_backends import latency_ms
 from static import rate
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "cpu-inference.md"
+DOC = Path(__file__).resolve().parent / "results" / "cpu-evidence.md"
 BEGIN, END = "<!-- benchmarks/static_latency.py: begin -->", "<!-- benchmarks/static_latency.py: end -->"
 FOLDER = WORK / "static-latency" / "distilled"
 

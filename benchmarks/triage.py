@@ -45,7 +45,7 @@ from sbert.evaluation.retrievers import IndexRetriever, RetrievalSettings
 from sbert.evaluation.triage import TriageEvaluator, TriageScores
 from sbert.search.retrieve import LEAD_HITS, lead
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "retrieval.md"
+DOC = Path(__file__).resolve().parent / "results" / "retrieval-evidence.md"
 BEGIN, END = "<!-- benchmarks/triage.py: begin -->", "<!-- benchmarks/triage.py: end -->"
 ADAPTED = WORK / "adapt" / "openoffice-dups"
 MODELS = {
