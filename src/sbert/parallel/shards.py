@@ -24,7 +24,7 @@ import numpy as np
 
 from sbert.atomic import atomic_file
 from sbert.errors import SbertError
-from sbert.locks import hold_lock
+from sbert.locks import check_lock_file, hold_lock
 from sbert.parallel.inputs import texts_digest
 
 MANIFEST = "manifest.json"
@@ -154,6 +154,8 @@ class ShardFolder:
         """Open an existing shard folder for reading; ``ShardFolderError`` if it is not one."""
         path = Path(path)
         manifest_path = path / MANIFEST
+        if manifest_path.is_symlink():
+            raise ShardFolderError(f"{manifest_path}: is a link; a shard folder's files must be plain files inside it")
         if not manifest_path.is_file():
             raise ShardFolderError(f"{path}: no {MANIFEST}; expected a folder written by sbert encode --processes")
         try:
@@ -175,7 +177,7 @@ class ShardFolder:
         _check_writable(path)
         path.mkdir(parents=True, exist_ok=True)
         lock = contextlib.ExitStack()
-        lock.enter_context(hold_lock(path / LOCK, 0, lambda holder: _busy(path, holder)))
+        lock.enter_context(hold_lock(path / LOCK, 0, lambda holder: _busy(path, holder), unsafe=ShardFolderError))
         try:
             folder = cls._start(path, settings, resume, source)
         except BaseException:
@@ -296,11 +298,15 @@ def _busy(path: Path, holder: str) -> ShardFolderLockedError:
 
 
 def _check_writable(path: Path) -> None:
-    """Refuse a file, or a folder that holds other files and no manifest (never written into)."""
+    """Refuse a file, a folder whose lock is not a plain file, or a folder that holds other files (hidden ones
+    too) and no manifest (never written into)."""
     if path.exists() and not path.is_dir():
         raise ShardFolderError(f"{path}: exists and is not a folder; --out with --processes names a folder")
-    if path.is_dir() and not (path / MANIFEST).exists():
-        others = sorted(p.name for p in path.iterdir() if not p.name.startswith("."))
+    if not path.is_dir():
+        return
+    check_lock_file(path / LOCK, ShardFolderError)
+    if not (path / MANIFEST).exists():
+        others = sorted(p.name for p in path.iterdir() if p.name != LOCK)
         if others:
             raise ShardFolderError(
                 f"{path}: a folder that holds other files ({', '.join(others[:3])}"

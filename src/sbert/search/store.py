@@ -11,6 +11,9 @@ A folder holds::
     bm25-<tag>.bm25          the rows' texts for lexical search (manifest "lexical"; ``sbert.search.lexical``)
     .lock                    the writers' lock (holds the process id of the last writer)
 
+Every file of the folder is opened without following links and must be a plain file: a link planted in an
+index folder is refused, never read or written through (``sbert.locks`` opens the lock the same way).
+
 Files are never changed once written. A write takes the lock (waiting for another writer, up to
 ``lock_timeout`` seconds), re-reads the manifest, makes new files, atomically replaces manifest.json,
 then removes the files the manifest no longer names; a crash at any point leaves the previous manifest
@@ -32,6 +35,7 @@ import json
 import logging
 import os
 import re
+import stat
 import threading
 import uuid
 import weakref
@@ -45,7 +49,7 @@ import numpy as np
 
 from sbert.atomic import FolderNotReplaceableError, atomic_file
 from sbert.errors import IndexExistsError, IndexFormatError, SbertError
-from sbert.locks import hold_lock
+from sbert.locks import check_lock_file, hold_lock
 
 FORMAT = "sbert-vector-index"
 VERSION = 1
@@ -185,6 +189,7 @@ class SegmentStore:
     # -- reading ---------------------------------------------------------------------------------------
     def load(self) -> Snapshot:
         """The current version; re-reads the manifest when a writer replaced it while files were opened."""
+        check_lock_file(self.path / LOCK, IndexFormatError)  # a planted link is refused before any write
         for _ in range(_LOAD_ATTEMPTS):
             signature, raw = self._read_manifest()
             try:
@@ -199,14 +204,16 @@ class SegmentStore:
     def _read_manifest(self) -> tuple[tuple, bytes]:
         file = self.path / MANIFEST
         try:
-            with open(file, "rb") as handle:
-                return _stat_key(os.fstat(handle.fileno())), handle.read()
-        except FileNotFoundError as err:
+            handle = _open(file)
+        except _Missing as err:
             raise IndexFormatError(
                 f"{self.path}: not an sbert index ({MANIFEST} missing); build one with `sbert index build`"
             ) from err
-        except OSError as err:
-            raise IndexFormatError(f"{file}: cannot be read ({err.strerror})") from err
+        with handle:
+            try:
+                return _stat_key(os.fstat(handle.fileno())), handle.read()
+            except OSError as err:
+                raise IndexFormatError(f"{file}: cannot be read ({err.strerror})") from err
 
     def signature(self) -> tuple | None:
         """What changes whenever manifest.json is replaced (it is replaced by a rename, never rewritten)."""
@@ -250,7 +257,7 @@ class SegmentStore:
         """Hold the folder's write lock, waiting up to ``timeout`` seconds for another writer to finish."""
         self.path.mkdir(parents=True, exist_ok=True)
         file = self.path / LOCK
-        with hold_lock(file, timeout, lambda holder: _locked_error(file, holder, timeout), _log):
+        with hold_lock(file, timeout, lambda holder: _locked_error(file, holder, timeout), _log, IndexFormatError):
             yield
 
     def newest(self, snapshot: Snapshot) -> Snapshot:
@@ -332,6 +339,7 @@ class SegmentStore:
             raise IndexExistsError(f"{path}: exists and is not a folder")
         if not path.is_dir():
             return
+        check_lock_file(path / LOCK, IndexFormatError)
         if not self._holds_index():
             others = sorted(p.name for p in path.iterdir() if not self._is_own(p.name))
             if others:
@@ -386,12 +394,26 @@ def new_tag() -> str:
 
 # -- reading files -----------------------------------------------------------------------------------------
 def _open(file: Path) -> IO[bytes]:
+    """``file`` opened for reading: a plain file of the folder, never through a link."""
     try:
-        return open(file, "rb")
+        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError as err:
         raise _Missing(_missing_message(file)) from err
     except OSError as err:
+        if os.path.islink(file):
+            raise IndexFormatError(_link_message(file)) from err
         raise IndexFormatError(f"{file}: cannot be read ({err.strerror}); the index is damaged") from err
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IndexFormatError(f"{file}: is not a plain file; the index is damaged")
+    return os.fdopen(fd, "rb")
+
+
+def _link_message(file: Path) -> str:
+    return (
+        f"{file}: is a symbolic link; the files of an index must be plain files inside its folder, "
+        "and sbert does not read or write through links there"
+    )
 
 
 def _missing_message(file: Path) -> str:
@@ -399,13 +421,26 @@ def _missing_message(file: Path) -> str:
 
 
 def _load_npy(file: Path, mmap: bool) -> Any:
-    try:
-        return np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except FileNotFoundError as err:
-        raise _Missing(_missing_message(file)) from err
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
-        reason = "it holds Python objects, not numbers" if "pickle" in str(err) else str(err)
-        raise IndexFormatError(f"{file}: damaged: not a readable .npy array ({reason}); the index is damaged") from err
+    with _open(file) as handle:
+        try:
+            return _memory_map(handle) if mmap else np.load(handle, allow_pickle=False)
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
+            reason = "it holds Python objects, not numbers" if "pickle" in str(err) else str(err)
+            raise IndexFormatError(
+                f"{file}: damaged: not a readable .npy array ({reason}); the index is damaged"
+            ) from err
+
+
+def _memory_map(handle: IO[bytes]) -> np.ndarray:
+    """The .npy array in the open ``handle``, memory-mapped (the map outlives the handle)."""
+    version = np.lib.format.read_magic(handle)
+    read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    if version not in read_header:
+        raise ValueError(f".npy format version {version[0]}.{version[1]} (1.0 or 2.0 expected)")
+    shape, fortran, dtype = read_header[version](handle)
+    if dtype.hasobject:
+        raise ValueError("pickle: Python objects in the array")
+    return np.memmap(handle, dtype=dtype, mode="r", offset=handle.tell(), shape=shape, order="F" if fortran else "C")
 
 
 def _shown(value: Any) -> str:
