@@ -11,8 +11,14 @@ A reader always finds the old or the new version, never a mix or nothing:
 
 ``atomic_dir`` never deletes files a model did not write: it refuses a non-empty folder that holds no
 model (or index), and when it replaces a model folder, files there that are not model files (notes,
-a README, anything unknown) are carried into the new version. Leftovers of killed writers (temporary
-files and folders tagged with a process that no longer runs) are collected on the next write.
+a README, anything unknown) are carried into the new version, and symbolic links (to files or folders)
+as links, never followed. Leftovers of killed writers (temporary files and folders tagged with a process
+that no longer runs) are collected on the next write.
+
+Nor does it put a broken model in place of a good one: a new version whose ``.safetensors`` weights hold
+NaN or infinity (a training that diverged) is refused before the swap, and the old version stays.
+Commands that write a new model (train, adapt, distill, rotate) refuse a folder that already holds one
+unless asked to replace it (``check_model_target``).
 """
 
 from __future__ import annotations
@@ -49,6 +55,14 @@ _AT_FDCWD = -100
 
 class FolderNotReplaceableError(SbertError, FileExistsError):
     """The target folder exists, is not empty and holds no model or index: sbert will not replace it."""
+
+
+class ModelExistsError(SbertError, FileExistsError):
+    """A model is already in the folder a command would write a new one to (replaced only when asked)."""
+
+
+class NonFiniteWeightsError(SbertError, ValueError):
+    """A model whose weights hold NaN or infinity: ``atomic_dir`` does not put it in place."""
 
 
 def _after(step: str) -> None:
@@ -177,13 +191,22 @@ def _module_folders(folder: Path) -> set[str]:
 
 def _carry_over(old: Path, new: Path) -> list[str]:
     """Copy (hard-link where possible) into ``new`` the files of ``old`` that are not model files and
-    that ``new`` does not have; returns their relative paths."""
+    that ``new`` does not have, and its symbolic links (to files or folders) as links, never followed;
+    returns their relative paths."""
     modules = _module_folders(old) | {""}
     kept = []
-    for root, dirs, files in os.walk(old):
+    for root, dirs, files in os.walk(old):  # links to folders are listed in ``dirs`` and not entered
         rel_root = Path(root).relative_to(old)
         if rel_root == Path("."):
             dirs[:] = [d for d in dirs if d not in _MODEL_DIRS and not _LEFTOVER.match(d)]
+        linked = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+        dirs[:] = [d for d in dirs if d not in linked]
+        for name in linked:
+            rel = rel_root / name
+            if not ((new / rel).exists() or (new / rel).is_symlink()):
+                (new / rel).parent.mkdir(parents=True, exist_ok=True)
+                os.symlink(os.readlink(old / rel), new / rel)
+                kept.append(rel.as_posix())
         for name in files:
             rel = rel_root / name
             parent = "" if rel_root == Path(".") else rel_root.as_posix()
@@ -210,8 +233,9 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
 
     ``target`` may be missing, an empty folder, or a model/index folder (see ``holds_model``); any other
     existing folder is refused with ``FolderNotReplaceableError`` before anything is written. Files
-    of the old folder that are not model files are kept in the new one. On error the temporary
-    folder is removed and ``target`` is left as it was.
+    of the old folder that are not model files, and its symbolic links, are kept in the new one. New
+    weights that are not finite are refused (``check_finite_weights``). On error the temporary folder
+    is removed and ``target`` is left as it was.
     """
     target = Path(target).absolute()
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -222,6 +246,7 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     tmp.mkdir()
     try:
         yield tmp
+        check_finite_weights(tmp, target)
         follow_umask(tmp)
         check_replaceable(target)  # again: the folder may have changed while the new version was written
         _commit(tmp, target)
@@ -255,6 +280,49 @@ def follow_umask(folder: Path) -> None:
             path = os.path.join(root, name)
             if not os.path.islink(path):
                 os.chmod(path, 0o666 & ~mask)
+
+
+def check_finite_weights(folder: Path, target: str | os.PathLike[str] | None = None) -> None:
+    """Raise ``NonFiniteWeightsError`` if a ``.safetensors`` file under ``folder`` (the new version of
+    ``target``) holds NaN or infinite weights: one pass over them, a fraction of a second for MiniLM."""
+    files = sorted(p for p in folder.rglob("*.safetensors") if p.is_file() and not p.is_symlink())
+    if not files:
+        return
+    import torch
+    from safetensors import safe_open
+
+    bad = total = 0
+    first = ""
+    for file in files:
+        with safe_open(str(file), framework="pt") as weights:
+            for name in weights.keys():  # noqa: SIM118 (a safetensors handle, not a dict)
+                tensor = weights.get_tensor(name)
+                if not tensor.is_floating_point():
+                    continue
+                total += tensor.numel()
+                if not bool(torch.isfinite(tensor).all()):
+                    bad += int((~torch.isfinite(tensor)).sum())
+                    first = first or f"{file.relative_to(folder).as_posix()}: {name!r}"
+    if bad:
+        where = Path(target) if target is not None else folder
+        kept = "the model there is kept" if where.exists() else "nothing was written"
+        raise NonFiniteWeightsError(
+            f"{where}: refusing to save a model whose weights hold {bad:,} NaN or infinite values (of {total:,}; "
+            f"the first in {first}): it would give NaN vectors (did its training diverge? lower the learning "
+            f"rate); {kept}"
+        )
+
+
+def check_model_target(
+    target: str | os.PathLike[str], overwrite: bool = False, *, reason: str = "", then: str = "to replace it"
+) -> None:
+    """Raise unless a new model may be written to ``target`` (call it before any work): ``ModelExistsError``
+    where a model is already there and not ``overwrite`` (the message: ``reason`` after "a model is already
+    there", ``then`` after the advice to overwrite), ``FolderNotReplaceableError`` for a folder of other files."""
+    check_replaceable(target)
+    path = Path(target)
+    if not overwrite and path.is_dir() and holds_model(path):
+        raise ModelExistsError(f"{path}: a model is already there{reason}; pass overwrite=True (--overwrite) {then}")
 
 
 def check_replaceable(target: str | os.PathLike[str]) -> None:

@@ -186,8 +186,7 @@ def distill(
 ) -> Encoder:
     """A static model (``StaticEmbedding`` + ``Normalize``) distilled from ``encoder`` (see the module's
     docstring); ``dim=None`` keeps the transformer's width without PCA, ``sif=None`` weights nothing."""
-    if not isinstance(encoder.transformer, Transformer):
-        raise ValueError("this model is already a static model; distil from a transformer model")
+    check_dim(encoder, dim)
     vocab = build_vocabulary(encoder.transformer, words, remove_pattern)
     kept = np.array([i for i, run in enumerate(vocab.runs) if run is not None])
     rows = token_vectors(encoder.transformer, [vocab.runs[i] for i in kept], batch_size, show_progress)
@@ -199,6 +198,19 @@ def distill(
     table[kept] = rows
     static = StaticEmbedding(vocab.tokenizer, table, skip_unknown=True)
     return Encoder([static, Normalize()])
+
+
+def check_dim(encoder: Encoder, dim: int | None) -> None:
+    """Refuse, before any work, a model that is already static or a ``dim`` outside 1 to its width (PCA
+    keeps at most as many dimensions as the token vectors have)."""
+    if not isinstance(encoder.transformer, Transformer):
+        raise ValueError("this model is already a static model; distil from a transformer model")
+    width = encoder.transformer.dim
+    if dim is not None and not 1 <= dim <= width:
+        raise ValueError(
+            f"dim {dim}: a static model distilled from this one keeps from 1 to {width} dimensions (the width of "
+            "its token vectors); dim=None (--dim 0) keeps them all"
+        )
 
 
 def save_distilled(model: Encoder, path: str | Path, base: str = "") -> Path:
@@ -233,10 +245,9 @@ def distill_model(
     from sbert.registry import canonical_name
 
     encoder = sbert.load(base, device=device, allow_pickle=allow_pickle)
+    check_dim(encoder, dim)  # before the corpus is read and the tokens run
     words: list[str] = []
     if corpus is not None:
-        if not isinstance(encoder.transformer, Transformer):
-            raise ValueError("this model is already a static model; distil from a transformer model")
         _, texts = read_corpus(corpus_file(corpus), skip_empty=True, columns=columns)
         words = corpus_words(texts, encoder.transformer.tokenizer.backend_tokenizer, min_count, max_words)
     model = distill(encoder, words=words, dim=dim, sif=sif, show_progress=show_progress)

@@ -15,7 +15,8 @@ from sbert.atomic import check_replaceable
 from sbert.data.beir import Document
 from sbert.data.corpus import Columns
 from sbert.errors import InputFileError
-from sbert.search.auto import held_out_ids
+from sbert.progress import report
+from sbert.search.auto import ADAPT_RECORD, adapt_hold_out
 
 if TYPE_CHECKING:
     from torch import nn
@@ -33,8 +34,10 @@ class AdaptSettings:
     ``steps`` bounds the time (see docs/retrieval.md); ``max_seq_length`` cuts each training text to that many
     tokens (the saved model keeps its own limit): on two CPU cores a step over 256-token texts takes about three
     times as long as over 128. ``hold_out``: leave out of training the documents ``--auto`` draws that many
-    pseudo-queries from (``sbert.search.auto.held_out_ids``, its default seed), so that its choice of search is
-    scored on documents the model never trained on; 0 trains on every document. ``guide`` (in-batch methods: a
+    pseudo-queries from (``sbert.search.auto.adapt_hold_out``; None: as many as it draws by default, at most a
+    share of the corpus), their ids recorded in the model folder's ``adapt.json``, so that ``--auto`` with the
+    model draws from exactly those and scores its choice of search on documents the model never trained on; 0
+    trains on every document (``--auto`` then says it may have). ``guide`` (in-batch methods: a
     local bi-encoder): GISTEmbed's guided masking, dropping the in-batch candidates it scores above the row's
     own document less ``guide_margin`` (``sbert.losses.in_batch.Guide``; pseudo-queries miss positives: a
     title's duplicate report elsewhere in the batch is a negative to the plain loss)."""
@@ -50,7 +53,7 @@ class AdaptSettings:
     negatives: int = 4
     temperature: float = 1.0  # distill-kl; 0.05 made the teacher's target nearly one-hot (docs/retrieval.md)
     max_seq_length: int | None = 128
-    hold_out: int = 0
+    hold_out: int | None = None
     guide: str | None = None
     guide_margin: float = 0.0
 
@@ -96,9 +99,14 @@ def adapt(
             run = {"resume": resume, "device": device, "progress": progress, "on_step": on_step, "columns": columns}
             adapt(model, corpus, first, replace(settings, method=chosen.first, guide=None), **run)
         model = first
-    held = held_out_ids(documents, settings.hold_out) if settings.hold_out else set()
+    held = set(adapt_hold_out(documents, settings.hold_out))
+    settings = replace(settings, hold_out=len(held) if settings.hold_out is None else settings.hold_out)
+    check_trainable(documents, held, source, settings.hold_out)
     documents = [d for d in documents if d.id not in held]
     queries = drawn_queries(documents, source, chosen, settings)
+    if chosen.in_batch:
+        check_learnable(queries, documents, source, settings)
+    report(plan(documents, held, source, queries, chosen, settings), progress)
     encoder = build_encoder(str(model), seed=settings.seed, device=device)
     run_dir = Path(out).with_name(Path(out).name + ".train")
     kept = Scored(run_dir / SCORED, {"model": str(model), "corpus": str(source)}, resume, progress)
@@ -109,9 +117,76 @@ def adapt(
     record = {"base_model": str(model), "corpus": str(source), "columns": asdict(columns or Columns())}
     record |= {"method": settings.method, "documents": len(documents)}
     record |= {"pairs": len(rows), "pseudo_queries": len(queries), "held_out": sorted(held)}
-    (trainer.run_dir / "adapt.json").write_text(json.dumps({**record, **asdict(settings)}, indent=2) + "\n")
+    kept = json.dumps({**record, **asdict(settings)}, indent=2) + "\n"
+    (trainer.run_dir / ADAPT_RECORD).write_text(kept)
     summary = trainer.train(resume=resume, on_step=on_step)
+    write_record(Path(out), kept)
     return {**summary, **record}
+
+
+def write_record(out: Path, kept: str) -> None:
+    """``adapt.json`` into the saved model's folder: what ``--auto`` reads to draw its pseudo-queries from the
+    documents the model was not trained on (``sbert.search.auto.AdaptRecord``)."""
+    from sbert.atomic import atomic_file
+
+    with atomic_file(out / ADAPT_RECORD, "w", encoding="utf-8") as file:
+        file.write(kept)
+
+
+def check_learnable(queries: Sequence[PseudoQuery], documents: Sequence[Document], source: Path, settings) -> None:
+    """Refuse, before any training, pseudo-queries no two of which can share a batch: the no-duplicates sampler
+    would give every batch a single pair, from which in-batch negatives learn nothing (loss 0 at every step)."""
+    from sbert.training.sampling import any_fit_together
+
+    rows = [q.example() for q in queries]
+    if not any_fit_together(rows):
+        raise InputFileError(
+            f"{source}: nothing to learn: every two of the {len(rows):,} pseudo-queries of method "
+            f"{settings.method!r} share a text (a title or a document's text), so every batch would hold one pair "
+            "and in-batch negatives none (loss 0 at every step); adapt needs documents whose titles and texts differ"
+        )
+
+
+MIN_DOCUMENTS = 2  # adapt learns what tells a collection's documents apart: one text alone teaches nothing
+
+
+def check_trainable(documents: Sequence[Document], held: set[str], source: Path, hold_out: int) -> None:
+    """Refuse, before any training, a corpus that leaves fewer than ``MIN_DOCUMENTS`` distinct texts to train
+    on, once the ``held`` documents (``hold_out``) are left out; the message gives the counts."""
+    kept = [d for d in documents if d.id not in held]
+    distinct = len({d.joined() for d in kept})
+    if distinct >= MIN_DOCUMENTS and not (held and hold_out >= len(documents)):
+        return
+    if held:
+        raise ValueError(
+            f"{source}: with hold_out={hold_out} (--hold-out), {len(held):,} of its {len(documents):,} documents "
+            f"are held out and {len(kept):,} ({distinct:,} distinct) left to train on; adapt needs at least "
+            f"{MIN_DOCUMENTS} distinct documents to train on: hold out fewer (0 trains on every document)"
+        )
+    raise ValueError(
+        f"{source}: {len(documents):,} document{'' if len(documents) == 1 else 's'} ({distinct:,} distinct); "
+        f"adapt needs at least {MIN_DOCUMENTS} distinct documents: it trains each pseudo-query to find its own "
+        "document among the others"
+    )
+
+
+def plan(
+    documents: Sequence[Document],
+    held: set[str],
+    source: Path,
+    queries: Sequence[PseudoQuery],
+    chosen: Method,
+    settings: AdaptSettings,
+) -> str:
+    """What ``adapt`` says before its long work: documents, pseudo-queries, method, steps x batch."""
+    left_out = f" ({len(held):,} more held out)" if held else ""
+    line = (
+        f"adapt: {len(documents):,} documents of {source}{left_out}, {len(queries):,} pseudo-queries "
+        f"(method {settings.method}); {settings.steps:,} steps x batch {settings.batch_size}"
+    )
+    if chosen.needs_teacher:
+        line += f"; the teacher scores {len(trained_queries(queries, settings)):,} of them first"
+    return line
 
 
 def _train_config(settings: AdaptSettings, rows: int, progress: bool | None) -> TrainConfig:

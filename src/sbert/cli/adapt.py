@@ -94,6 +94,7 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
     help="--guide: drop a candidate the guide scores above the document's score minus this (0: GISTEmbed's).",
 )
 @click.option("--resume", is_flag=True, help="Go on from OUT.train/checkpoint.pt (after Ctrl-C).")
+@click.option("--overwrite", is_flag=True, help="Replace a model already at --out (refused otherwise).")
 @click.option("--device", default=None, help="cpu, cuda, ... (default: cuda if present).")
 @click.option("--progress/--no-progress", default=None)
 @friendly_errors
@@ -115,6 +116,7 @@ def adapt(
     guide,
     guide_margin,
     resume,
+    overwrite,
     device,
     progress,
 ) -> None:
@@ -122,7 +124,9 @@ def adapt(
     from sbert.adapt.distill import ScoringInterrupted
     from sbert.losses.in_batch import Dropped
     from sbert.training import TrainingInterrupted
+    from sbert.training.trainer import check_out
 
+    check_out(out, overwrite=overwrite, resume=resume)  # before the corpus is read and the model loaded
     settings = AdaptSettings(
         method,
         steps,

@@ -10,6 +10,8 @@ import click
 
 from sbert.cli.common import CORPUS_HELP, MODEL_HELP, column_options, friendly_errors
 
+_OVERWRITE = click.option("--overwrite", is_flag=True, help="Replace a model already at --out (refused otherwise).")
+
 
 @click.command(
     help="Distil a static model from MODEL (model2vec's method): much faster, less accurate. The folder "
@@ -25,15 +27,24 @@ from sbert.cli.common import CORPUS_HELP, MODEL_HELP, column_options, friendly_e
     "row, one text per line): its words the tokenizer splits apart are added whole (identifiers, product names).",
 )
 @column_options
-@click.option("--dim", type=int, default=256, show_default=True, help="Dimensions kept by PCA (0: the model's own).")
+@click.option(
+    "--dim",
+    type=click.IntRange(min=0),
+    default=256,
+    show_default=True,
+    help="Dimensions kept by PCA, at most the model's width (0: the model's own).",
+)
 @click.option("--min-count", type=int, default=2, show_default=True, help="Times a corpus word must occur.")
 @click.option("--max-words", type=int, default=20_000, show_default=True, help="Most corpus words added.")
 @click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if present).")
 @click.option("--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code).")
+@_OVERWRITE
 @friendly_errors
-def distill(model, out, corpus, columns, dim, min_count, max_words, device, allow_pickle) -> None:
+def distill(model, out, corpus, columns, dim, min_count, max_words, device, allow_pickle, overwrite) -> None:
+    from sbert.atomic import check_model_target
     from sbert.distill import distill_model
 
+    check_model_target(out, overwrite)  # before the model is loaded
     summary = distill_model(
         model,
         out,
@@ -73,12 +84,15 @@ def distill(model, out, corpus, columns, dim, min_count, max_words, device, allo
 @click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if present).")
 @click.option("--allow-pickle", is_flag=True, help="Allow pytorch_model.bin weights (can run code).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@_OVERWRITE
 @friendly_errors
 def rotate(
-    model, corpus, columns, out, truncate_dim, max_texts, batch_size, seed, device, allow_pickle, no_progress
+    model, corpus, columns, out, truncate_dim, max_texts, batch_size, seed, device, allow_pickle, no_progress, overwrite
 ) -> None:
+    from sbert.atomic import check_model_target
     from sbert.rotate import rotate_model
 
+    check_model_target(out, overwrite)  # before the corpus is read and the model loaded
     summary = rotate_model(
         model,
         corpus,

@@ -126,6 +126,7 @@ def _setting_options(taken: set[str | None]) -> list[click.Option]:
     "regression (1 score, BCE on scores scaled to [0,1]) or classification.",
 )
 @click.option("--resume", is_flag=True, help="Go on from OUT.train/checkpoint.pt if there is one.")
+@click.option("--overwrite", is_flag=True, help="Replace a model already at --out (refused otherwise).")
 @click.option(
     "--keep-checkpoint",
     is_flag=True,
@@ -144,13 +145,14 @@ def _setting_options(taken: set[str | None]) -> list[click.Option]:
     "NCCL and one GPU each on CUDA); --batch-size stays the global batch.",
 )
 @friendly_errors
-def train(run_file, train, fmt, resume, nproc, **options) -> None:
+def train(run_file, train, fmt, resume, overwrite, nproc, **options) -> None:
     """Fine-tune a model with the paper's objectives (or in-batch negatives)."""
     if nproc > 1:
         _relaunch_under_torchrun(nproc)
     from sbert.training import TrainingInterrupted
     from sbert.training.recipe import finished_message, run
     from sbert.training.spec import load_run_file, run_spec, values_from_options
+    from sbert.training.trainer import check_out
 
     values = values_from_options({**options, "format": fmt}, train)
     if run_file is not None:
@@ -166,6 +168,7 @@ def train(run_file, train, fmt, resume, nproc, **options) -> None:
         if missing:
             raise click.UsageError(f"missing {', '.join(missing)} (or give a --config run file)")
         spec = run_spec(values)
+    check_out(spec.out, overwrite=overwrite, resume=resume)  # before any model or data is read
     try:
         summary = run(spec, resume=resume)
     except TrainingInterrupted as stop:  # SIGINT/SIGTERM: a checkpoint was saved at the step reached

@@ -6,7 +6,11 @@ pure function of (seed, epoch, objective), so a run that resumes from a checkpoi
 batches the interrupted one would have taken.
 
 While ``train`` runs, a first SIGINT (Ctrl-C) or SIGTERM makes it save a checkpoint at the end of the
-current step and raise ``TrainingInterrupted``; a second one stops at once, as without sbert.
+current step and raise ``TrainingInterrupted``; a second one stops at once, as without sbert. A loss that is
+not finite (NaN or infinite: the training diverged) stops it with ``TrainingDiverged``, saving nothing.
+
+Before its first step it says what it will run (steps, batch, examples) and then shows its progress
+(``sbert.progress``: a bar on a terminal, plain lines with the time left elsewhere).
 
 Under ``torchrun`` (``sbert.distributed``) every rank runs this loop over the same global
 batches: each takes its share of a batch (losses marked ``global_batch`` take the whole batch and split
@@ -37,10 +41,10 @@ from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
 from sbert import distributed
-from sbert.atomic import check_replaceable
+from sbert.atomic import check_model_target, check_replaceable
 from sbert.device import resolve_device
 from sbert.errors import SbertError
-from sbert.progress import progress_bar
+from sbert.progress import progress_bar, report
 from sbert.training import checkpoint as ckpt
 from sbert.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from sbert.training.sampling import epoch_batches
@@ -113,6 +117,18 @@ class TrainingInterrupted(KeyboardInterrupt):
     def explain(self, argv: Sequence[str]) -> str:
         """The message, with the command line ``argv`` (``sys.argv``) turned into the one that resumes."""
         return f"{self._headline()}\ngo on from step {self.step:,} with:\n  {resume_command(argv)}"
+
+
+class TrainingDiverged(SbertError, ArithmeticError):
+    """The loss was not finite (NaN or infinite) at ``step``: training stopped there and saved no model."""
+
+    def __init__(self, loss: float, step: int, total_steps: int, lr: float, out: Path) -> None:
+        self.loss, self.step, self.total_steps = loss, step, total_steps
+        super().__init__(
+            f"training diverged: the loss is {loss} at step {step:,} of {total_steps:,} (learning rate {lr:.3g}); "
+            f"stopped without saving, so {out} is as it was: train again, without --resume, at a lower "
+            "learning rate (--lr)"
+        )
 
 
 def resume_command(argv: Sequence[str]) -> str:
@@ -250,15 +266,21 @@ class Trainer:
         ``config.keep_checkpoint``; ``log.jsonl`` stays.
         """
         parts, start = self._set_up(resume)
+        if distributed.is_main():
+            report(self.plan(start), self.config.progress)
         running = None  # the loss shown on the bar, smoothed
         began = time.perf_counter()
         with self._training_length(), _StopOnSignal(handle_signals) as stop, self._progress_bar(start) as bar:
             for step, epoch, objective, batch in self._batches(start):
                 value = self._step(parts, objective, batch)
                 done = step + 1
+                if not math.isfinite(value):  # the same on every rank: the loss is summed over them
+                    self._log({"step": done, "objective": objective.name, "diverged": str(value)})
+                    lr = parts.scheduler.get_last_lr()[0]
+                    raise TrainingDiverged(value, done, self.total_steps, lr, self.out)
                 running = value if running is None else 0.98 * running + 0.02 * value
-                bar.update(1)
                 bar.set_postfix(loss=f"{running:.4f}", refresh=False)
+                bar.update(1)
                 lr = parts.scheduler.get_last_lr()[0]
                 seconds = round(time.perf_counter() - began, 3)  # since this run (or resume) began
                 self._log(
@@ -280,6 +302,18 @@ class Trainer:
             stop.finishing = True
             score, checkpoint = self._finish(parts, bar)
         return self._summary(start, elapsed, score, checkpoint)
+
+    def plan(self, start: int = 0) -> str:
+        """What ``train`` says before its first step: steps, batch, examples, where the model and the
+        checkpoints go (and the step a resumed run goes on from)."""
+        examples = sum(len(o.examples) for o in self.objectives)
+        tasks = f" of {len(self.objectives)} objectives" if len(self.objectives) > 1 else ""
+        line = f"train: {self.total_steps:,} steps x batch {self.config.batch_size} over {examples:,} examples{tasks}"
+        if start:
+            line += f", going on after step {start:,}"
+        every = self.config.checkpoint_every
+        saved = f"checkpoints every {every:,} steps in {self.run_dir}" if every else f"log in {self.run_dir}"
+        return f"{line}; model to {self.out}, {saved}"
 
     def _set_up(self, resume: bool) -> tuple[_Parts, int]:
         """Model and losses on the device, optimizer, schedule; restored from the checkpoint when
@@ -595,9 +629,7 @@ class Trainer:
 
     def _refuse_finished_run(self) -> None:
         """--resume of a run that finished (its log ends with the summary, its checkpoint removed)."""
-        path = self.run_dir / "log.jsonl"
-        lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-        if lines and lines[-1].startswith('{"summary"'):
+        if finished_run(self.run_dir):
             raise SbertError(
                 f"{self.run_dir}: this run finished (see the summary at the end of log.jsonl; model in "
                 f"{self.out}) and left no checkpoint to resume; train again without --resume"
@@ -611,6 +643,45 @@ class Trainer:
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         kept = [row for row in rows if "step" in row and row["step"] <= step]
         path.write_text("".join(json.dumps(row) + "\n" for row in kept), encoding="utf-8")
+
+
+def finished_run(run_dir: Path) -> bool:
+    """Whether the run in ``run_dir`` finished: its ``log.jsonl`` ends with the summary."""
+    path = Path(run_dir) / "log.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    return bool(lines) and lines[-1].startswith('{"summary"')
+
+
+def stopped_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a run to go on from: a checkpoint, or what a stopped run keeps there (a
+    teacher's scores so far, a first stage), with no summary at the end of its log."""
+    run_dir = Path(run_dir)
+    if (run_dir / ckpt.FILE).is_file():
+        return True
+    return run_dir.is_dir() and not finished_run(run_dir) and any(run_dir.iterdir())
+
+
+def check_out(
+    out: str | Path, *, overwrite: bool = False, resume: bool = False, run_dir: str | Path | None = None
+) -> None:
+    """Refuse, before anything is read or loaded, to train into ``out`` where a model already is: unless
+    ``overwrite``, or ``resume`` with a stopped run in ``run_dir`` (default ``<out>.train``) to go on from. A
+    folder of other files is refused either way (``sbert.atomic.check_replaceable``)."""
+    out = Path(out)
+    run_dir = Path(run_dir) if run_dir else out.with_name(out.name + ".train")
+    if resume and stopped_run(run_dir):
+        check_replaceable(out)
+        return
+    if not resume:
+        then = "to replace it, or pass resume=True (--resume) to go on with a run that was stopped"
+        check_model_target(out, overwrite, then=then)
+        return
+    reason = (
+        f" and the run in {run_dir} finished, leaving nothing to resume"
+        if finished_run(run_dir)
+        else f" and {run_dir} holds no stopped run to resume"
+    )
+    check_model_target(out, overwrite, reason=reason, then="to train afresh over it")
 
 
 def _primary_metric(evaluator: Evaluator, model: TrainableModel) -> str:
