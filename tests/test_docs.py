@@ -199,3 +199,19 @@ def test_every_documented_command_runs_from_a_fresh_shell_after_the_activation(t
     found = done.stdout.splitlines()[:3]
     assert found == [str(venv / "bin" / name) for name in ("sbert", "python", "pip")], found
     assert len(checks) >= 15  # encode, similarity, info, train, eval, serve, index ..., search, mine, cluster, plot ...
+
+
+_LINK = re.compile(r"\]\((?!https?://|mailto:|#)([^)\s#]+)(?:#[^)]*)?\)")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [*DOCS, ROOT / "tests" / "README.md", ROOT / "benchmarks" / "results" / "README.md"],
+    ids=lambda p: p.name,
+)
+def test_every_local_link_leads_to_a_file_that_exists(path):
+    if not path.is_file():
+        pytest.fail(f"{path.relative_to(ROOT)} is missing")
+    text = path.read_text(encoding="utf-8")
+    missing = [link for link in _LINK.findall(text) if not (path.parent / link).exists()]
+    assert not missing, f"{path.relative_to(ROOT)} links to files that do not exist: {missing}"
