@@ -102,8 +102,13 @@ def adapt(
     held = set(adapt_hold_out(documents, settings.hold_out))
     settings = replace(settings, hold_out=len(held) if settings.hold_out is None else settings.hold_out)
     check_trainable(documents, held, source, settings.hold_out)
-    documents = [d for d in documents if d.id not in held]
-    queries = drawn_queries(documents, source, chosen, settings)
+    total, documents = len(documents), [d for d in documents if d.id not in held]
+    try:
+        queries = drawn_queries(documents, source, chosen, settings)
+    except ValueError as err:  # the documents the hold-out left could give none: say so
+        if not held:
+            raise
+        raise type(err)(f"{err}; {held_out_words(held, total, len(documents), settings.hold_out)}") from err
     if chosen.in_batch:
         check_learnable(queries, documents, source, settings)
     report(plan(documents, held, source, queries, chosen, settings), progress)
@@ -150,18 +155,25 @@ def check_learnable(queries: Sequence[PseudoQuery], documents: Sequence[Document
 MIN_DOCUMENTS = 2  # adapt learns what tells a collection's documents apart: one text alone teaches nothing
 
 
+def held_out_words(held: set[str], total: int, kept: int, hold_out: int) -> str:
+    """What the hold-out left to train on, and what to do about it, for a refusal."""
+    return (
+        f"with hold_out={hold_out} (--hold-out), {len(held):,} of the {total:,} documents are held out and "
+        f"{kept:,} left to train on: hold out fewer (0 trains on every document)"
+    )
+
+
 def check_trainable(documents: Sequence[Document], held: set[str], source: Path, hold_out: int) -> None:
     """Refuse, before any training, a corpus that leaves fewer than ``MIN_DOCUMENTS`` distinct texts to train
     on, once the ``held`` documents (``hold_out``) are left out; the message gives the counts."""
     kept = [d for d in documents if d.id not in held]
     distinct = len({d.joined() for d in kept})
-    if distinct >= MIN_DOCUMENTS and not (held and hold_out >= len(documents)):
+    if distinct >= MIN_DOCUMENTS:
         return
     if held:
         raise ValueError(
-            f"{source}: with hold_out={hold_out} (--hold-out), {len(held):,} of its {len(documents):,} documents "
-            f"are held out and {len(kept):,} ({distinct:,} distinct) left to train on; adapt needs at least "
-            f"{MIN_DOCUMENTS} distinct documents to train on: hold out fewer (0 trains on every document)"
+            f"{source}: adapt needs at least {MIN_DOCUMENTS} distinct documents to train on and the hold-out "
+            f"leaves {distinct:,}; {held_out_words(held, len(documents), len(kept), hold_out)}"
         )
     raise ValueError(
         f"{source}: {len(documents):,} document{'' if len(documents) == 1 else 's'} ({distinct:,} distinct); "
@@ -182,7 +194,8 @@ def plan(
     left_out = f" ({len(held):,} more held out)" if held else ""
     line = (
         f"adapt: {len(documents):,} documents of {source}{left_out}, {len(queries):,} pseudo-queries "
-        f"(method {settings.method}); {settings.steps:,} steps x batch {settings.batch_size}"
+        f"(method {settings.method}); {settings.steps:,} step{'' if settings.steps == 1 else 's'} x batch "
+        f"{settings.batch_size}"
     )
     if chosen.needs_teacher:
         line += f"; the teacher scores {len(trained_queries(queries, settings)):,} of them first"

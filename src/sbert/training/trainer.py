@@ -308,7 +308,8 @@ class Trainer:
         checkpoints go (and the step a resumed run goes on from)."""
         examples = sum(len(o.examples) for o in self.objectives)
         tasks = f" of {len(self.objectives)} objectives" if len(self.objectives) > 1 else ""
-        line = f"train: {self.total_steps:,} steps x batch {self.config.batch_size} over {examples:,} examples{tasks}"
+        steps = f"{self.total_steps:,} step{'' if self.total_steps == 1 else 's'}"
+        line = f"train: {steps} x batch {self.config.batch_size} over {examples:,} examples{tasks}"
         if start:
             line += f", going on after step {start:,}"
         every = self.config.checkpoint_every
