@@ -139,7 +139,9 @@ def test_packing_by_default_where_the_encoder_can_and_refused_where_it_cannot():
         (b'{"input": "x", "model": "gpt"}', 404, "model", "model_not_found", "the model 'gpt' does not exist here"),
         (b'{"model": "gpt", "input": 5}', 404, "model", "model_not_found", "'gpt'"),  # the model is checked first
         (b'{"input": "x", "dimensions": ' + b"1" * 101 + b"}", 400, None, None, "integer of 101 digits"),
-        (b"[" * 100_000, 400, None, None, "nested too deeply"),
+        (b"[" * 100_000, 400, None, "too_many_values", "more JSON values (strings, numbers, arrays, objects"),
+        (b'{"input": ["x"' + b', "x"' * 80 + b"]}", 400, None, "too_many_values", "the limit of 72 a request"),
+        (b'{"input": ["' + b"x, [{" * 80 + b'"]}', 400, "input", "input_too_long", "'input[0]' has 400 characters"),
         (b"[1]", 400, None, None, "request body must be a JSON object"),
     ],
 )

@@ -30,8 +30,9 @@ BAD = [
     ("empty string", b'{"input": ["ok", ""]}', 400, "input[1]"),
     ("bad JSON", b'{"input": ["ok"', 400, "not valid JSON"),
     ("huge dimensions", b'{"input": "x", "dimensions": ' + b"9" * 5000 + b"}", 400, "digits"),
-    ("deep nesting", b"[" * 200_000, 400, "nested"),
-    ("deep nesting in input", b'{"input": ' + b"[" * 200_000 + b"}", 400, "nested"),
+    ("deep nesting", b"[" * 200_000, 400, "JSON values"),  # refused before parsing: more values than allowed
+    ("deep nesting in input", b'{"input": ' + b"[" * 200_000 + b"}", 400, "JSON values"),
+    ("nested 2,000 deep", b'{"input": ' + b"[" * 2_000 + b"}", 400, "nested"),  # few values: refused parsing
     ("unknown model", b'{"input": "x", "model": "text-embedding-3-small"}', 404, "text-embedding-3-small"),
     ("model not a string", b'{"input": "x", "model": ["default"]}', 400, "'model'"),
 ]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from sbert.cli.common import MODEL_HELP, device_options, friendly_errors, load_model
-from sbert.serve.settings import TORCH_WORKERS, Access, Connections, EngineSettings, Limits
+from sbert.registry import DEFAULT
+from sbert.serve.settings import FIELD_VALUES, TORCH_WORKERS, Access, Connections, EngineSettings, Limits
 
 ENGINE, LIMITS, CONNECTIONS = EngineSettings(), Limits(), Connections()  # the defaults, shown in --help
 POSITIVE = click.IntRange(min=1)
@@ -13,7 +14,12 @@ SECONDS = click.FloatRange(min=0.1)
 
 
 @click.command()
-@click.option("--model", "-m", default="default", show_default=True, help=MODEL_HELP)
+@click.option(
+    "--model",
+    "-m",
+    default=None,
+    help=MODEL_HELP + " With --index it must be the index's model [default: the index's model, else default].",
+)
 @device_options
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
@@ -26,7 +32,8 @@ SECONDS = click.FloatRange(min=0.1)
 @click.option("--rerank", "rerank_model", help="A cross-encoder folder: /search re-ranks on request.")
 @click.option(
     "--api-key",
-    help="Require 'Authorization: Bearer KEY'; KEY: printable ASCII, no spaces (default: $SBERT_API_KEY; none = open).",
+    help="Require 'Authorization: Bearer KEY'; KEY: printable ASCII, no spaces, not empty (default: "
+    "$SBERT_API_KEY; neither: open to all, with a warning where --host is not a loopback address).",
 )
 @click.option(
     "--allowed-host",
@@ -42,10 +49,20 @@ SECONDS = click.FloatRange(min=0.1)
     help="Let web pages from this origin (e.g. http://localhost:3000; repeatable; '*': any) call the API; "
     "other origins' requests are refused (403).",
 )
-@click.option("--max-inputs", default=LIMITS.max_inputs, show_default=True, type=POSITIVE, help="Texts per request.")
+@click.option(
+    "--max-inputs",
+    default=LIMITS.max_inputs,
+    show_default=True,
+    type=POSITIVE,
+    help=f"Texts per request; a body may hold twice this + {FIELD_VALUES} JSON values (counted before parsing).",
+)
 @click.option("--max-chars", default=LIMITS.max_chars, show_default=True, type=POSITIVE, help="Per text.")
 @click.option(
-    "--max-body-mb", default=LIMITS.max_body_bytes / 2**20, show_default=True, type=click.FloatRange(min=0.001)
+    "--max-body-mb",
+    default=LIMITS.max_body_bytes / 2**20,
+    show_default=True,
+    type=click.FloatRange(min=0.001),
+    help="Largest request body (else 413).",
 )
 @click.option(
     "--max-search-hits",
@@ -76,11 +93,25 @@ SECONDS = click.FloatRange(min=0.1)
     help="Seconds a request's headers may take to arrive (else 408, connection closed).",
 )
 @click.option(
+    "--max-header-kb",
+    default=CONNECTIONS.max_header_bytes / 2**10,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="Largest request line and headers, in KiB (else 431, connection closed).",
+)
+@click.option(
     "--read-timeout",
     default=CONNECTIONS.read_timeout,
     show_default=True,
     type=SECONDS,
-    help="Longest pause, in seconds, while a request body arrives.",
+    help="Longest pause, in seconds, while a request body arrives (else 408, connection closed).",
+)
+@click.option(
+    "--body-timeout",
+    default=CONNECTIONS.body_timeout,
+    show_default=True,
+    type=SECONDS,
+    help="Seconds a whole request body may take to arrive after its headers (else 408, connection closed).",
 )
 @click.option(
     "--keep-alive", default=CONNECTIONS.keep_alive, show_default=True, type=SECONDS, help="Idle connection seconds."
@@ -143,19 +174,21 @@ def serve(
     max_similarity_cells,
     max_response_mb,
     header_timeout,
+    max_header_kb,
     read_timeout,
+    body_timeout,
     keep_alive,
     max_connections,
     access_log,
     **engine,  # EngineSettings' fields, by name
 ):  # long: one parameter per option
-    """Serve embeddings over HTTP: OpenAI-compatible /v1/embeddings, /similarity, /search, /health, /metrics."""
-    import os
+    """Serve embeddings over HTTP: OpenAI-compatible /v1/embeddings, /similarity, /search, /health, /metrics.
 
-    from sbert.serve import API_KEY_ENV, bind
-    from sbert.serve.auth import check_api_key
+    With --index, the model is the index's own (as `sbert search` embeds its queries)."""
+    from sbert.serve import bind
+    from sbert.serve.auth import api_key_from, check_api_key
 
-    api_key = api_key or os.environ.get(API_KEY_ENV) or None
+    api_key = api_key_from(api_key)
     check_api_key(api_key)  # a key no client can send fails here, before the port and the model
     sock = bind(host, port)  # first: a busy port fails at once, not after loading torch and the model
 
@@ -166,8 +199,12 @@ def serve(
         from sbert.search.retrieve import open_index
 
         index = open_index(index_dir)
+        model = model or index.model
+        index.check_model(model)  # before loading it
+    model = model or DEFAULT
     encoder = load_model(model, runtime, allow_pickle)
     if index is not None:
+        index.fit_truncate_dim(encoder)
         index.check_model(model, encoder.dim)
         index.check_backend(encoder.runtime)  # int8 queries against float vectors degrade silently
     cross = None
@@ -196,5 +233,12 @@ def serve(
         cross_encoder=cross,
         access_log=access_log,
         access=Access(host=host, allowed_hosts=allowed_hosts, cors_origins=cors_origins),
-        connections=Connections(header_timeout, read_timeout, keep_alive, max_connections),
+        connections=Connections(
+            header_timeout=header_timeout,
+            read_timeout=read_timeout,
+            keep_alive=keep_alive,
+            max_connections=max_connections,
+            body_timeout=body_timeout,
+            max_header_bytes=int(max_header_kb * 2**10),
+        ),
     )

@@ -2,16 +2,15 @@
 
 ``bind``, ``make_server`` and ``serve`` (here) start it; ``app.create_app`` wires the FastAPI app from
 ``engine`` (how texts are batched and run), ``schemas``/``responses`` (the bodies), ``routes``,
-``errors``, ``access`` and ``gate`` (Host/Origin checks, auth, limits, metrics); ``connections`` times out
-slow clients. This module stays light: the command line binds the
-port before it loads torch or the model.
+``errors``, ``access`` and ``gate`` (Host/Origin checks, auth, limits, metrics, cancelling the requests of
+clients gone away); ``connections`` times out slow clients and bounds headers. This module stays light:
+the command line binds the port before it loads torch or the model.
 """
 
 from __future__ import annotations
 
 import errno
 import logging
-import os
 import socket
 from typing import Any
 
@@ -88,17 +87,31 @@ def serve(
 ) -> None:
     """Run the service with uvicorn until SIGINT/SIGTERM; in-flight requests finish first.
 
-    ``sock``: a socket from ``bind`` (else ``host:port`` is bound here). ``options`` go to ``create_app``
-    (index, limits, engine settings, cross_encoder, access: by default the ``Host`` must name ``host``).
-    ``access_log`` logs a line per request (off: /metrics counts requests for less CPU). ``connections``:
-    time-outs and the connection cap (``settings.Connections``).
+    ``sock``: a socket from ``bind`` (else ``host:port`` is bound here). ``api_key``: else
+    ``$SBERT_API_KEY`` (``auth.api_key_from``); without either, a server bound beyond loopback logs a
+    warning. ``options`` go to ``create_app`` (index, limits, engine settings, cross_encoder, access: by
+    default the ``Host`` must name ``host``). ``access_log`` logs a line per request (off: /metrics counts
+    requests for less CPU). ``connections``: time-outs, bounds and the connection cap
+    (``settings.Connections``).
     """
+    from sbert.serve.access import is_loopback
     from sbert.serve.app import create_app
+    from sbert.serve.auth import api_key_from
     from sbert.serve.settings import Access
 
     options.setdefault("access", Access(host=host))
-    app = create_app(encoder, model_name=model_name, api_key=api_key or os.environ.get(API_KEY_ENV) or None, **options)
+    api_key = api_key_from(api_key)
+    app = create_app(encoder, model_name=model_name, api_key=api_key, **options)
     sock = sock or bind(host, port)
-    make_server(app, sock=sock, graceful_seconds=graceful_seconds, access_log=access_log, connections=connections).run(
-        sockets=[sock]
+    server = make_server(
+        app, sock=sock, graceful_seconds=graceful_seconds, access_log=access_log, connections=connections
     )
+    if api_key is None and not is_loopback(host):
+        logging.getLogger("uvicorn.error").warning(
+            "serving on %s without an API key: anyone who can reach this address can use the model%s; "
+            "set --api-key or $%s to require one",
+            host,
+            " and search the index" if options.get("index") is not None else "",
+            API_KEY_ENV,
+        )
+    server.run(sockets=[sock])

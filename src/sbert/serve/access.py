@@ -28,6 +28,13 @@ def _ip(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
+def is_loopback(host: str) -> bool:
+    """Whether the address ``host`` (as ``--host`` gives it) is reachable from this machine alone."""
+    bound = host.strip("[]").lower()
+    ip = _ip(bound)
+    return bound == "localhost" or bool(ip and ip.is_loopback)
+
+
 def host_name(value: str) -> str | None:
     """The host name of a ``Host`` header (port and IPv6 brackets removed, lower case), or None if malformed."""
     value = value.strip().lower()
@@ -71,8 +78,7 @@ class Policy:
     @classmethod
     def of(cls, access: Access) -> Policy:
         bound = access.host.strip("[]").lower()
-        ip = _ip(bound)
-        loopback = bound == "localhost" or bool(ip and ip.is_loopback)
+        loopback = is_loopback(bound)
         names = {bound, "localhost"} if loopback or bound in WILDCARDS else {bound}
         names |= {host_name(h) or h.lower() for h in access.allowed_hosts}
         return cls(

@@ -46,7 +46,8 @@ def create_app(
     cross_encoder: PairScorer | None = None,
     access: Access | None = None,
 ) -> FastAPI:
-    """The FastAPI app serving ``encoder`` (and ``index``, a VectorIndex, for /search).
+    """The FastAPI app serving ``encoder`` (and ``index``, a VectorIndex, for /search) as ``model_name``
+    (answers name it as ``shown_name`` does).
 
     ``engine`` says how requests' texts are merged into batches and run (see ``EngineSettings``).
     With a ``cross_encoder``, /search re-ranks its candidates on request (``"rerank": true``).
@@ -61,7 +62,8 @@ def create_app(
     metrics = Metrics()
     embedding.batcher.stats.on_batch = metrics.on_batch
     fuses = index is not None and bool(index.lexical)
-    context = Context(limits, encoder.dim, model_name, served_names(model_name, encoder), fuses)
+    shown = shown_name(model_name)
+    context = Context(limits, encoder.dim, shown, served_names(model_name, encoder) | {shown}, fuses)
     service = Service(
         engine=embedding,
         context=context,
@@ -90,6 +92,16 @@ def create_app(
         policy=Policy.of(access or IN_PROCESS),
     )
     return app
+
+
+def shown_name(model_name: str) -> str:
+    """How answers and errors name the served model (/health is open to all): ``model_name``, but a folder
+    given by its absolute path by the folder's own name (with its parent's, where that is a shipped
+    model's name), so that no answer tells where on the server it lies."""
+    path = Path(model_name).expanduser()
+    if not path.is_absolute() or not path.name:
+        return model_name
+    return path.name if path.name not in known_names() else f"{path.parent.name}/{path.name}"
 
 
 def served_names(model_name: str, encoder: ServedEncoder) -> frozenset[str]:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hmac
+import os
 
 from sbert.errors import SbertError
+from sbert.serve import API_KEY_ENV
 from sbert.serve.errors import ApiError
 
 OPEN_PATHS = frozenset({"/health", "/metrics", "/"})  # probes, scrapers and the web page need no key
@@ -15,10 +17,23 @@ class BadApiKeyError(SbertError, ValueError):
     """An API key that clients could not send (non-ASCII, spaces, control characters)."""
 
 
+def api_key_from(option: str | None) -> str | None:
+    """The key to require: ``option`` (``--api-key``), else ``$SBERT_API_KEY``, else None (an open server).
+    An empty one is refused (``check_api_key``), not taken as none: it is what an unset variable gives
+    (``--api-key "$KEY"``), and starting an open server instead would be a silent surprise."""
+    return option if option is not None else os.environ.get(API_KEY_ENV)
+
+
 def check_api_key(api_key: str | None) -> None:
     """Refuse, at start-up, a key that HTTP clients cannot send in ``Authorization: Bearer KEY``: it must
     be printable ASCII without spaces (characters ``!`` to ``~``). Anything else would lock every client out:
-    the header is read as Latin-1 and clients such as OpenAI's refuse to send other characters."""
+    the header is read as Latin-1 and clients such as OpenAI's refuse to send other characters. An empty
+    key is refused too (None: no key)."""
+    if api_key is not None and not api_key:
+        raise BadApiKeyError(
+            f"the API key is empty (--api-key or ${API_KEY_ENV}; an unset variable?): give a key of printable "
+            f"ASCII, or leave out both to serve without one"
+        )
     bad = next((c for c in api_key or "" if not "!" <= c <= "~"), None)
     if bad is not None:
         raise BadApiKeyError(

@@ -1,5 +1,5 @@
 """The service's one middleware: Host and Origin checks (CORS), auth, the body's type and size, security
-headers, metrics per route and JSON 500s.
+headers, metrics per route, JSON 500s, and the cancelling of requests whose client went away.
 
 Pure ASGI (cheaper than Starlette's ``@app.middleware``). Unexpected errors become a JSON 500 here:
 Starlette would re-raise them, and uvicorn would then close the client's keep-alive connection.
@@ -7,6 +7,8 @@ Starlette would re-raise them, and uvicorn would then close the client's keep-al
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -23,6 +25,8 @@ from sbert.serve.settings import Access
 log = logging.getLogger("uvicorn.error")  # the server's error log
 
 Observe = Callable[[str, int, float], None]  # (route label, status, seconds)
+CLOSE = (b"connection", b"close")
+GONE = 499  # the status counted for a request whose client went away before its answer (nginx's)
 
 
 class _TooBig(Exception):
@@ -34,7 +38,9 @@ class Gate:
     that ``policy`` does not allow (403; allowed ones get CORS headers and preflights their 204),
     unauthorised ones (401), bodies not sent as JSON (415) or over ``limit`` bytes (413, by Content-Length
     or while streaming); counts every request with ``observe`` under ``route_of(scope)``, and turns an
-    unexpected error into a JSON 500 that keeps the connection open."""
+    unexpected error into a JSON 500 that keeps the connection open. An answer sent before the request's
+    body was read whole closes the connection (the rest of the body is not waited for). Once the body is
+    read, a client that goes away cancels its request (its texts leave the model's queue: ``GONE``)."""
 
     def __init__(
         self,
@@ -59,15 +65,16 @@ class Gate:
         origin = self.policy.cross_origin(headers.get(b"origin"), headers.get(b"host"))
         allowed = origin is not None and self.policy.origin_allowed(origin)
         extra = access.SECURITY_HEADERS + (access.cors_headers(origin) if allowed else [])
+        body = _Body(headers)
 
         async def headed(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *extra]}
+                message = {**message, "headers": [*message.get("headers", []), *extra, *body.closing()]}
             await send(message)
 
         try:
             status = await self._refusal(scope, receive, headed, headers, origin) or await self._serve(
-                scope, receive, headed, route
+                scope, receive, headed, route, body
             )
         finally:
             self.observe(route, status, time.perf_counter() - began)
@@ -97,9 +104,10 @@ class Gate:
         await refusal.response()(scope, receive, send)
         return refusal.status
 
-    async def _serve(self, scope, receive, send, route: str) -> int:
-        """Run the app with the body counted as it arrives; the status answered."""
-        seen, status, started = 0, 500, False
+    async def _serve(self, scope, receive, send, route: str, body: _Body) -> int:
+        """Run the app with the body counted as it arrives, cancelled if the client goes away once the body
+        is read; the status answered."""
+        seen, status, started, answered, gone = 0, 500, False, False, False
 
         async def counted() -> dict[str, Any]:
             nonlocal seen
@@ -107,25 +115,66 @@ class Gate:
             seen += len(message.get("body", b""))
             if seen > self.limit:
                 raise _TooBig
+            if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                body.read.set()
             return message
 
         async def sent(message: dict[str, Any]) -> None:
-            nonlocal status, started
+            nonlocal status, started, answered
             if message["type"] == "http.response.start":
                 status, started = message["status"], True
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                answered = True
             await send(message)
 
+        app = asyncio.ensure_future(self.app(scope, counted, sent))
+
+        async def watch() -> None:
+            """Once the app has read the body, the next message is the end of the request: the client gone,
+            or the answer sent. The client gone first, the app is cancelled."""
+            await body.read.wait()
+            message = await receive()
+            nonlocal gone
+            if message["type"] == "http.disconnect" and not answered and not app.done():
+                gone = True
+                log.info("%s %s: the client went away; its request is cancelled", scope.get("method"), route)
+                app.cancel()
+
+        watcher = asyncio.ensure_future(watch())
         try:
-            await self.app(scope, counted, sent)
+            await app
+        except asyncio.CancelledError:
+            if not gone:
+                raise  # this task itself is being cancelled (the server shutting down)
+            return GONE
         except _TooBig:
             await self.too_big.response()(scope, receive, send)
             return 413
         except ClientDisconnect:  # the client went away (or was timed out) mid-body: no one to answer
-            return 499
+            return GONE
         except Exception as err:
             if started:  # half a response is out: nothing to do but let the server close the connection
                 raise
             log.exception("unexpected error on %s %s", scope.get("method"), route)
             await crashed(err).response()(scope, receive, send)
             return 500
+        finally:
+            watcher.cancel()
+            if not app.done():
+                app.cancel()
+                with contextlib.suppress(BaseException):
+                    await app
         return status
+
+
+class _Body:
+    """Whether a request has a body (``none``: neither a Content-Length nor chunks) and the app has read it
+    whole (``read``, set by the app's last read): an answer sent before closes the connection."""
+
+    def __init__(self, headers: dict[bytes, bytes]) -> None:
+        self.read = asyncio.Event()
+        length = headers.get(b"content-length", b"").strip()
+        self.none = b"transfer-encoding" not in headers and length in (b"", b"0")
+
+    def closing(self) -> list[tuple[bytes, bytes]]:
+        return [] if self.none or self.read.is_set() else [CLOSE]

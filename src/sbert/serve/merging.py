@@ -7,7 +7,9 @@ arrays (say embeddings and token counts), with one row per text. A worker thread
 requests until the batch holds ``max_batch_texts`` texts or ``max_batch_chars`` characters, or
 ``max_wait_ms`` has passed since the first one, embeds them in one ``encode_fn`` call and hands each
 request its rows. A merged batch that fails is retried request by request, so only the request that
-makes ``encode_fn`` fail gets the error. With ``workers`` > 1, that many threads do this side by side:
+makes ``encode_fn`` fail gets the error. A request cancelled while it waits (its client went away) leaves
+the queue, and a long one stops between model calls of ``max_batch_texts`` texts each: no one waits for
+those rows any more. With ``workers`` > 1, that many threads do this side by side:
 one collects the next batch while another runs the model (give each fewer torch threads, as
 ``EmbeddingEngine`` does).
 """
@@ -30,6 +32,11 @@ class _Job:
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
     enqueued: float = field(default_factory=time.perf_counter)
+    abandoned: bool = False  # its request was cancelled: nothing will read its rows
+
+
+class _Abandoned(Exception):
+    """Every request of a batch was cancelled while it ran."""
 
 
 @dataclass
@@ -77,7 +84,11 @@ class DynamicBatcher:
         with self._lock:
             self._pending += 1
         self._queue.put(job)
-        return await job.future
+        try:
+            return await job.future
+        except asyncio.CancelledError:
+            job.abandoned = True  # the worker skips it, or stops it at its next model call
+            raise
 
     def close(self, timeout: float = 30.0) -> None:
         """Finish every queued job, then stop the worker (graceful shutdown)."""
@@ -110,15 +121,14 @@ class DynamicBatcher:
         """Each job's (rows, error). A merged batch that fails is retried job by job, so that only the
         request that makes the model fail gets its error, not the requests merged with it."""
         texts = [t for job in jobs for t in job.texts]
-        began = time.perf_counter()
         try:
-            embeddings = self.encode_fn(texts)
+            embeddings = self._encode(texts, jobs)
+        except _Abandoned:
+            return [(None, None)] * len(jobs)  # their futures are cancelled: nothing to settle
         except Exception as err:
-            self._count(len(texts), time.perf_counter() - began)
             if len(jobs) == 1:
                 return [(None, err)]
             return [outcome for job in jobs for outcome in self._run([job])]
-        self._count(len(texts), time.perf_counter() - began)
         outcomes, start = [], 0
         for job in jobs:
             end = start + len(job.texts)
@@ -128,6 +138,25 @@ class DynamicBatcher:
                 outcomes.append((embeddings[start:end], None))
             start = end
         return outcomes
+
+    def _encode(self, texts: list[str], jobs: list[_Job]) -> np.ndarray | tuple[np.ndarray, ...]:
+        """``encode_fn`` over ``texts`` in model calls of at most ``max_batch_texts`` (a request may hold
+        more), stopping with _Abandoned once every job is cancelled."""
+        parts = []
+        for start in range(0, len(texts), self.max_batch_texts):
+            if all(job.abandoned for job in jobs):
+                raise _Abandoned
+            chunk = texts[start : start + self.max_batch_texts]
+            began = time.perf_counter()
+            try:
+                parts.append(self.encode_fn(chunk))
+            finally:
+                self._count(len(chunk), time.perf_counter() - began)
+        if len(parts) == 1:
+            return parts[0]
+        if isinstance(parts[0], tuple):
+            return tuple(np.concatenate(columns) for columns in zip(*parts, strict=True))
+        return np.concatenate(parts)
 
     def _count(self, texts: int, seconds: float) -> None:
         with self._lock:
@@ -143,11 +172,12 @@ class DynamicBatcher:
                 self._queue.put(None)  # for the other workers
                 return
             jobs = self._collect(first)
+            live = [job for job in jobs if not job.abandoned]  # cancelled while queued: not run
             try:
-                outcomes = self._run(jobs)
+                outcomes = self._run(live) if live else []
             except Exception as err:  # a fault outside encode_fn (say in on_batch): fail these, keep working
-                outcomes = [(None, err)] * len(jobs)
-            for job, (rows, error) in zip(jobs, outcomes, strict=True):
+                outcomes = [(None, err)] * len(live)
+            for job, (rows, error) in zip(live, outcomes, strict=True):
                 job.loop.call_soon_threadsafe(_settle, job.future, rows, error)
             with self._idle:
                 self._pending -= len(jobs)

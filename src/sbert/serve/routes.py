@@ -1,8 +1,8 @@
 """The service's endpoints, each a few lines: read the request model, ask the engine, answer.
 
 Every route finds what it serves in ``request.app.state.service`` (a ``Service``, built by
-``create_app``). Embedding runs on the engine's worker threads; search and re-ranking on
-Starlette's thread pool: never on the event loop.
+``create_app``). Embedding runs on the engine's worker threads; parsing bodies, search and re-ranking
+on Starlette's thread pool: never on the event loop.
 """
 
 from __future__ import annotations
@@ -43,8 +43,9 @@ class Service:
     cross_encoder: PairScorer | None = None
 
     async def read(self, request: Request, model: type[RequestModel]) -> RequestModel:
-        """The request's body as ``model``, validated against this server (ApiError otherwise)."""
-        return parse(await request.body(), model, self.context)
+        """The request's body as ``model``, validated against this server (ApiError otherwise), parsed on a
+        worker thread: a large body takes the CPU for a while, other requests' answers must not wait."""
+        return await run_in_threadpool(parse, await request.body(), model, self.context)
 
 
 def add_routes(app: FastAPI) -> None:

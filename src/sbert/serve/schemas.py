@@ -1,13 +1,16 @@
 """Request bodies of the service, as pydantic models, and the safe reading of a body into one.
 
-``parse(raw, Model, context)`` reads JSON (refusing integers over ``MAX_INT_DIGITS`` digits and
-bodies nested too deeply) and validates it with a ``Context``: the limits, the model's width and
-names. Every refusal is an ``ApiError`` in OpenAI's shape naming the field (``'input[3]' is empty``).
+``parse(raw, Model, context)`` reads JSON (refusing, before it parses, a body of more JSON values than
+``Limits.max_body_values``; while it parses, integers over ``MAX_INT_DIGITS`` digits and bodies nested
+too deeply) and validates it with a ``Context``: the limits, the model's width and names. A large body
+takes a while of CPU: the routes run it on a worker thread, off the event loop. Every refusal is an
+``ApiError`` in OpenAI's shape naming the field (``'input[3]' is empty``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +31,7 @@ from pydantic_core import PydanticCustomError
 
 from sbert.encoder import check_texts
 from sbert.serve.errors import ApiError, from_validation
-from sbert.serve.settings import Limits
+from sbert.serve.settings import FIELD_VALUES, Limits
 
 MAX_INT_DIGITS = 100  # longer integers in a request body are refused (Python's own limit, 4300, raises ValueError)
 RequestModel = TypeVar("RequestModel", bound=BaseModel)
@@ -113,9 +116,11 @@ def _served_model(value: Any, handler: Callable[[Any], Any], info: ValidationInf
     context = _context(info)
     if value is None or value in context.served or not context.served:
         return value
-    others = ", ".join(repr(n) for n in sorted(context.served - {context.model_name}))
+    others = ", ".join(repr(n) for n in sorted(context.served - {context.model_name}) if not os.path.isabs(n))
     message = f"the model {value!r} does not exist here: this server serves {context.model_name!r}"
-    refuse(f"{message} (also accepted: {others})", "model_not_found", "model", status=404, kind="invalid_request_error")
+    if others:  # its other names; its folder's absolute path is accepted too, but not told
+        message += f" (also accepted: {others})"
+    refuse(message, "model_not_found", "model", status=404, kind="invalid_request_error")
 
 
 def _dimensions(value: Any, handler: Callable[[Any], Any], info: ValidationInfo) -> int | None:
@@ -230,6 +235,7 @@ class SearchRequest(BaseModel):
 
 def parse(raw: bytes, model: type[RequestModel], context: Context) -> RequestModel:
     """The request body ``raw`` as ``model``, or an ApiError (400, or 404 for an unknown model)."""
+    _check_values(raw, context.limits)
     try:
         payload = json.loads(raw, parse_int=_parse_int)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -242,6 +248,30 @@ def parse(raw: bytes, model: type[RequestModel], context: Context) -> RequestMod
         return model.model_validate(payload, context=context)
     except ValidationError as err:
         raise from_validation(err) from None
+
+
+def _check_values(raw: bytes, limits: Limits) -> None:
+    """Refuse a body of more JSON values than ``limits.max_body_values`` before parsing it: a few MiB of
+    ``[],`` or ``"",`` would otherwise become millions of Python objects (and seconds of CPU) only to be
+    refused by the validation. Commas and brackets bound the values (one more than their number); where
+    those inside strings could be what makes the count, it is made again without the strings."""
+    limit = limits.max_body_values
+    if _marks(raw) + 1 <= limit:
+        return
+    plain = raw.replace(b"\\\\", b"").replace(b'\\"', b"")  # escaped backslashes, then escaped quotes
+    strings = plain.count(b'"') // 2
+    if strings > limit or sum(_marks(outside) for outside in plain.split(b'"')[::2]) + 1 > limit:
+        raise ApiError(
+            400,
+            f"request body holds more JSON values (strings, numbers, arrays, objects, nested or not) than the "
+            f"limit of {limit} a request (twice --max-inputs, and {FIELD_VALUES} for the other fields)",
+            code="too_many_values",
+        )
+
+
+def _marks(raw: bytes) -> int:
+    """The commas and opening brackets in ``raw``: each value but the first follows one of them."""
+    return raw.count(b",") + raw.count(b"[") + raw.count(b"{")
 
 
 def _parse_int(digits: str) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 TORCH_WORKERS = 2  # merged batches run side by side on the torch backend (ONNX Runtime threads itself: 1)
+FIELD_VALUES = 64  # JSON values a body may hold besides its texts: the request's other fields, with room
 
 
 @dataclass(frozen=True)
@@ -16,7 +17,11 @@ class Limits:
     """Request limits: inputs per request, characters per input, request body bytes, and what one request
     may ask back: ``max_search_hits`` (/search's queries × ``k``, × ``candidates`` when it re-ranks or fuses),
     ``max_similarity_cells`` (/similarity's scores: ``len(a) × len(b)``, ``len(a)`` pairwise) and
-    ``max_response_bytes`` (a /search answer, its hits' texts included)."""
+    ``max_response_bytes`` (a /search answer, its hits' texts included).
+
+    A body is also counted before it is parsed: it may hold at most ``max_body_values`` JSON values (twice
+    ``max_inputs``, as /similarity's ``a`` and ``b`` hold, and ``FIELD_VALUES`` for the other fields), so
+    that a body of millions of tiny arrays or strings is refused without building them."""
 
     max_inputs: int = 2048
     max_chars: int = 100_000
@@ -25,21 +30,31 @@ class Limits:
     max_similarity_cells: int = 1_000_000
     max_response_bytes: int = 64 * 2**20
 
+    @property
+    def max_body_values(self) -> int:
+        """The most JSON values (strings, numbers, arrays, objects, nested or not) a request body may hold."""
+        return 2 * self.max_inputs + FIELD_VALUES
+
 
 @dataclass(frozen=True)
 class Connections:
     """How long a client may take and how many may connect (``sbert serve`` hands them to uvicorn).
 
     A request's headers must arrive within ``header_timeout`` seconds of its first byte (of the
-    connection, for its first request); its body may pause at most ``read_timeout`` seconds between
-    chunks; an idle keep-alive connection closes after ``keep_alive`` seconds. Past ``max_connections``
-    open connections (or requests in flight), requests are answered 503.
+    connection, for its first request) and hold at most ``max_header_bytes`` (request line included;
+    else 431); its body may pause at most ``read_timeout`` seconds between chunks and must arrive whole
+    within ``body_timeout`` seconds of its headers (else 408; a client dripping a byte now and then
+    holds its connection no longer than that). An idle keep-alive connection closes after
+    ``keep_alive`` seconds. Past ``max_connections`` open connections (or requests in flight),
+    requests are answered 503.
     """
 
     header_timeout: float = 10.0
     read_timeout: float = 30.0
     keep_alive: float = 5.0
     max_connections: int = 512
+    body_timeout: float = 60.0  # a whole body of --max-body-mb (16 MiB) in a minute: about 2 Mbit/s
+    max_header_bytes: int = 64 * 2**10  # browsers send a few KiB; room for long bearer tokens and cookies
 
 
 @dataclass(frozen=True)
