@@ -294,7 +294,11 @@ def check_finite_weights(folder: Path, target: str | os.PathLike[str] | None = N
     bad = total = 0
     first = ""
     for file in files:
-        with safe_open(str(file), framework="pt") as weights:
+        try:
+            handle = safe_open(str(file), framework="pt")
+        except Exception:  # not safetensors after all: what it holds is the loader's to judge
+            continue
+        with handle as weights:
             for name in weights.keys():  # noqa: SIM118 (a safetensors handle, not a dict)
                 tensor = weights.get_tensor(name)
                 if not tensor.is_floating_point():

@@ -81,6 +81,7 @@ def duration(seconds: float) -> str:
 
 class PlainProgress:
     """A progress bar's interface that writes plain lines to standard error (see the module's docstring).
+    ``asked`` (``show_progress=True``): a last line even for a run too short for any other.
 
     ``stream`` (default: ``sys.stderr`` when a line is written) and ``clock`` are there for tests."""
 
@@ -94,6 +95,7 @@ class PlainProgress:
         initial: int = 0,
         interval: float | None = None,
         *,
+        asked: bool = False,
         stream: IO[str] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -103,7 +105,7 @@ class PlainProgress:
         self._initial, self._began = initial, clock()
         self._last_time, self._last_n, self._postfix = self._began, initial, ""
         self._next_mark = self._mark_after(initial)
-        self._closed = False
+        self._closed, self._asked = False, asked
 
     def _mark_after(self, n: int) -> float:
         """The count a tenth of ``total`` past ``n``."""
@@ -157,15 +159,15 @@ class PlainProgress:
         stream.flush()
 
     def close(self) -> None:
-        """A last line (what was done, in how long) for a run that wrote lines or lasted a tenth of the
-        interval; a short run that wrote none stays silent."""
+        """A last line (what was done, in how long) for a run that wrote lines, lasted a tenth of the interval
+        or was ``asked`` for; another short run stays silent."""
         if self._closed:
             return
         self._closed = True
         elapsed = self._clock() - self._began
         if self._last_n == self.n and self._last_n != self._initial:
             return  # the last line said it all
-        if self._last_n == self._initial and elapsed < self.interval / MARKS:
+        if self._last_n == self._initial and elapsed < self.interval / MARKS and not self._asked:
             return
         rate = self._rate(elapsed)
         line = f"{self.desc}: {self.n:,}/{self._units(self.total)} in {duration(elapsed)}" + (
@@ -206,7 +208,7 @@ def progress_bar(
     if show_progress is False or (show_progress is None and total < from_items):
         return HiddenBar(total, initial)
     if not _on_terminal() and not _in_notebook():
-        return PlainProgress(total, desc, unit, initial)
+        return PlainProgress(total, desc, unit, initial, asked=show_progress is True)
     from tqdm.auto import tqdm
 
     return tqdm(
