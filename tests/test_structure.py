@@ -188,3 +188,24 @@ def test_the_cli_only_parses_and_prints():
                 if "click" not in names and size > CLI_HELPER_LINES:
                     found.append(f"{path.name}: {node.name} ({size} lines, no click)")
     assert not found, "library logic in the CLI: " + "; ".join(found)
+
+
+def test_every_module_is_named_in_the_architecture_map():
+    """docs/architecture.md's "Every module" table names each module under src/sbert in its package's row
+    (a package's ``__init__.py`` is its row)."""
+    doc = (SRC.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in doc.split("## Every module", 1)[1].split("\n## ", 1)[0].splitlines():
+        cells = line.split("|")
+        if len(cells) > 2 and cells[1].strip().startswith("`"):
+            rows[cells[1].strip().strip("`").rstrip("/")] = cells[2]
+    package_root = PACKAGE
+    missing = []
+    for path in sorted(package_root.rglob("*.py")):
+        if path.name == "__init__.py" and path.parent != package_root:
+            continue  # a package is named by its row
+        folder = path.parent.relative_to(package_root).as_posix()
+        row = rows.get("sbert" if folder == "." else folder, "")
+        if f"`{path.name}`" not in row:
+            missing.append(path.relative_to(package_root).as_posix())
+    assert not missing, f"docs/architecture.md's 'Every module' table does not name: {missing}"
