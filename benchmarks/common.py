@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import platform
 import shlex
@@ -61,6 +62,7 @@ def environment_lines(threads: int, packages: tuple[str, ...]) -> list[str]:
         f"- torch threads: {threads}",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in versions(*packages).items()),
         f"- command: `python {shlex.join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])}`",
+        f"- date: {datetime.date.today().isoformat()}",
     ]
 
 
