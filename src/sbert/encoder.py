@@ -25,7 +25,7 @@ from sbert.errors import ModelFormatError, ModelNotFoundError
 from sbert.modes import evaluating
 from sbert.modules import MODULE_TYPES, Module, Normalize, Pooling, StaticEmbedding, Transformer, module_class
 from sbert.modules.base import Features, write_json
-from sbert.modules.folder import check_links, module_folder, read_json, refuse_remote_code
+from sbert.modules.folder import check_links, check_widths, module_folder, read_json, refuse_remote_code
 from sbert.modules.static import is_model2vec_folder, model2vec_modules, save_model2vec
 from sbert.pipeline import (
     PACKED_TOKENS,
@@ -653,7 +653,7 @@ def _load_modules(path: Path, allow_pickle: bool) -> list[Module]:
         raise ModelFormatError(f"{modules_file}: not valid JSON ({err})") from err
     if not isinstance(entries, list) or not entries:
         raise ModelFormatError(f"{modules_file}: expected a non-empty list of modules")
-    modules = []
+    modules, folders = [], []
     for i, entry in enumerate(sorted(entries, key=lambda e: e.get("idx", 0) if isinstance(e, dict) else 0)):
         if not isinstance(entry, dict) or "type" not in entry or "path" not in entry:
             raise ModelFormatError(f"{modules_file}: entry {i} needs 'type' and 'path', found {entry!r}")
@@ -665,6 +665,8 @@ def _load_modules(path: Path, allow_pickle: bool) -> list[Module]:
             )
         folder = module_folder(path, entry["path"], modules_file)
         modules.append(cls.load(folder, allow_pickle=allow_pickle))
+        folders.append(folder)
+    check_widths(modules, folders)
     return modules
 
 

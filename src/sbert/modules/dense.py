@@ -8,21 +8,29 @@ from torch import nn
 
 from sbert.errors import ModelFormatError
 from sbert.modules.base import Features, Module, load_weights, save_weights, write_json
-from sbert.modules.folder import read_json
+from sbert.modules.folder import check_width, read_json
 
 
-def _activation(name: str | None, config_path: Path) -> nn.Module:
-    """Resolve a saved activation name such as ``torch.nn.modules.activation.Tanh``; only torch's own."""
+def _activation(name: object, config_path: Path) -> nn.Module:
+    """Resolve a saved activation name such as ``torch.nn.modules.activation.Tanh``: only torch's own
+    activation functions (and ``Identity``), made without arguments."""
     if name is None:
         return nn.Tanh()
-    short = name.rsplit(".", 1)[-1]
+    short = name.rsplit(".", 1)[-1] if isinstance(name, str) else ""
     cls = getattr(nn, short, None)
-    if not name.startswith("torch.") or not isinstance(cls, type) or not issubclass(cls, nn.Module):
+    known = isinstance(cls, type) and (cls is nn.Identity or cls.__module__ == nn.Tanh.__module__)
+    if not known or not name.startswith("torch."):
         raise ModelFormatError(
-            f"{config_path}: activation_function {name!r} is not a torch.nn activation; "
-            "sbert never imports code named in a model folder"
+            f"{config_path}: 'activation_function' {name!r} is not a torch.nn activation function (such as "
+            "torch.nn.modules.activation.Tanh); sbert never imports code named in a model folder"
         )
-    return cls()
+    try:
+        return cls()
+    except TypeError:
+        raise ModelFormatError(
+            f"{config_path}: 'activation_function' {name!r} needs arguments a model folder cannot give; "
+            "expected an activation function such as torch.nn.modules.activation.Tanh"
+        ) from None
 
 
 def _activation_name(module: nn.Module) -> str:
@@ -34,6 +42,7 @@ class Dense(Module):
     """``features['sentence_embedding'] = activation(W x + b)``."""
 
     type_name = "sentence_transformers.models.Dense"
+    input_field = "in_features"  # the config's name for ``input_dim``
 
     def __init__(
         self, in_features: int, out_features: int, bias: bool = True, activation: nn.Module | None = None
@@ -45,6 +54,11 @@ class Dense(Module):
     @property
     def dim(self) -> int:
         return self.linear.out_features
+
+    @property
+    def input_dim(self) -> int:
+        """Width of the sentence vectors it takes (what the module before it must give)."""
+        return self.linear.in_features
 
     def forward(self, features: Features) -> Features:
         features["sentence_embedding"] = self.activation(self.linear(features["sentence_embedding"]))
@@ -78,13 +92,17 @@ class Dense(Module):
                 )
         if config.get("use_residual"):
             raise ModelFormatError(f"{config_path}: use_residual=true is not supported by sbert")
-        module = cls(
-            int(config["in_features"]),
-            int(config["out_features"]),
-            bool(config.get("bias", True)),
-            _activation(config.get("activation_function"), config_path),
-        )
-        state = load_weights(path, allow_pickle=allow_pickle)
+        n_in = check_width(config["in_features"], config_path, "in_features")
+        n_out = check_width(config["out_features"], config_path, "out_features")
+        bias = config.get("bias", True)
+        if not isinstance(bias, bool):
+            raise ModelFormatError(f"{config_path}: 'bias' must be true or false, got {bias!r}")
+        activation = _activation(config.get("activation_function"), config_path)
+        shapes = {"linear.weight": (n_out, n_in), **({"linear.bias": (n_out,)} if bias else {})}
+        described = f"{config_path.name} (in_features {n_in}, out_features {n_out}, bias {str(bias).lower()})"
+        # the weights' shapes are checked before the layer is made: a config cannot make it larger than they are
+        state = load_weights(path, allow_pickle=allow_pickle, expected=shapes, config=described)
+        module = cls(n_in, n_out, bias, activation)
         try:
             module.load_state_dict(state)
         except RuntimeError as err:

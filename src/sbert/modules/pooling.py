@@ -18,7 +18,7 @@ import torch
 
 from sbert.errors import ModelFormatError
 from sbert.modules.base import Features, Module, write_json
-from sbert.modules.folder import read_json
+from sbert.modules.folder import check_width, read_json
 
 MODES = ("cls", "max", "mean", "mean_sqrt_len", "weightedmean", "lasttoken")
 _CONFIG_KEYS = {
@@ -79,6 +79,7 @@ class Pooling(Module):
     """Pools token vectors into ``features['sentence_embedding']``."""
 
     type_name = "sentence_transformers.models.Pooling"
+    input_field = "word_embedding_dimension"  # the config's name for ``input_dim``
 
     def __init__(self, dim: int, modes: str | Sequence[str] = "mean", include_prompt: bool = True) -> None:
         super().__init__()
@@ -122,22 +123,34 @@ class Pooling(Module):
     @classmethod
     def load(cls, path: Path, *, allow_pickle: bool = False) -> Pooling:
         """Read both config forms: sentence-transformers < 6 (``pooling_mode_*`` flags) and >= 6."""
-        config = read_json(path / "config.json")
-        dim = config.get("word_embedding_dimension", config.get("embedding_dimension"))
-        if dim is None:
-            raise ModelFormatError(f"{path / 'config.json'}: missing 'word_embedding_dimension'")
+        file = path / "config.json"
+        config = read_json(file)
+        field = "word_embedding_dimension" if "word_embedding_dimension" in config else "embedding_dimension"
+        if field not in config:
+            raise ModelFormatError(f"{file}: missing 'word_embedding_dimension'")
+        dim = check_width(config[field], file, field)
         mode = config.get("pooling_mode")
         if mode is not None:  # {"pooling_mode": "mean"} or {"pooling_mode": ["cls", "mean"]}
-            modes = [mode] if isinstance(mode, str) else list(mode)
+            modes = [mode] if isinstance(mode, str) else mode
+            if not isinstance(modes, list) or not all(isinstance(m, str) for m in modes):
+                raise ModelFormatError(f"{file}: 'pooling_mode' must be a mode or a list of modes, got {mode!r}")
             modes = ["mean_sqrt_len" if m == "mean_sqrt_len_tokens" else m for m in modes]
         else:
             modes = [mode for mode, key in _CONFIG_KEYS.items() if config.get(key)]
         if not modes:
-            raise ModelFormatError(f"{path / 'config.json'}: no pooling mode is set to true")
+            raise ModelFormatError(f"{file}: no pooling mode is set to true")
+        include_prompt = config.get("include_prompt", True)
+        if not isinstance(include_prompt, bool):
+            raise ModelFormatError(f"{file}: 'include_prompt' must be true or false, got {include_prompt!r}")
         try:
-            return cls(int(dim), modes, config.get("include_prompt", True))
+            return cls(dim, modes, include_prompt)
         except ValueError as err:
-            raise ModelFormatError(f"{path / 'config.json'}: {err}") from err
+            raise ModelFormatError(f"{file}: {err}") from err
+
+    @property
+    def input_dim(self) -> int:
+        """Width of the token vectors it pools (what the module before it must give)."""
+        return self.word_dim
 
     def extra_repr(self) -> str:
         return f"dim={self.word_dim}, modes={self.modes}"

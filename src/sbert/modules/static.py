@@ -36,7 +36,7 @@ from torch.nn import functional as F
 
 from sbert.errors import ModelFormatError
 from sbert.modules.base import Features, Module, load_weights, write_json
-from sbert.modules.folder import read_json
+from sbert.modules.folder import MAX_WIDTH, read_json
 from sbert.tokens import encode_ids
 
 if TYPE_CHECKING:
@@ -280,6 +280,10 @@ def _table(state: dict[str, Tensor], source: Path, vocab: int) -> tuple[Tensor, 
         )
     if table.ndim != 2:
         raise ModelFormatError(f"{source}: the embedding table has shape {tuple(table.shape)}, expected (tokens, dim)")
+    if not 1 <= table.shape[1] <= MAX_WIDTH:
+        raise ModelFormatError(
+            f"{source}: the embedding table has {table.shape[1]} columns; a vector width is from 1 to {MAX_WIDTH:,}"
+        )
     table = table.float()
     if mapping is not None:
         if mapping.ndim != 1 or mapping.is_floating_point() or len(mapping) != vocab:

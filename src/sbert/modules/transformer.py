@@ -8,6 +8,7 @@ That split is what smart batching (``sbert.batching``) needs.
 from __future__ import annotations
 
 import contextlib
+import pickle
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import torch
 from sbert.batching import pack_rows
 from sbert.errors import ModelFormatError
 from sbert.modules.base import Features, Module, write_json
-from sbert.modules.folder import check_finite, read_json, refuse_remote_code, weight_files
+from sbert.modules.folder import check_finite, pickle_refusal, read_json, refuse_remote_code, weight_files
 from sbert.tokens import encode_ids
 
 CONFIG_FILE = "sentence_bert_config.json"
@@ -25,6 +26,16 @@ PACK_WIDTH = 64  # tokens per packed row (or the batch's longest text, if longer
 # Architectures whose position embeddings are read from explicit ``position_ids`` counted from 0,
 # so several texts can share a row (checked against padded batching in tests/test_packing.py).
 PACKABLE_TYPES = ("bert",)
+# The files a tokenizer is built from: the Rust tokenizer's own file, or a WordPiece, BPE or SentencePiece vocabulary.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+)
 
 
 @contextlib.contextmanager
@@ -237,22 +248,62 @@ class Transformer(Module):
         refuse_remote_code(path)
         weights, has_safe = weight_files(path, allow_pickle, "transformer weights")
         settings = read_json(path / CONFIG_FILE) if (path / CONFIG_FILE).is_file() else {}
+        saved_length = settings.get("max_seq_length")
+        if saved_length is not None and (type(saved_length) is not int or saved_length < 2):
+            raise ModelFormatError(
+                f"{path / CONFIG_FILE}: 'max_seq_length' must be a whole number of tokens >= 2, got {saved_length!r}"
+            )
         try:
             with _no_transformers_progress():
                 tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
                 model = AutoModel.from_pretrained(
                     str(path), local_files_only=True, trust_remote_code=False, use_safetensors=has_safe
                 )
+        except pickle.UnpicklingError as err:  # a .bin (read with allow_pickle) holding more than tensors
+            raise ModelFormatError(pickle_refusal(weights[0], err)) from None
         except (OSError, ValueError, KeyError, RuntimeError, EOFError) as err:  # RuntimeError: a damaged .bin
             raise ModelFormatError(f"{path}: cannot load the transformer or its tokenizer: {err}") from err
+        check_tokenizer(path, tokenizer, model)
         check_finite(model, weights[0] if len(weights) == 1 else path)
         model.eval()
-        return cls(
-            model,
-            tokenizer,
-            max_seq_length=max_seq_length or settings.get("max_seq_length"),
-            do_lower_case=bool(settings.get("do_lower_case", False)),
-        )
+        try:
+            return cls(
+                model,
+                tokenizer,
+                max_seq_length=max_seq_length or saved_length,
+                do_lower_case=bool(settings.get("do_lower_case", False)),
+            )
+        except ValueError as err:
+            source = "" if max_seq_length else f"{path / CONFIG_FILE if saved_length else path / 'config.json'}: "
+            raise ModelFormatError(f"{source}{err}") from err
 
     def extra_repr(self) -> str:
         return f"{type(self.model).__name__}, max_seq_length={self.max_seq_length}, dim={self.dim}"
+
+
+def check_tokenizer(path: Path, tokenizer, model) -> None:
+    """Refuse a tokenizer that its folder's files could not build (one that knows only its special tokens
+    and so turns every word into the unknown token), or whose ids do not fit the model's embedding table."""
+    special = set(tokenizer.all_special_ids) | set(getattr(tokenizer, "added_tokens_decoder", {}))
+    vocab = tokenizer.get_vocab()
+    if not any(i not in special for i in vocab.values()):
+        found = [name for name in TOKENIZER_FILES if (path / name).is_file()]
+        what = (
+            f"its tokenizer files ({', '.join(found)}) hold no word pieces, only"
+            if found
+            else "tokenizer.json is missing (and no vocab.txt, vocab.json with merges.txt, or SentencePiece .model "
+            "is there to build one from), so the tokenizer knows only"
+        )
+        raise ModelFormatError(
+            f"{path}: cannot build the tokenizer from the folder's own files: {what} its {len(vocab)} special "
+            f"tokens, and every word would become {tokenizer.unk_token or 'the unknown token'}; copy the model's "
+            "tokenizer files into the folder"
+        )
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    rows = getattr(embeddings, "num_embeddings", None)
+    largest = max(vocab.values(), default=-1)
+    if isinstance(rows, int) and largest >= rows:
+        raise ModelFormatError(
+            f"{path}: the tokenizer gives ids up to {largest}, but the model's embedding table has {rows} rows "
+            "(config.json 'vocab_size'); the tokenizer files belong to another model"
+        )
