@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -145,7 +146,10 @@ def test_dev_evaluation_keeps_the_best_model(tmp_path, tiny_encoder):
     assert evaluator(saved)["spearman_cosine"] == pytest.approx(max(scores), abs=1e-4)
 
 
-def test_dev_evaluation_shows_its_progress_under_the_training_bar(tmp_path, tiny_encoder, capsys):
+def test_dev_evaluation_shows_its_progress_under_the_training_bar(tmp_path, tiny_encoder, capsys, monkeypatch):
+    from sbert import progress
+
+    monkeypatch.setattr(progress, "_on_terminal", lambda: True)  # tqdm bars, as on a terminal
     trainer = regression_trainer(tmp_path, tiny_encoder, max_steps=2, eval_every=1)
     trainer.config.progress = True
     trainer.evaluator = STSEvaluator(scored_pairs(12), name="dev")
@@ -153,6 +157,17 @@ def test_dev_evaluation_shows_its_progress_under_the_training_bar(tmp_path, tiny
     err = capsys.readouterr().err
     assert "train: dev evaluation at step 1" in err and "train: dev evaluation at step 2" in err
     assert "encode: 100%" in err  # the evaluation's own bar moves: the training bar does not look hung
+
+    monkeypatch.setattr(progress, "_on_terminal", lambda: False)  # standard error to a file: plain lines
+    trainer = regression_trainer(tmp_path / "plain", make_tiny_encoder(), max_steps=2, eval_every=1)
+    trainer.config.progress = True
+    trainer.evaluator = STSEvaluator(scored_pairs(12), name="dev")
+    trainer.train()
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("train: 2 steps x batch ") and "\r" not in "".join(lines)
+    at = lines.index("train: dev evaluation at step 1")
+    assert re.match(r"encode: \d+/\d+ texts in \d+s", lines[at + 1]), lines  # the evaluation's own progress
+    assert "train: dev evaluation at step 2" in lines
 
     trainer = regression_trainer(tmp_path / "quiet", make_tiny_encoder(), max_steps=2, eval_every=1)
     trainer.evaluator = STSEvaluator(scored_pairs(12), name="dev")

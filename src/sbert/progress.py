@@ -100,6 +100,7 @@ class PlainProgress:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.total, self.n, self.desc, self.unit = total, initial, desc, unit
+        self._first_desc = desc
         self.interval = line_interval() if interval is None else interval
         self._stream, self._clock = stream, clock
         self._initial, self._began = initial, clock()
@@ -124,6 +125,10 @@ class PlainProgress:
         self._postfix = ", ".join(f"{key} {value}" for key, value in values.items())
 
     def set_description_str(self, desc: str, refresh: bool = True) -> None:
+        """A new description (a training's "dev evaluation at step N") is a line of its own; the bar's own
+        one, set back, is not."""
+        if desc != self.desc and desc != self._first_desc:
+            self._emit(desc)
         self.desc = desc
 
     def _units(self, count: float) -> str:
@@ -151,9 +156,12 @@ class PlainProgress:
         return line + (f"; {self._postfix}" if self._postfix else "")
 
     def _write(self, line: str) -> None:
-        now = self._clock()
-        self._last_time, self._last_n = now, self.n
+        """A progress line: the next one is due an interval, or a tenth of the way, after it."""
+        self._last_time, self._last_n = self._clock(), self.n
         self._next_mark = self._mark_after(self.n)
+        self._emit(line)
+
+    def _emit(self, line: str) -> None:
         stream = self._stream or sys.stderr
         stream.write(line + "\n")
         stream.flush()
