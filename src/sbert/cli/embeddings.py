@@ -76,7 +76,12 @@ def prompt_options(role: str) -> Callable[[Callable], Callable]:
 @click.option("--normalize", is_flag=True, help="Scale each embedding to unit length.")
 @click.option("--max-seq-length", type=click.IntRange(min=2), help="Truncate texts to this many tokens.")
 @click.option("--skip-empty", is_flag=True, help="Skip empty lines instead of failing on them.")
-@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal, long inputs).")
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show progress (default: for long inputs): a bar on a terminal, else a plain line every 30 s "
+    "($SBERT_PROGRESS_INTERVAL) or tenth of the way, with the time left.",
+)
 @click.option(
     "--processes",
     type=click.IntRange(min=1),
@@ -150,6 +155,10 @@ def encode(
     if max_seq_length:
         encoder.max_seq_length = max_seq_length
     prompt = encoder.resolve_prompt(**prompts)
+    from sbert.progress import ENCODE_FROM, report
+
+    shown = progress if progress is not None else len(texts) >= ENCODE_FROM  # as the bar below is
+    report(f"encode: {len(texts):,} texts with {model}, batch {batch_size}", shown)
     embeddings = encoder.encode(
         texts, batch_size=batch_size, max_tokens=max_tokens, normalize=normalize, show_progress=progress, prompt=prompt
     )
