@@ -168,13 +168,14 @@ def test_search_threshold_answers_is_this_already_here(runner, model, corpus, tm
     folder = tmp_path / "ix"
     run(runner, "index", "build", corpus, "--out", folder)
     everything = json.loads(run(runner, "search", folder, "A man plays guitar", "-k", "6", "--json").stdout)[0]["hits"]
-    cut = (everything[0]["score"] + everything[1]["score"]) / 2  # between the best hit and the next
+    everything.sort(key=lambda h: -h["cosine"])  # searched hybrid (fused order); the threshold is on cosines
+    cut = (everything[0]["cosine"] + everything[1]["cosine"]) / 2  # between the best hit and the next
     kept = json.loads(
         run(runner, "search", folder, "A man plays guitar", "-k", "6", "--threshold", cut, "--json").stdout
     )
     assert [h["id"] for h in kept[0]["hits"]] == [everything[0]["id"]]
     text = run(runner, "search", folder, "A man plays guitar", "--threshold", "0.999").stdout
-    assert "no hit scores 0.999 or more" in text and "--threshold" in text
+    assert "no hit has a cosine of 0.999 or more" in text and "--threshold" in text
 
 
 def test_search_lead_answers_is_the_top_hit_the_duplicate(runner, model, corpus, tmp_path):

@@ -60,7 +60,7 @@ def test_bm25_round_trips_through_bytes_and_a_file(tmp_path):
     bm25.save(tmp_path / "bm25.zip")
     assert BM25.load(tmp_path / "bm25.zip").search(["dogs"], 2).indices.tolist() == [[3, 1]]
     empty = BM25.from_bytes(BM25.build([]).to_bytes(), "here")
-    assert empty.rows == 0 and empty.search(["cat"], 2).indices.tolist() == [[-1, -1]]
+    assert empty.rows == 0 and empty.search(["cat"], 2).indices.tolist() == [[-1]]  # k cut to the rows (at least 1)
 
 
 def test_damaged_bm25_data_names_its_source(tmp_path):

@@ -115,7 +115,8 @@ def test_an_index_of_texts_is_unchanged_and_refuses_documents(tmp_path):
     index = VectorIndex.build(tmp_path / "ix", WINDOWS, model="default", texts=PASSAGES)
     assert "documents" not in index.manifest and index.documents is None and not index.lexical
     hit = index.search(_query(1, 0), k=1)[0][0]
-    assert hit == ("0", pytest.approx(1.0), "the cat sat", 0, None, None, None)  # no span, title, lead
+    # no span, title, lead; its cosine
+    assert hit == ("0", pytest.approx(1.0), "the cat sat", 0, None, None, None, pytest.approx(1.0))
     with pytest.raises(ValueError, match="holds texts"):
         index.add(_vectors([[1, 1]]), texts=["b"], documents=Documents(["Z"], np.array([[0, 1]]), 4, 1))
     with pytest.raises(ValueError, match="'mode' does not apply"):

@@ -72,7 +72,10 @@ def test_search_returns_documents_with_the_best_passage_and_its_span(client):
         hits = http.post("/search", json={"query": "x", "k": 3, "hybrid": False}).json()["results"][0]["hits"]
         assert [h["id"] for h in hits] == ["A", "B", "C"]
         # the index's mode (mean, as built): A's mean window (0.5, 0.5) at unit length; its closest window
-        assert hits[0] == {"id": "A", "score": pytest.approx(2**-0.5), "text": "on the mat", "span": [8, 18]}
+        assert hits[0] == {  # its cosine: the dense score, the mean vector's
+            "id": "A", "score": pytest.approx(2**-0.5), "cosine": pytest.approx(2**-0.5), "text": "on the mat",
+            "span": [8, 18],
+        }  # fmt: skip
         maxp = {"query": "x", "k": 1, "mode": "maxp", "hybrid": False}
         maxp = http.post("/search", json=maxp).json()["results"][0]["hits"]
         assert maxp[0]["id"] == "A" and maxp[0]["score"] == pytest.approx(1.0)
@@ -113,8 +116,8 @@ def test_an_index_of_texts_answers_as_before(client):
     with client() as http:
         hits = http.post("/search", json={"query": "x", "k": 2}).json()["results"][0]["hits"]
         assert hits == [
-            {"id": "1", "score": pytest.approx(1.0), "text": "on the mat"},
-            {"id": "2", "score": pytest.approx(0.6), "text": "dogs bark at cats"},
+            {"id": "1", "score": pytest.approx(1.0), "cosine": pytest.approx(1.0), "text": "on the mat"},
+            {"id": "2", "score": pytest.approx(0.6), "cosine": pytest.approx(0.6), "text": "dogs bark at cats"},
         ]
 
 

@@ -126,7 +126,10 @@ def test_search_endpoint_returns_the_title(tmp_path):
     app = create_app(_Stub(), index=index, engine=EngineSettings(workers=1, max_wait_ms=1))
     with TestClient(app) as http:
         hits = http.post("/search", json={"query": "crash", "k": 3}).json()["results"][0]["hits"]
-    assert hits[0] == {"id": "b1", "score": pytest.approx(1.0), "text": _texts()[0], "title": RECORDS[0]["title"]}
+    assert hits[0] == {
+        "id": "b1", "score": pytest.approx(1.0), "cosine": pytest.approx(1.0), "text": _texts()[0],
+        "title": RECORDS[0]["title"],
+    }  # fmt: skip
     assert "title" not in next(h for h in hits if h["id"] == "b3")
 
 

@@ -46,11 +46,12 @@ def test_each_query_meets_its_duplicate_and_the_best_ranked_other_document():
             "ap": 100.0,
             "pairs": 4,
             "duplicates": 2,
-            # each query's top hit is its duplicate, leading by 2 - (1 + 0) / 2 = 1.5 (dot products)
+            # each query's top hit is its duplicate (ranked by dot product), leading by its cosine minus the
+            # mean of the next hits' cosines: 1 - (1/sqrt(2) + 0) / 2
             "lead_f1": 100.0,
             "lead_precision": 100.0,
             "lead_recall": 100.0,
-            "lead_threshold": 1.5,
+            "lead_threshold": 1 - 1 / (2 * math.sqrt(2)),
             "lead_ap": 100.0,
             "top_hit_right": 100.0,
         }
@@ -70,21 +71,24 @@ def test_a_duplicate_below_a_non_duplicate_costs_precision_at_the_best_f1():
 
 
 def test_the_lead_tells_which_top_hits_are_duplicates_where_cosines_cannot():
-    # dot products (WordModel): q "aa" ranks d1 "aa" 4, d3 "ab" 2, then 0, 0, 0: lead 4 - 2/4 = 3.5, its duplicate.
-    # q "abb" ranks d2 "bb" 4, d3 3, d1 2, then 0, 0: lead 4 - 5/4 = 2.75, and d1 is its duplicate, not d2.
-    # By cosine the pairs overlap (q "aa": its duplicate 1, its best other 0.707; q "abb": its duplicate 0.447,
-    # its best other 0.894); the leads part them, halfway between 2.75 and 3.5.
+    # ranked by dot product (WordModel), led by cosines: q "aa" ranks d1 "aa" (cosine 1), d3 "ab" (0.707), then
+    # three at 0: lead 1 - 0.707/4 = 0.823, its duplicate. q "abb" ranks d2 "bb" (cosine 4/(2 sqrt 5) = 0.894),
+    # d3 (3/sqrt 10 = 0.949), d1 (0.447), then 0, 0: lead 0.894 - (0.949 + 0.447)/4 = 0.545, and d1 is its
+    # duplicate, not d2. By cosine the pairs overlap (q "aa": its duplicate 1, its best other 0.707; q "abb": its
+    # duplicate 0.447, its best other 0.894); the leads part them, halfway between 0.545 and 0.823.
+    lead_a = 1 - 1 / math.sqrt(2) / 4
+    lead_b = 4 / (2 * math.sqrt(5)) - (3 / math.sqrt(10) + 2 / (2 * math.sqrt(5))) / 4
     corpus = {**CORPUS, "d4": Document("d4", "", "cc"), "d5": Document("d5", "", "dd")}
     collection = RetrievalCollection(
         "toy", "test", corpus, {"qa": "aa", "qb": "abb"}, {"qa": {"d1": 1}, "qb": {"d1": 1}}
     )
     found = TriageEvaluator(collection).scores(SearchModel())
     by_query = dict(zip(drawn_queries(collection), zip(found.leads, found.top_hit_labels, strict=True), strict=True))
-    assert by_query == {"qa": (pytest.approx(3.5), 1), "qb": (pytest.approx(2.75), 0)}
+    assert by_query == {"qa": (pytest.approx(lead_a), 1), "qb": (pytest.approx(lead_b), 0)}
     metrics = TriageEvaluator(collection)(SearchModel())
     assert metrics["f1"] < 100 and metrics["top_hit_right"] == 50.0
     assert (metrics["lead_f1"], metrics["lead_precision"], metrics["lead_recall"], metrics["lead_ap"]) == (100,) * 4
-    assert metrics["lead_threshold"] == pytest.approx((2.75 + 3.5) / 2)
+    assert metrics["lead_threshold"] == pytest.approx((lead_a + lead_b) / 2)
 
 
 def test_pair_cosines_score_queries_and_documents_as_a_search_does():

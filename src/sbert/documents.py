@@ -17,12 +17,19 @@ A document is scored by its best window (``maxp``) or by the mean of its windows
 (``mean``); ``maxp`` is the default: it scored higher on both full collections of
 benchmarks/retrieval.py (SciFact and openoffice-dups); either way its best passage is the
 window closest to the query.
+
+A ``Chunking`` keeps at most ``max_windows`` windows of a document (``MAX_WINDOWS`` by default): the
+first ones, its start; the rest of a longer document (a pasted log, a data dump) is left out, so one
+such document cannot cost more than the others together. ``Chunking.plan`` says, before anything is
+embedded, how many windows a corpus makes, how many documents the bound cuts, and roughly how long
+embedding them takes here (benchmarks/chunk_bound.py measures what the bound costs).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -39,6 +46,10 @@ if TYPE_CHECKING:
 DEFAULT_OVERLAP = 32  # tokens shared by consecutive windows (at most a quarter of the window: default_overlap)
 BOUNDARY_SHARE = 0.25  # the last share of a window in which its end may move back to a sentence or word boundary
 SENTENCE_ENDS = (".", "!", "?")
+# Windows kept per document: 32 windows of the default model's 256 tokens hold some 6,000 words (a long
+# article, a paper, a report with its discussion) whole; what lies past them is mostly pasted logs and dumps.
+MAX_WINDOWS = 32
+PLAN_SAMPLE = 32  # windows embedded to time the embedding of a plan (``Chunking.plan``)
 _QUERY_CHUNK = 256  # queries scored at once by rank_documents
 
 
@@ -74,21 +85,31 @@ def layout(text: str, offsets: Sequence[tuple[int, int]], word_ids: Sequence[int
     return TokenLayout(spans, word_start, sentence_end)
 
 
-def plan_windows(tokens: TokenLayout, window: int, overlap: int) -> list[tuple[int, int]]:
+def plan_windows(
+    tokens: TokenLayout, window: int, overlap: int, max_windows: int | None = None
+) -> list[tuple[int, int]]:
     """Token ranges ``[start, end)`` of the windows covering ``tokens``: at most ``window`` long, consecutive
     ones sharing up to about ``overlap`` tokens, boundaries moved as the module says. One window (maybe
-    empty) for a document that fits."""
+    empty) for a document that fits; the first ``max_windows`` alone for one that needs more (None: all)."""
     if window < 1 or not 0 <= overlap < window:
         raise ValueError(f"need window >= 1 and 0 <= overlap < window, got window={window}, overlap={overlap}")
+    if max_windows is not None and max_windows < 1:
+        raise ValueError(f"max_windows must be at least 1 (or None: no bound), got {max_windows}")
     n, start, out = len(tokens), 0, []
     while True:
         end = min(start + window, n)
         if end < n:
             end = _cut(tokens, start, end, window)
         out.append((start, end))
-        if end >= n:
+        if end >= n or len(out) == max_windows:
             return out
         start = _next_start(tokens, start, end, overlap)
+
+
+def tokens_needed(window: int, max_windows: int | None) -> int | None:
+    """How many of a document's first tokens ``max_windows`` windows of ``window`` tokens can reach, plus
+    the one after (a window's end looks at the gap before the next token): the rest never changes them."""
+    return None if max_windows is None else max_windows * window + 1
 
 
 def _cut(tokens: TokenLayout, start: int, end: int, window: int) -> int:
@@ -133,16 +154,22 @@ class Chunking:
     ``window``: tokens per window beside the special ones and the prompt's (None: the model's limit);
     ``overlap``: tokens consecutive windows share (None: ``default_overlap`` of the window); ``mode``:
     ``maxp`` or ``mean``; ``prompt``: the text put before every window (None: the model's document prompt,
-    as ``encode_document``; "": none).
+    as ``encode_document``; "": none); ``max_windows``: windows kept per document, its first ones (None:
+    every window; default ``MAX_WINDOWS``).
     """
 
     window: int | None = None
     overlap: int | None = None
     mode: str = DEFAULT_MODE
     prompt: str | None = None
+    max_windows: int | None = MAX_WINDOWS
 
     def __post_init__(self) -> None:
         check_mode(self.mode)
+        if self.max_windows is not None and (type(self.max_windows) is not int or self.max_windows < 1):
+            raise ValueError(
+                f"max_windows must be a whole number of at least 1 (or None: no bound), got {self.max_windows!r}"
+            )
         if self.window is not None and self.window < 1:
             raise ValueError(f"window must be at least 1 token, got {self.window}")
         if self.overlap is not None and self.overlap < 0:
@@ -154,14 +181,20 @@ class Chunking:
 
     @classmethod
     def of(cls, settings: dict) -> Chunking:
-        """The chunking an index's manifest records (``documents``); older indexes record no prompt."""
+        """The chunking an index's manifest records (``documents``); older indexes record no prompt, and no
+        ``max_windows``: they kept every window, and so do the documents added to them."""
         return cls(
-            settings.get("window"), settings["overlap"], settings.get("mode", DEFAULT_MODE), settings.get("prompt")
+            settings.get("window"),
+            settings["overlap"],
+            settings.get("mode", DEFAULT_MODE),
+            settings.get("prompt"),
+            settings.get("max_windows"),
         )
 
     def settings(self) -> dict:
         """What an index's manifest records (``documents``)."""
-        return {"window": self.window, "overlap": self.overlap, "mode": self.mode, "prompt": self.prompt}
+        out = {"window": self.window, "overlap": self.overlap, "mode": self.mode, "prompt": self.prompt}
+        return {**out, "max_windows": self.max_windows}
 
     def resolved(self, encoder: Encoder, prompt_name: str | None = None, prompt: str | None = None) -> Chunking:
         """These settings for ``encoder``: the prompt as text (``prompt_name``/``prompt`` choose another than
@@ -172,7 +205,7 @@ class Chunking:
         text = encoder.resolve_prompt(prompt_name, prompt, task="document") or ""
         chunker = Chunker.for_encoder(encoder)
         window = self.window or chunker.max_window - len(chunker.prompt_ids(text))
-        return Chunking(window, self.overlap, self.mode, text)  # the overlap settled with the window
+        return Chunking(window, self.overlap, self.mode, text, self.max_windows)  # the overlap settled with the window
 
     def embed(
         self, encoder: Encoder, documents: Sequence[str], batch_size: int = 32, show_progress: bool | None = None
@@ -186,6 +219,36 @@ class Chunking:
             batch_size=batch_size,
             show_progress=show_progress,
             prompt=self.prompt,
+            max_windows=self.max_windows,
+        )
+
+    def plan(
+        self, encoder: Encoder, documents: Sequence[str], *, time_it: bool = True, batch_size: int = 32
+    ) -> WindowPlan:
+        """What embedding ``documents`` with these settings (resolved for ``encoder``: ``resolved``) will do,
+        before it is done: windows, documents cut at ``max_windows``, tokens, and with ``time_it`` the
+        speed of embedding ``PLAN_SAMPLE`` of the windows here (a second or two), for ``WindowPlan.seconds``."""
+        from sbert.encoder import check_texts
+
+        resolved = self.resolved(encoder)
+        chunker = Chunker.for_encoder(encoder)
+        windows = chunker.split(check_texts(documents), resolved.window, resolved.overlap, resolved.prompt,
+                                resolved.max_windows)  # fmt: skip
+        lengths = np.array([len(ids) for ids in windows.ids], dtype=np.int64)
+        per_document = np.bincount(windows.doc, minlength=len(documents))
+        starts = np.searchsorted(windows.doc, np.arange(len(documents)))  # each document's first window
+        several = per_document > 1
+        rate = _tokens_per_second(encoder, chunker, windows, resolved.prompt, lengths, batch_size) if time_it else None
+        return WindowPlan(
+            documents=len(documents),
+            windows=len(windows.ids),
+            tokens=int(lengths.sum()),
+            cut=len(windows.cut),
+            max_windows=resolved.max_windows,
+            split_documents=int(several.sum()),
+            split_windows=int(per_document[several].sum()),
+            split_tokens=int(lengths[starts[several]].sum()) if several.any() else 0,
+            tokens_per_second=rate,
         )
 
 
@@ -193,11 +256,13 @@ class Chunking:
 @dataclass(frozen=True)
 class Windows:
     """Windows of several documents: ``ids`` (token ids per window, special tokens included), ``doc``
-    (n_windows,) int64 document of each window, ``spans`` (n_windows, 2) int64 character span of each."""
+    (n_windows,) int64 document of each window, ``spans`` (n_windows, 2) int64 character span of each;
+    ``cut``: the documents (positions) whose windows stop at a ``max_windows`` bound before their end."""
 
     ids: list[list[int]]
     doc: np.ndarray
     spans: np.ndarray
+    cut: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def passages(self, documents: Sequence[str]) -> list[str]:
         """The text of each window: its span of its document."""
@@ -242,10 +307,12 @@ class Chunker:
         window: int | None = None,
         overlap: int | None = None,
         prompt: str | None = None,
+        max_windows: int | None = None,
     ) -> Windows:
         """Every document's windows, in document order (see ``plan_windows``), each with ``prompt``'s tokens
         before its own; ``window`` defaults to the most tokens the model takes beside its special tokens
-        and the prompt's, and may not exceed it; ``overlap`` to ``default_overlap(window)``."""
+        and the prompt's, and may not exceed it; ``overlap`` to ``default_overlap(window)``; at most
+        ``max_windows`` per document, its first ones (None: all)."""
         prompt_ids = self.prompt_ids(prompt)
         limit = self.max_window - len(prompt_ids)
         if limit < 1:
@@ -256,14 +323,25 @@ class Chunker:
             raise ValueError(f"window must be from 1 to {limit} tokens (the model's limit{beside}), got {window}")
         overlap = default_overlap(window) if overlap is None else overlap
         texts = [d.lower() for d in documents] if self.do_lower_case else list(documents)
-        ids, doc, spans = [], [], []
+        ids, doc, spans, cut = [], [], [], []
+        needed = tokens_needed(window, max_windows)
         for number, encoding in enumerate(self._tokenizer.encode_batch(texts, add_special_tokens=False)):
-            tokens = layout(texts[number], encoding.offsets, encoding.word_ids)
-            for start, end in plan_windows(tokens, window, overlap):
-                ids.append([*self.prefix, *prompt_ids, *encoding.ids[start:end], *self.suffix])
+            token_ids = encoding.ids  # a new list at every access: read once per document
+            # past the tokens the kept windows can reach, nothing is laid out (a dump of millions of characters)
+            tokens = layout(texts[number], encoding.offsets[:needed], encoding.word_ids[:needed])
+            planned = plan_windows(tokens, window, overlap, max_windows)
+            if planned[-1][1] < len(token_ids):
+                cut.append(number)
+            for start, end in planned:
+                ids.append([*self.prefix, *prompt_ids, *token_ids[start:end], *self.suffix])
                 doc.append(number)
                 spans.append(tokens.offsets[[start, end - 1], [0, 1]] if end > start else (0, 0))
-        return Windows(ids, np.asarray(doc, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2))
+        return Windows(
+            ids,
+            np.asarray(doc, dtype=np.int64),
+            np.asarray(spans, dtype=np.int64).reshape(-1, 2),
+            np.asarray(cut, dtype=np.int64),
+        )
 
 
 # -- embedding -------------------------------------------------------------------------------------------------
@@ -271,12 +349,13 @@ class Chunker:
 class EncodedDocuments:
     """Documents embedded window by window: ``vectors`` (n_windows, dim) float32, ``doc`` (n_windows,)
     int64 the document (position in the input) of each window, ``spans`` (n_windows, 2) int64 its
-    character span, ``passages`` its text."""
+    character span, ``passages`` its text; ``cut``: the documents whose windows stop at ``max_windows``."""
 
     vectors: np.ndarray
     doc: np.ndarray
     spans: np.ndarray
     passages: list[str]
+    cut: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def encode_documents(
@@ -290,30 +369,109 @@ def encode_documents(
     packing: bool = False,
     prompt_name: str | None = None,
     prompt: str | None = None,
+    max_windows: int | None = None,
 ) -> EncodedDocuments:
     """Embed each document window by window (see the module): every window's vector, document and passage.
 
     ``window``: tokens per window beside the special ones and the prompt's (default and maximum: the
-    model's limit); ``overlap``: tokens consecutive windows share (default: ``default_overlap``).
+    model's limit); ``overlap``: tokens consecutive windows share (default: ``default_overlap``);
+    ``max_windows``: windows kept per document, its first ones (None, here: all; a ``Chunking`` bounds them
+    by default).
     Documents must be non-empty strings.
     Each window gets the prompt ``encode_document`` would give (``prompt_name``/``prompt`` choose
     another; ``prompt=""`` none), so that a document in one window is embedded as ``encode_document``
     embeds it.
     """
     from sbert.encoder import check_texts
-    from sbert.pipeline import Tokenized
 
     documents = check_texts(documents)
     chunker = Chunker.for_encoder(encoder)
     chosen = encoder.resolve_prompt(prompt_name, prompt, task="document")
-    windows = chunker.split(documents, window, overlap, prompt=chosen)
-    lengths = None
-    if chosen and any(not getattr(module, "include_prompt", True) for module in encoder):
-        lengths = [len(chunker.prefix) + len(chunker.prompt_ids(chosen))] * len(windows.ids)  # left out by pooling
+    windows = chunker.split(documents, window, overlap, prompt=chosen, max_windows=max_windows)
     vectors = encoder.encode_tokenized(
-        Tokenized(windows.ids, [], lengths), batch_size=batch_size, show_progress=show_progress, packing=packing
-    )
-    return EncodedDocuments(vectors, windows.doc, windows.spans, windows.passages(documents))
+        _tokenized(encoder, chunker, windows.ids, chosen), batch_size=batch_size, show_progress=show_progress,
+        packing=packing,
+    )  # fmt: skip
+    return EncodedDocuments(vectors, windows.doc, windows.spans, windows.passages(documents), windows.cut)
+
+
+def _tokenized(encoder: Encoder, chunker: Chunker, ids: list[list[int]], prompt: str | None):
+    """Windows' token ids as ``encode_tokenized`` takes them (the prompt's length where pooling leaves it out)."""
+    from sbert.pipeline import Tokenized
+
+    lengths = None
+    if prompt and any(not getattr(module, "include_prompt", True) for module in encoder):
+        lengths = [len(chunker.prefix) + len(chunker.prompt_ids(prompt))] * len(ids)  # left out by pooling
+    return Tokenized(ids, [], lengths)
+
+
+# -- what embedding will cost ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WindowPlan:
+    """What embedding a corpus window by window will do (``Chunking.plan``): ``windows`` of ``documents``,
+    ``tokens`` in all (special tokens included), ``cut`` documents cut at ``max_windows``;
+    ``split_documents``: those that need more than one window, ``split_windows`` their windows and
+    ``split_tokens`` their first windows' tokens (what embedding them whole as well costs);
+    ``tokens_per_second``: measured here, or None."""
+
+    documents: int
+    windows: int
+    tokens: int
+    cut: int
+    max_windows: int | None
+    split_documents: int = 0
+    split_windows: int = 0
+    split_tokens: int = 0
+    tokens_per_second: float | None = None
+
+    def seconds(self, whole_too: bool = False) -> float | None:
+        """Roughly how long embedding the windows takes here; ``whole_too``: and every document whole as
+        well, the windows equal to a whole document embedded once (what ``--auto`` embeds)."""
+        if not self.tokens_per_second:
+            return None
+        tokens = self.tokens + (self.split_tokens if whole_too else 0)
+        return tokens / self.tokens_per_second
+
+    def summary(self, whole_too: bool = False) -> str:
+        """One line a person reads before a long embedding: what will be embedded, what the bound cut, how long."""
+        what = f"{self.windows:,} windows of {self.documents:,} documents"
+        if whole_too:
+            what = f"{self.documents:,} documents whole and the {self.split_windows:,} windows of the "
+            what += f"{self.split_documents:,} longer than one window"
+        if self.max_windows is None:
+            bound = "every window of every document kept (no --max-windows)"
+        elif self.cut:
+            bound = f"{self.cut:,} documents cut after their first {self.max_windows} windows (--max-windows)"
+        else:
+            bound = f"no document needs more than --max-windows {self.max_windows}"
+        seconds = self.seconds(whole_too)
+        took = f"; roughly {_duration(seconds)} here" if seconds is not None else ""
+        return f"embedding {what}: {bound}{took}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _tokens_per_second(
+    encoder: Encoder, chunker: Chunker, windows: Windows, prompt: str | None, lengths: np.ndarray, batch_size: int
+) -> float | None:
+    """Tokens embedded per second here: ``PLAN_SAMPLE`` windows spread over the plan's lengths, timed after a
+    one-window warm-up; None without windows or an encoder that embeds token ids."""
+    if not len(windows.ids) or not hasattr(encoder, "encode_tokenized"):
+        return None
+    order = np.argsort(lengths, kind="stable")
+    picked = order[np.unique(np.linspace(0, len(order) - 1, min(PLAN_SAMPLE, len(order))).astype(np.int64))]
+    sample = [windows.ids[i] for i in picked.tolist()]
+    encoder.encode_tokenized(_tokenized(encoder, chunker, sample[:1], prompt), batch_size=1, show_progress=False)
+    began = time.perf_counter()
+    encoder.encode_tokenized(_tokenized(encoder, chunker, sample, prompt), batch_size=batch_size, show_progress=False)
+    elapsed = time.perf_counter() - began
+    return float(lengths[picked].sum()) / max(elapsed, 1e-6)
 
 
 # -- ranking ---------------------------------------------------------------------------------------------------

@@ -425,16 +425,31 @@ def search(folder, queries, k, model, method, ef_search, rescore, rerank, candid
         existing, encoder, queries, options, allow_mixed_backend=flags["allow_mixed_backend"], **flags["prompts"]
     )
     if not as_json:  # stdout is the JSON; a script reads how from the options it passed
-        click.echo(_searched(options), err=True)
-    _print_hits(queries, hits, as_json, flags["threshold"], flags["lead"])
+        click.echo(_searched(options, existing.metric), err=True)
+    _print_hits(queries, hits, as_json, flags["threshold"], flags["lead"], _score_label(options, existing.metric))
 
 
-def _searched(options) -> str:
-    """How the hits were found, for a reader of the scores (a fused score is not a cosine)."""
+def _score_label(options, metric: str) -> str:
+    """What ranked the hits, as each hit's line names its score: cosine, dot, fused or rerank."""
+    if options.rerank is not None:
+        return "rerank"
+    return "fused" if options.hybrid else metric
+
+
+def _searched(options, metric: str = "cosine") -> str:
+    """How the hits were found, for a reader of the scores (a fused score is relative to its query, not a cosine)."""
+    rerank = "; re-ranked: 'rerank' is the cross-encoder's score" if options.rerank is not None else ""
+    cosine = "'cosine' is the embedding similarity, comparable across queries (what --threshold and --lead compare)"
     if not options.hybrid:
-        return "searched dense: scores are cosine similarities (--hybrid to fuse with BM25)"
-    how = f"weighted, alpha {options.alpha:g}" if options.fusion == "weighted" else "reciprocal rank fusion"
-    return f"searched hybrid: dense + BM25, {how}; scores are fused, not cosines (--dense for the embeddings alone)"
+        scores = f"scores are cosine similarities{rerank}" if metric == "cosine" and not rerank else f"{cosine}{rerank}"
+        return f"searched dense: {scores} (--hybrid to fuse with BM25)"
+    if options.fusion == "weighted":
+        how = f"weighted, alpha {options.alpha:g}"
+        fused = "'fused' ranks this query's hits (min-max over its own candidates: the best is near 1 for any query)"
+    else:
+        how = "reciprocal rank fusion"
+        fused = "'fused' ranks this query's hits (by their ranks, not how close they are)"
+    return f"searched hybrid: dense + BM25, {how}; {fused}; {cosine}{rerank} (--dense for the embeddings alone)"
 
 
 def _light_encoder(existing, queries, runtime, rerank, prompts: dict):
@@ -456,8 +471,11 @@ def _light_encoder(existing, queries, runtime, rerank, prompts: dict):
     return light if light is not None and light.accepts(queries) else None
 
 
-def _print_hits(queries, hits, as_json: bool, threshold: float | None = None, lead: float | None = None) -> None:
-    """Each query's hits; a document's hit shows its best passage (and, in JSON, the passage's span)."""
+def _print_hits(
+    queries, hits, as_json: bool, threshold: float | None = None, lead: float | None = None, label: str = "cosine"
+) -> None:
+    """Each query's hits, each score named (``label``: what ranked them; the cosine beside any other); a
+    document's hit shows its best passage (and, in JSON, the passage's span)."""
     if as_json:
         _echo_json(
             [
@@ -478,16 +496,22 @@ def _print_hits(queries, hits, as_json: bool, threshold: float | None = None, le
                 "duplicate; lower --lead, or leave it out to see the hits)"
             )
         elif not found and threshold is not None:
-            click.echo(f"      no hit scores {threshold:g} or more: nothing like it is indexed (lower --threshold)")
+            click.echo(
+                f"      no hit has a cosine of {threshold:g} or more: nothing like it is indexed (lower --threshold)"
+            )
         for rank, hit in enumerate(found, 1):
             where = f" (chars {hit.span[0]}-{hit.span[1]})" if hit.span else ""
             if hit.lead is not None:
                 where += f" (leads hits 2-10 by {hit.lead:.4f})" if math.isfinite(hit.lead) else " (the only hit)"
+            scores = f"{label} {hit.score:.4f}"
+            if label != "cosine" and hit.cosine is not None:
+                scores += f"  cosine {hit.cosine:.4f}"
+            head = f"{rank:>4}. {scores}  "
             if not hit.title:
-                click.echo(f"{rank:>4}. {hit.score:.4f}  [{hit.id}]{where} {_clip(hit.text)}")
+                click.echo(f"{head}[{hit.id}]{where} {_clip(hit.text)}")
                 continue
-            click.echo(f"{rank:>4}. {hit.score:.4f}  [{hit.id}]{where} {_clip(hit.title)}")
-            click.echo(f"{'':>14}{_clip(_body(hit))}")
+            click.echo(f"{head}[{hit.id}]{where} {_clip(hit.title)}")
+            click.echo(f"{'':>{len(head)}}{_clip(_body(hit))}")
 
 
 def _body(hit) -> str | None:

@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sbert.data.beir import Document
+from sbert.documents import MAX_WINDOWS
 from sbert.errors import SbertDeprecationWarning
 from sbert.search.auto import KIND as AUTO_KIND
 from sbert.search.auto import QUERIES as AUTO_QUERIES
@@ -232,7 +233,7 @@ class HybridRetriever:
     def search(self, model: Any, queries: Sequence[str], k: int) -> list[list[Hit]]:
         from sbert.search.fusion import fuse
 
-        wide = max(k, self.candidates)
+        wide = min(max(k, self.candidates), max(1, len(self.ids)))  # never wider than the documents
         sides = [self._top(retriever.search(model, queries, wide), wide) for retriever in (self.dense, self.lexical)]
         return _hits(fuse(*sides, k, fusion=self.fusion, alpha=self.alpha), self.ids)
 
@@ -241,6 +242,7 @@ class HybridRetriever:
         scores = np.full((len(hits), width), -np.inf, dtype=np.float32)
         rows = np.full((len(hits), width), -1, dtype=np.int64)
         for n, row in enumerate(hits):
+            row = row[:width]
             rows[n, : len(row)] = [self.row_of[hit[0]] for hit in row]
             scores[n, : len(row)] = [hit[1] for hit in row]
         return TopK(scores, rows)
@@ -279,7 +281,8 @@ class RerankRetriever:
 @dataclass(frozen=True)
 class RetrievalSettings:
     """How to retrieve, as ``sbert eval`` options say it: documents whole (cut at the model's limit) or in
-    windows (``chunk``: ``mode``, ``window``, ``overlap``), and BM25 beside them (``hybrid``: ``fusion``,
+    windows (``chunk``: ``mode``, ``window``, ``overlap``, at most ``max_windows`` per document: None for all),
+    and BM25 beside them (``hybrid``: ``fusion``,
     ``alpha``) or alone (``lexical``); then, with ``rerank``, a cross-encoder re-scores the best
     ``candidates`` (also the results each side gives a hybrid fusion, as in ``sbert search``).
     ``retriever()`` makes a fresh retriever for one evaluation."""
@@ -288,6 +291,7 @@ class RetrievalSettings:
     mode: str | None = None
     window: int | None = None
     overlap: int | None = None
+    max_windows: int | None = MAX_WINDOWS
     hybrid: bool = False
     fusion: str | None = None
     alpha: float | None = None
@@ -308,6 +312,8 @@ class RetrievalSettings:
             raise ValueError("BM25 alone (lexical) takes neither chunking nor hybrid fusion")
         if not self.chunk and (self.mode or self.window or self.overlap is not None):
             raise ValueError("mode, window and overlap apply to documents in windows: ask for chunking too")
+        if not (self.chunk or self.auto) and self.max_windows != MAX_WINDOWS:
+            raise ValueError("max_windows applies to documents in windows: ask for chunking (or auto) too")
         if not self.hybrid and (self.fusion or self.alpha is not None):
             raise ValueError("fusion and alpha apply to hybrid search: ask for it too")
         from sbert.search.fusion import FUSIONS
@@ -332,7 +338,7 @@ class RetrievalSettings:
             return None
         from sbert.documents import Chunking
 
-        return Chunking(self.window, self.overlap, self.mode or Chunking.mode)
+        return Chunking(self.window, self.overlap, self.mode or Chunking.mode, max_windows=self.max_windows)
 
     def search_options(self, k: int, cross_encoder: Any = None) -> Any:
         """The ``sbert.search.retrieve.SearchOptions`` of these settings for the best ``k``."""

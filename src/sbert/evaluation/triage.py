@@ -6,8 +6,10 @@ paired with its relevant documents (duplicates) and with the ``negatives`` best-
 duplicate of (what a search shows first: the hard cases), ranked by the model through the index code
 ``sbert search`` runs; every pair is scored as that search scores a hit, the cosine of the query's
 ``encode_query`` vector and the document's ``encode_document`` vector. **Top hits** (``--lead``): whether
-each query's top hit is a duplicate, told by its lead (``sbert.search.retrieve.lead``: its cosine minus the
-mean of hits 2-10's), which does not depend on where one query's cosines sit. The metrics are
+each query's top hit is a duplicate, told by its lead (``sbert.search.retrieve.hit_lead``: its cosine minus
+the mean of hits 2-10's), which does not depend on where one query's cosines sit. Both are chosen on what
+``--threshold`` and ``--lead`` compare: the hits' cosines (``Hit.cosine``), of a dense search, the search
+``sbert search`` runs given either (a fused score is relative to each query and never compared). The metrics are
 ``sbert.evaluation.pair_classification``'s (the threshold with the best F1, and the best accuracy's), here
 x 100 like the other tasks of ``sbert eval``; thresholds and leads stay cosines.
 """
@@ -23,7 +25,7 @@ from sbert.data.beir import RetrievalCollection
 from sbert.data.pairs_from_beir import classification_pairs, drawn_queries
 from sbert.evaluation.pair_classification import average_precision, best_f1, classification_metrics
 from sbert.evaluation.retrievers import IndexRetriever, RetrievalSettings
-from sbert.search.retrieve import LEAD_HITS, lead
+from sbert.search.retrieve import LEAD_HITS, cosine, lead
 
 SHARES = ("accuracy", "f1", "precision", "recall", "ap", "lead_f1", "lead_precision", "lead_recall", "lead_ap")
 SHARES += ("top_hit_right",)  # reported x 100
@@ -31,7 +33,7 @@ SHARES += ("top_hit_right",)  # reported x 100
 
 class TriageScores(NamedTuple):
     """What ``TriageEvaluator`` measures: each pair's cosine and label (1 duplicate, 0 not); each drawn query's
-    hit scores (best first, ``LEAD_HITS`` at most) and whether its top hit is a duplicate (1) or not (0)."""
+    hits' cosines (best first, ``LEAD_HITS`` at most) and whether its top hit is a duplicate (1) or not (0)."""
 
     pair_scores: np.ndarray
     pair_labels: list[int]
@@ -78,7 +80,7 @@ class TriageEvaluator:
 
     def scores(self, model: Any, show_progress: bool | None = None) -> TriageScores:
         """The pairs (drawn with ``model`` ranking) and the top hits of one search of the drawn queries."""
-        retriever = IndexRetriever(RetrievalSettings(batch_size=self.batch_size))
+        retriever = IndexRetriever(RetrievalSettings(batch_size=self.batch_size))  # dense, as --lead searches
         retriever.index(model, list(self.collection.corpus.values()), show_progress=show_progress)
         searched: list[list[Any]] = []
 
@@ -92,7 +94,7 @@ class TriageEvaluator:
             self.collection, self.seed, self.max_queries, self.negatives, ranker=ranked
         )
         queries = drawn_queries(self.collection, self.seed, self.max_queries)
-        hit_scores = [[hit.score for hit in row[:LEAD_HITS]] for row in searched]
+        hit_scores = [[cosine(hit) for hit in row[:LEAD_HITS]] for row in searched]  # what --lead compares
         right = [int(row[0].id in self.collection.relevant(q)) for q, row in zip(queries, searched, strict=True)]
         return TriageScores(pair_cosines(model, pairs, self.batch_size, show_progress), labels, hit_scores, right)
 

@@ -33,7 +33,13 @@ class Hit(NamedTuple):
     ``title``: the document's title where the corpus had one (``title`` in JSON lines, ``--title-column``),
     else None (and in indexes built before titles were kept; a PostgreSQL index keeps it in the text).
     ``lead``: set on the top hit a search with a ``lead`` keeps (``sbert.search.retrieve.lead``; inf where
-    the index holds one row), else None."""
+    the index holds one row), else None.
+
+    ``score`` ranks the hits of one search: a dense search's similarity, a fused search's fusion score
+    (weighted fusion's is relative to the query's own candidates: its best is near 1 whatever it is), a
+    re-ranked search's cross-encoder score. ``cosine`` is the same for every search: the cosine similarity of
+    the query's vector and the hit's (a document's: its best window's, or its mean vector's in ``mean``
+    mode), what ``threshold`` and ``lead`` compare; None where a hit has no vector (a retriever's own)."""
 
     id: str
     score: float
@@ -41,12 +47,17 @@ class Hit(NamedTuple):
     row: int
     span: tuple[int, int] | None = None
     title: str | None = None
-    lead: float | None = None  # a search with a lead: how far this top hit's score leads hits 2-10's mean
+    lead: float | None = None  # a search with a lead: how far this top hit's cosine leads hits 2-10's mean
+    cosine: float | None = None
 
     def as_json(self) -> dict[str, Any]:
-        """The hit as ``sbert search --json`` and the service answer it: id, score, text and row, then span,
-        title and lead where set (a lead with nothing to lead, inf, as null: JSON has no infinity)."""
-        out: dict[str, Any] = {"id": self.id, "score": self.score, "text": self.text, "row": self.row}
+        """The hit as ``sbert search --json`` and the service answer it: id, score, cosine (where known), text
+        and row, then span, title and lead where set (a lead with nothing to lead, inf, as null: JSON has no
+        infinity)."""
+        out: dict[str, Any] = {"id": self.id, "score": self.score}
+        if self.cosine is not None:
+            out["cosine"] = self.cosine
+        out |= {"text": self.text, "row": self.row}
         if self.span is not None:
             out["span"] = list(self.span)
         if self.title:

@@ -84,9 +84,11 @@ def fuse(
 
 
 def _combine(rows: Sequence[np.ndarray], scores: Sequence[np.ndarray], k: int) -> TopK:
-    """Per query, the sum of each row's ``scores`` over the lists it is in, best ``k`` first (padded)."""
+    """Per query, the sum of each row's ``scores`` over the lists it is in, best ``k`` first (padded; a ``k``
+    beyond the lists' rows together is cut to them: no more distinct rows can come out)."""
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
+    k = min(k, max(1, sum(r.shape[1] for r in rows)))
     n = len(rows[0])
     out_scores = np.full((n, k), -np.inf, dtype=np.float64)
     out_rows = np.full((n, k), -1, dtype=np.int64)

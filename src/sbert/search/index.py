@@ -243,6 +243,7 @@ class VectorIndex(RecordedModel):
         _check_backend(self.path, snap.manifest, backend, allow_mixed_backend)
         q = queries if prepared else _prepare(queries, snap.manifest, self.path)
         structure = self._method(snap, method or _default_method(snap.manifest))
+        k = min(k, max(1, len(snap.ids)))  # never wider than the index: padding is for deleted rows
         return structure.search(q, k, snap, ef_search=ef_search, rescore=rescore)
 
     def _method(self, snap: Snapshot, method: str) -> Structure:

@@ -27,7 +27,7 @@ import numpy as np
 
 from sbert.search import ranking
 from sbert.search.base import Hit, Hybrid
-from sbert.search.exact import TopK, semantic_search
+from sbert.search.exact import TopK, pair_scores, semantic_search
 from sbert.search.fusion import fuse
 from sbert.search.grouping import DEFAULT_MODE, Groups, check_mode, readable_passage
 from sbert.search.lexical import BM25
@@ -42,8 +42,9 @@ Rows = Callable[[int], TopK]  # the structure's best ``n`` live rows for the que
 @dataclass(frozen=True)
 class Documents:
     """Rows that are windows of documents: the document ``ids`` (one per row), each row's character
-    ``spans`` (rows, 2), and how the documents were split (``window``, ``overlap``, ``prompt``) and are
-    scored (``mode``): an index records these (``settings``) and splits later documents the same way."""
+    ``spans`` (rows, 2), and how the documents were split (``window``, ``overlap``, ``prompt``, at most
+    ``max_windows`` each) and are scored (``mode``): an index records these (``settings``) and splits later
+    documents the same way."""
 
     ids: Sequence[str]
     spans: np.ndarray
@@ -51,6 +52,7 @@ class Documents:
     overlap: int
     mode: str = DEFAULT_MODE
     prompt: str | None = None
+    max_windows: int | None = None
 
     @classmethod
     def of(
@@ -65,17 +67,20 @@ class Documents:
         split as ``window`` says: a resolved ``Chunking`` (``Chunking.resolved``), or window and overlap."""
         if len(set(doc_ids)) != len(doc_ids):
             raise ValueError(f"document ids must be unique; repeated: {_repeated(doc_ids)}")
-        prompt = None
+        prompt = max_windows = None
         if not isinstance(window, int):
-            window, overlap, mode, prompt = window.window, window.overlap, window.mode, window.prompt
+            chunking = window
+            window, overlap, mode, prompt = chunking.window, chunking.overlap, chunking.mode, chunking.prompt
+            max_windows = chunking.max_windows
         if window is None or overlap is None:
             raise ValueError("Documents.of needs the window and overlap the documents were split with")
         ids = [str(doc_ids[d]) for d in encoded.doc.tolist()]
-        return cls(ids, encoded.spans, window, overlap, check_mode(mode), prompt)
+        return cls(ids, encoded.spans, window, overlap, check_mode(mode), prompt, max_windows)
 
     def settings(self) -> dict:
         out = {"window": self.window, "overlap": self.overlap, "mode": check_mode(self.mode)}
-        return out if self.prompt is None else {**out, "prompt": self.prompt}
+        out = out if self.prompt is None else {**out, "prompt": self.prompt}
+        return out if self.max_windows is None else {**out, "max_windows": self.max_windows}
 
 
 DocumentGroups = Groups  # the live documents of a version (``sbert.search.grouping``)
@@ -100,17 +105,21 @@ def groups(snap: Snapshot) -> Groups:
 
 # -- searching ----------------------------------------------------------------------------------------------
 def search(snap: Snapshot, q: np.ndarray, k: int, rows: Rows, mode: str | None, hybrid: Hybrid | None, bm25) -> list:
-    """Each query's best ``k`` hits (``Hit``) from version ``snap``: rows, or documents in an index of
-    documents; ``q``: (n, dim) queries as the index keeps vectors; ``rows``: the structure's search."""
+    """Each query's best ``k`` hits (``Hit``, each with its ``cosine``) from version ``snap``: rows, or
+    documents in an index of documents; ``q``: (n, dim) queries as the index keeps vectors; ``rows``: the
+    structure's search. ``k`` and the candidates of a hybrid search beyond what the index holds are cut to
+    it: every array here is at most as wide as the index."""
     documents = snap.manifest.get("documents")
-    wide = k if hybrid is None else max(k, hybrid.candidates)
+    size = max(1, searchable(snap))
+    k = min(k, size)
+    wide = k if hybrid is None else min(max(k, hybrid.candidates), size)
+    mean = documents is not None and check_mode(mode or documents["mode"]) == "mean"
     if documents is None:
         found = rows(wide)
-    elif check_mode(mode or documents["mode"]) == "maxp":
+    elif not mean:
         found = _maxp(snap, wide, rows)
     else:
-        means = snap.derived("means", lambda: groups(snap).means(snap.vectors, snap.manifest["metric"] == "cosine"))
-        found = _pad(semantic_search(q, means, wide, score="dot"), wide)
+        found = _pad(semantic_search(q, _means(snap), wide, score="dot"), wide)
     if hybrid is not None:
         if len(hybrid.texts) != len(q):
             raise ValueError(f"{len(hybrid.texts)} query texts for {len(q)} query vectors")
@@ -118,11 +127,39 @@ def search(snap: Snapshot, q: np.ndarray, k: int, rows: Rows, mode: str | None, 
         found = fuse(found, lexical, k, hybrid.fusion, hybrid.alpha, hybrid.rrf_k)
     per_query = zip(q, found.scores, found.indices, strict=True)
     if documents is None:
-        return [
-            [Hit(snap.ids[r], float(s), snap.texts[r], int(r), title=_title(snap, r)) for s, r in _live(*one)]
-            for _, *one in per_query
-        ]
-    return [[_document_hit(snap, query, int(g), float(s)) for s, g in _live(*one)] for query, *one in per_query]
+        return [_row_hits(snap, query, list(_live(*one))) for query, *one in per_query]
+    return [[_document_hit(snap, query, int(g), float(s), mean) for s, g in _live(*one)] for query, *one in per_query]
+
+
+def searchable(snap: Snapshot) -> int:
+    """What a search of ``snap`` can return at most: its live documents in an index of documents, else its live rows."""
+    if snap.manifest.get("documents"):
+        return len(groups(snap).names)
+    return len(snap.ids) - len(snap.deleted)
+
+
+def cosines(snap: Snapshot, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The cosine similarity of ``query`` (as the index keeps queries) and each of ``rows``' vectors (or of
+    (m, dim) vectors given as ``rows``), float64 pair by pair as exact search re-scores, as float32: equal to
+    an exact dense search's score in an index whose metric is cosine."""
+    vectors = snap.vectors[rows] if rows.ndim == 1 and rows.dtype.kind in "iu" else rows
+    unit_length = snap.manifest["metric"] == "cosine"  # rows and queries are kept at unit length
+    return pair_scores(query[None], vectors[None], "dot" if unit_length else "cosine")[0].astype(np.float32)
+
+
+def _row_hits(snap: Snapshot, query: np.ndarray, found: list) -> list[Hit]:
+    """The hits of an index of texts for (score, row) pairs ``found``, best first."""
+    rows = np.array([int(r) for _, r in found], dtype=np.int64)
+    cosine = cosines(snap, query, rows) if len(rows) else []
+    return [
+        Hit(snap.ids[r], float(s), snap.texts[r], int(r), title=_title(snap, r), cosine=float(c))
+        for (s, r), c in zip(found, cosine, strict=True)
+    ]
+
+
+def _means(snap: Snapshot) -> np.ndarray:
+    """Each live document's mean window vector (unit length for cosine), computed once per version."""
+    return snap.derived("means", lambda: groups(snap).means(snap.vectors, snap.manifest["metric"] == "cosine"))
 
 
 def _live(scores: np.ndarray, ids: np.ndarray):
@@ -134,6 +171,7 @@ def _maxp(snap: Snapshot, k: int, rows: Rows) -> TopK:
     documents (or all) are among them; a document's score is its first (best) window's."""
     docs = groups(snap)
     live = len(snap.ids) - len(snap.deleted)
+    k = max(1, min(k, len(docs.names)))
     want, fetch = min(k, len(docs.names)), min(max(4 * k, k + 16), live)
     while True:
         found = rows(max(fetch, 1))
@@ -157,6 +195,7 @@ def _lexical(snap: Snapshot, bm25: BM25, texts: Sequence[str], k: int, documents
     if not documents:
         return bm25.search(texts, k, exclude=snap.deleted)
     docs = groups(snap)
+    k = max(1, min(k, len(docs.names)))
     if bm25.keys is not None:  # one BM25 row per document, keyed by its id; deleted ones map to -1
         number = {name: g for g, name in enumerate(docs.names)}
         to_group = np.array([number.get(key, -1) for key in bm25.keys], dtype=np.int64)
@@ -220,13 +259,15 @@ def reassemble(passages: Sequence[str], spans: Sequence) -> str:
     return "".join(chars)
 
 
-def _document_hit(snap: Snapshot, query: np.ndarray, group: int, score: float) -> Hit:
-    """Document ``group``'s hit: its best passage is its window closest to ``query``."""
+def _document_hit(snap: Snapshot, query: np.ndarray, group: int, score: float, mean: bool = False) -> Hit:
+    """Document ``group``'s hit: its best passage is its window closest to ``query``; its cosine, that
+    window's (``mean``: the document's mean vector's)."""
     docs = groups(snap)
     rows = docs.rows[group]
     best = docs.best_row(group, snap.vectors[rows] @ query)
     text, span = readable_passage(snap.texts, snap.spans, snap.docs, best)  # from a sentence or word start
-    return Hit(docs.names[group], score, text, best, span, _title(snap, best))
+    cosine = cosines(snap, query, _means(snap)[group : group + 1] if mean else rows).max()
+    return Hit(docs.names[group], score, text, best, span, _title(snap, best), cosine=float(cosine))
 
 
 def _pad(found: TopK, k: int) -> TopK:

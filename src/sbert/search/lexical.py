@@ -80,9 +80,11 @@ class BM25:
 
     def search(self, queries: Sequence[str], k: int, exclude: np.ndarray | None = None) -> TopK:
         """Each query's best ``k`` rows (scores (n, k) float32, rows (n, k) int64), best first; rows that
-        share no word with the query, and rows in ``exclude``, are left out (row -1, score -inf)."""
+        share no word with the query, and rows in ``exclude``, are left out (row -1, score -inf). A ``k``
+        beyond the index's rows is cut to them."""
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
+        k = min(k, max(1, self.rows))
         scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
         rows = np.full((len(queries), k), -1, dtype=np.int64)
         for n, query in enumerate(queries):

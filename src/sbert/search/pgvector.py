@@ -61,6 +61,7 @@ BUILDING = "sbert_build_"  # prefix of the table a build writes before it is ren
 META = "sbert_indexes"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _OPS = {"cosine": ("vector_cosine_ops", "<=>"), "dot": ("vector_ip_ops", "<#>")}
+EF_SEARCH_MAX = 1000  # pgvector's largest hnsw.ef_search: a search for more rows than this may find fewer
 _INSTALL = (
     "install pgvector on the server (Debian/Ubuntu: apt install postgresql-<version>-pgvector; "
     "or build it from https://github.com/pgvector/pgvector), or use the `pgserver` package, which bundles it"
@@ -378,8 +379,9 @@ class PgVectorIndex(RecordedModel):
         rescore: int | None = None,
     ) -> list:
         """The best ``k`` rows for each (n, dim) query embedding, best first, as ``Hit``s (score: cosine
-        similarity or dot product; ``row``: the row's position in the table). ``method`` hnsw (default;
-        ``ef_search`` candidates, at least ``k``) or exact (a full scan)."""
+        similarity or dot product; ``cosine``: the cosine either way; ``row``: the row's position in the
+        table). ``method`` hnsw (default; ``ef_search`` candidates, at least ``k`` up to pgvector's largest,
+        ``EF_SEARCH_MAX``) or exact (a full scan)."""
         from sbert.search.base import Hit
         from sbert.search.index import _prepare
 
@@ -393,11 +395,12 @@ class PgVectorIndex(RecordedModel):
             raise ValueError(f"index {self.path} (PostgreSQL) searches by hnsw or exact, not {method!r}")
         self.check_backend(backend, allow_mixed_backend)
         q = _prepare(queries, self._manifest, Path(self.path))
-        breadth = max(k, ef_search or self._manifest["ef_search"])
+        breadth = min(max(k, ef_search or self._manifest["ef_search"]), EF_SEARCH_MAX)
         op = _OPS[self.metric][1]
         sign = -1.0 if self.metric == "dot" else None  # <#> is the negative dot product; <=> is 1 - cosine
         statement = _sql(
-            f"SELECT id, text, pos, embedding {op} %s FROM {{}} ORDER BY embedding {op} %s LIMIT %s", self.table
+            f"SELECT id, text, pos, embedding {op} %s, embedding <=> %s FROM {{}} ORDER BY embedding {op} %s LIMIT %s",
+            self.table,
         )
         out = []
         with self._session() as conn, conn.transaction():
@@ -405,8 +408,8 @@ class PgVectorIndex(RecordedModel):
             if method == "exact":
                 conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
             for vector in q:
-                rows = conn.execute(statement, (vector, vector, k)).fetchall()
-                out.append([Hit(i, sign * d if sign else 1.0 - d, t, int(p)) for i, t, p, d in rows])
+                rows = conn.execute(statement, (vector, vector, vector, k)).fetchall()
+                out.append([Hit(i, sign * d if sign else 1.0 - d, t, int(p), cosine=1.0 - c) for i, t, p, d, c in rows])
         return out
 
     # -- writing ---------------------------------------------------------------------------------------

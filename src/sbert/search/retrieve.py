@@ -35,6 +35,7 @@ __all__ = [
     "add_texts",
     "build_index",
     "embed_corpus",
+    "hit_lead",
     "lead",
     "open_index",
     "search_texts",
@@ -283,13 +284,16 @@ class SearchOptions:
     index's); ``hybrid`` BM25 fused by ``fusion`` (``alpha``: the dense side's weight); ``rerank``, a
     one-label cross-encoder (``PairScorer``) re-scoring the first stage's best ``candidates`` (also the
     results each side gives the fusion); ``method``, ``ef_search``, ``rescore``: the index structure's;
-    ``threshold``: keep only hits scoring at least this (a dense search's cosine: "is this already here?");
-    ``lead``: keep only the top hit, and only where its ``lead`` (how far it stands above the next hits)
-    is at least this ("is the top hit the duplicate?"; ``sbert eval --triage`` chooses both).
+    ``threshold``: keep only hits whose ``cosine`` is at least this ("is this already here?"); ``lead``: keep
+    only the top hit, and only where its ``lead`` (how far its cosine stands above the next hits') is at
+    least this ("is the top hit the duplicate?"). Both compare cosines, never a fused or re-ranked score,
+    which ranks one query's hits and means nothing across queries; ``sbert eval --triage`` chooses both on a
+    dense search's hits, and a search given either is dense unless ``hybrid`` is asked for.
 
     ``hybrid``, ``fusion`` and ``alpha`` left None are the index's (``for_index``): what it recorded when
     built with ``--auto``, else hybrid (weighted, ``ALPHA``) where it keeps BM25 and dense where it does
-    not; a ``threshold`` or a ``lead`` (cosines) keeps a search dense unless ``hybrid`` is asked for."""
+    not, or dense with a ``threshold`` or a ``lead``. A ``k`` (or ``candidates``) beyond what the index
+    holds returns all it holds."""
 
     k: int = 10
     mode: str | None = None
@@ -393,23 +397,36 @@ def search_vectors(
         hits = [_stands_out(found, options.lead) for found in hits]
     if options.threshold is None:
         return hits
-    return [[h for h in found if h.score >= options.threshold] for found in hits]
+    return [[h for h in found if cosine(h) >= options.threshold] for found in hits]
 
 
 LEAD_HITS = 10  # the top hit's lead is over the hits ranked 2 to 10
+
+
+def cosine(hit: Hit) -> float:
+    """The hit's cosine, what ``threshold`` and ``lead`` compare (every index's hits carry it)."""
+    if hit.cosine is None:
+        raise ValueError(f"hit {hit.id!r} has no cosine: threshold and lead compare the cosines an index's hits carry")
+    return hit.cosine
+
+
+def hit_lead(found: Sequence[Hit]) -> float:
+    """``lead`` of a query's hits (best first): by their cosines, whatever ranked them."""
+    return lead([cosine(h) for h in found[:LEAD_HITS]])
 
 
 def _stands_out(found: list[Hit], least: float) -> list[Hit]:
     """The top hit alone, carrying its lead, where that lead is at least ``least``; else no hit."""
     if not found:
         return []
-    value = lead([h.score for h in found])
+    value = hit_lead(found)
     return [found[0]._replace(lead=value)] if value >= least else []
 
 
 def lead(scores: Sequence[float]) -> float:
-    """How far a query's top hit stands out: its score minus the mean score of the hits ranked 2 to
-    ``LEAD_HITS`` (as many as there are; ``scores`` best first). ``inf`` with no second hit.
+    """How far a query's top hit stands out: its cosine minus the mean cosine of the hits ranked 2 to
+    ``LEAD_HITS`` (as many as there are; ``scores``: the hits' cosines, in their order). ``inf`` with no
+    second hit.
 
     On openoffice-dups (docs/retrieval.md, benchmarks/triage.py), whether the top hit is the duplicate
     is told far better by its lead than by its cosine: the cosines of one report's hits sit on a scale of

@@ -162,6 +162,8 @@ class _Faiss(Structure):
         faiss = _faiss()
         factor = self._rescore(rescore)
         fetch = max(1, min(k * factor, len(rows.vectors)))
+        if ef_search is not None:  # a breadth past the rows finds no more, and FAISS would allocate all of it
+            ef_search = max(1, min(ef_search, len(rows.vectors)))
         params = self._params(faiss, fetch, ef_search)
         if len(rows.deleted):
             params.sel = faiss.IDSelectorBitmap(len(rows.vectors), faiss.swig_ptr(rows.alive_bits))
