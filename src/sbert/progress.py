@@ -25,6 +25,11 @@ ENCODE_FROM = 5_000  # encode and predict: with show_progress=None, a bar from t
 INTERVAL_ENV = "SBERT_PROGRESS_INTERVAL"  # seconds between two plain progress lines, at the most
 INTERVAL_S = 30.0
 MARKS = 10  # and a plain line once a tenth of the way more is done
+# What the commands' --progress/--no-progress says (each adds its default).
+HELP = (
+    "Show progress: a bar on a terminal, else a plain line every 30 s ($SBERT_PROGRESS_INTERVAL) or tenth of the "
+    "way, with the time left"
+)
 
 
 class HiddenBar:

@@ -21,6 +21,8 @@ from sbert.cli.common import (
 from sbert.data.corpus import read_corpus
 from sbert.embeddings_io import embedding_meta as embedding_meta  # kept importable from here
 from sbert.embeddings_io import meta_path as meta_path
+from sbert.progress import ENCODE_FROM
+from sbert.progress import HELP as PROGRESS_HELP
 
 _PROMPT_DEFAULTS = {
     "text": "the model's default_prompt_name, if it has one",
@@ -79,8 +81,7 @@ def prompt_options(role: str) -> Callable[[Callable], Callable]:
 @click.option(
     "--progress/--no-progress",
     default=None,
-    help="Show progress (default: for long inputs): a bar on a terminal, else a plain line every 30 s "
-    "($SBERT_PROGRESS_INTERVAL) or tenth of the way, with the time left.",
+    help=f"{PROGRESS_HELP} [default: for {ENCODE_FROM:,} texts or more].",
 )
 @click.option(
     "--processes",
@@ -155,7 +156,7 @@ def encode(
     if max_seq_length:
         encoder.max_seq_length = max_seq_length
     prompt = encoder.resolve_prompt(**prompts)
-    from sbert.progress import ENCODE_FROM, report
+    from sbert.progress import report
 
     shown = progress if progress is not None else len(texts) >= ENCODE_FROM  # as the bar below is
     report(f"encode: {len(texts):,} texts with {model}, batch {batch_size}", shown)

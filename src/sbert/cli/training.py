@@ -10,6 +10,7 @@ import click
 from sbert.cli.common import MODEL_HELP, auto_kind_option, device_options, friendly_errors, load_model, one_model
 from sbert.data.formats import FORMATS
 from sbert.evaluation.tasks import GROUPS, TASKS
+from sbert.progress import HELP as PROGRESS_HELP
 
 
 class _TableChoice(click.Choice):
@@ -135,7 +136,7 @@ def _setting_options(taken: set[str | None]) -> list[click.Option]:
 )
 @click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if present).")
 @click.option("--allow-pickle", is_flag=True, default=None, help="Allow pytorch_model.bin weights (can run code).")
-@click.option("--progress/--no-progress", default=None)
+@click.option("--progress/--no-progress", default=None, help=f"{PROGRESS_HELP} [default: on].")
 @click.option(
     "--nproc",
     type=click.IntRange(min=1),
@@ -288,7 +289,9 @@ def _relaunch_under_torchrun(nproc: int) -> None:
     "with several collections, one file each (FILE's stem + '.<collection>').",
 )
 @click.option("--cross-encoder", is_flag=True, help="MODEL is a cross-encoder: STS tasks score its pair outputs.")
-@click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")
+@click.option(
+    "--progress/--no-progress", default=None, help=f"{PROGRESS_HELP} [default: for long steps, large corpora]."
+)
 @device_options
 @friendly_errors
 def evaluate(
