@@ -22,7 +22,7 @@ ROWS = [
     "P-3,Writer crash when printing,Writer crashes on print,P-1,2024-01-03",
     "P-4,Print crash again,Printing crashes,P-3,2024-01-05",  # a duplicate of a duplicate: P-1 is its master
     "P-5,Sheets freeze,Large sheets freeze calc,P-2,2024-01-06",
-    "P-6,Loop a,first of a loop,P-7,2024-01-07",  # P-6 and P-7 name each other: neither query nor document
+    "P-6,Loop a,first of a loop,P-7,2024-01-07",  # P-6 and P-7 name each other: the older, P-6, is the master
     "P-7,Loop b,second of a loop,P-6,2024-01-08",
     "P-8,Outside,links outside,X-99,2024-01-09",  # its master is not in the export: a document
     "P-9,Fonts,fonts look wrong,P-1; P-2,2024-01-10",  # two masters
@@ -45,45 +45,49 @@ def _lines(path) -> list[dict]:
 def test_duplicates_become_queries_of_their_masters_split_in_time(export, tmp_path):
     out = tmp_path / "coll"
     info = collection_from_links(export, out, duplicate="Duplicate of", columns=COLUMNS, created="Created")
-    assert [d["_id"] for d in _lines(out / "corpus.jsonl")] == ["P-1", "P-2", "P-8"]
+    assert [d["_id"] for d in _lines(out / "corpus.jsonl")] == ["P-1", "P-2", "P-6", "P-8"]
     assert _lines(out / "corpus.jsonl")[0] == {
         "_id": "P-1",
         "title": "Printer crashes",
         "text": "Printing a page crashes Writer every time",
     }
     queries = _lines(out / "queries.jsonl")
-    assert [q["_id"] for q in queries] == ["P-3", "P-4", "P-5", "P-9", "P-10"]
+    assert [q["_id"] for q in queries] == ["P-3", "P-4", "P-5", "P-7", "P-9", "P-10"]
     assert queries[0] == {
         "_id": "P-3",
         "text": "Writer crash when printing Writer crashes on print",
         "created": "2024-01-03",
     }
     train, test = read_beir(out, "train"), read_beir(out, "test")
-    assert train.qrels == {"P-3": {"P-1": 1}, "P-4": {"P-1": 1}, "P-5": {"P-2": 1}, "P-10": {"P-8": 1}}
-    assert test.qrels == {"P-9": {"P-1": 1, "P-2": 1}}  # the newest fifth: 1 of 5
-    assert (out / "qrels" / "test.tsv").read_text() == "query-id\tcorpus-id\tscore\nP-9\tP-1\t1\nP-9\tP-2\t1\n"
+    assert train.qrels == {"P-3": {"P-1": 1}, "P-4": {"P-1": 1}, "P-5": {"P-2": 1}, "P-7": {"P-6": 1}}
+    assert test.qrels == {"P-10": {"P-8": 1}, "P-9": {"P-1": 1, "P-2": 1}}  # the newest fifth: 2 of 6
+    assert (out / "qrels" / "test.tsv").read_text() == (
+        "query-id\tcorpus-id\tscore\nP-10\tP-8\t1\nP-9\tP-1\t1\nP-9\tP-2\t1\n"
+    )
     expected = {
         "source": str(export),
         "duplicate_field": "Duplicate of",
         "order": "Created",
         "reports": 10,
-        "documents": 3,
-        "queries": 5,
+        "documents": 4,
+        "queries": 6,
         "train_queries": 4,
-        "test_queries": 1,
-        "cutoff": "2024-01-10 00:00:00+00:00",
+        "test_queries": 2,
+        "cutoff": "2024-01-08 12:00:00+00:00",
         "unknown_links": 1,
         "looped_reports": 2,
+        "loops": 1,
         "later_masters": 1,
     }
-    assert json.loads((out / "collection.json").read_text()) == expected and info.queries == 5
+    assert json.loads((out / "collection.json").read_text()) == expected and info.queries == 6
 
 
 def test_without_a_time_the_file_order_splits_them(export, tmp_path):
     out = tmp_path / "coll"
     info = collection_from_links(export, out, duplicate="Duplicate of", columns=COLUMNS, test_fraction=0.4)
-    assert (info.order, info.cutoff, info.train_queries, info.test_queries) == ("file order", "P-9", 3, 2)
-    assert set(read_beir(out, "test").qrels) == {"P-9", "P-10"} and "created" not in _lines(out / "queries.jsonl")[0]
+    assert (info.order, info.cutoff, info.train_queries, info.test_queries) == ("file order", "P-7", 3, 3)
+    assert set(read_beir(out, "test").qrels) == {"P-7", "P-9", "P-10"}
+    assert "created" not in _lines(out / "queries.jsonl")[0]
     assert info.later_masters == 0  # unknown without times
 
 
@@ -156,9 +160,10 @@ def test_the_command_writes_it_and_eval_scores_it(export, tmp_path):
     result = CliRunner().invoke(main, [*args, "--text-column", "Description"])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [
-        f"wrote {out}: 3 documents, 5 duplicates as queries (4 train, 1 test: from 2024-01-10 00:00:00+00:00 on, "
+        f"wrote {out}: 4 documents, 6 duplicates as queries (4 train, 2 test: from 2024-01-08 12:00:00+00:00 on, "
         "by Created)",
-        "left out: 1 links to reports not in " + str(export) + ", 2 reports whose links only loop",
+        "left out: 1 links to reports not in " + str(export),
+        "loops: 2 reports whose links lead only round 1 loop; the oldest report of each taken as the master",
         f"next: sbert eval MODEL --retrieval {out} --split test   (how well MODEL finds the masters)",
         f"      sbert eval MODEL --triage {out} --split train   (--lead, --threshold: 'already reported?')",
     ]
@@ -213,7 +218,7 @@ def test_openoffice_dups_as_a_tracker_export_gives_back_its_time_split(tmp_path)
             reference.test_queries,
         )
     )
-    assert (info.unknown_links, info.looped_reports, info.later_masters) == (0, 0, 0)
+    assert (info.unknown_links, info.looped_reports, info.loops, info.later_masters) == (0, 0, 0, 0)
     for split in ("train", "test"):
         made, cut = read_beir(tmp_path / "made", split), read_beir(tmp_path / "by-time", split)
         assert made.qrels == cut.qrels and made.corpus == cut.corpus

@@ -17,7 +17,8 @@ from sbert.cli.common import column_options, friendly_errors
     required=True,
     metavar="NAME",
     help="The column or field holding, on each duplicate, the id of the report it duplicates (several: separated "
-    "by commas, semicolons or spaces); empty on the other reports.",
+    "by commas, semicolons or line breaks, and by spaces where no id holds one); empty on the other reports. Two "
+    "reports naming each other (or a longer loop): the oldest is the master.",
 )
 @click.option(
     "--created-column",
@@ -48,10 +49,12 @@ def make_collection(export, out, duplicate_column, created_column, test_fraction
         f"wrote {out}: {info.documents:,} documents, {info.queries:,} duplicates as queries "
         f"({info.train_queries:,} train, {info.test_queries:,} test: from {info.cutoff} on, by {info.order})"
     )
-    if info.unknown_links or info.looped_reports:
+    if info.unknown_links:
+        click.echo(f"left out: {info.unknown_links:,} links to reports not in {export}")
+    if info.loops:
         click.echo(
-            f"left out: {info.unknown_links:,} links to reports not in {export}, "
-            f"{info.looped_reports:,} reports whose links only loop"
+            f"loops: {info.looped_reports:,} reports whose links lead only round {info.loops:,} "
+            f"loop{'s' if info.loops > 1 else ''}; the oldest report of each taken as the master"
         )
     click.echo(f"next: sbert eval MODEL --retrieval {out} --split test   (how well MODEL finds the masters)")
     click.echo(f"      sbert eval MODEL --triage {out} --split train   (--lead, --threshold: 'already reported?')")

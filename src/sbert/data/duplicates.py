@@ -4,14 +4,17 @@ into a BEIR folder that ``sbert eval --retrieval`` measures on and ``sbert train
 
 The export (read as ``sbert index build`` reads a corpus: JSON lines, or CSV/TSV with a header row, ``Columns``
 naming the id, title and text) has a ``duplicate`` field on the reports resolved as duplicates: the id of the
-report each one duplicates (several: separated by commas, semicolons or spaces; a JSON list). Written:
+report each one duplicates (several: separated by commas, semicolons or line breaks, and by spaces where no id
+of the export holds one; a JSON list). Written:
 
 - queries: the reports that duplicate another, each read as a new report is (title, then text);
 - corpus: every other report: the masters, and the reports nobody duplicated (the haystack a new report is
   searched in, as a tracker's search would be);
 - judgments: a query's relevant documents are the masters its links lead to, a chain (a duplicate of a
-  duplicate) followed to its end. Links to reports outside the export are dropped, and a report whose links
-  only loop is neither query nor document; both are counted;
+  duplicate) followed to its end. Links to reports outside the export are dropped (and counted). Reports whose
+  links lead only among themselves (two naming each other, or a longer loop) all report one problem: the
+  oldest of them (by the ``created`` field, else the first in the file) is taken as their master and the
+  others as its duplicates (counted too);
 - ``qrels/test.tsv`` holds the newest ``test_fraction`` of the queries (by the ``created`` field, else by their
   order in the file) and ``qrels/train.tsv`` the rest: train on the past, test on the future, as
   openoffice-dups is split (``sbert.data.time_split``). ``collection.json`` says how it was made.
@@ -32,14 +35,17 @@ from sbert.data.time_split import cutoff_key, parse_time, write_qrels
 from sbert.errors import InputFileError
 
 _SEPARATORS = re.compile(r"[,;\s]+")
+_LIST_SEPARATORS = re.compile(r"[,;\n\r]+")  # where an id of the export holds a space, spaces do not separate
 FILE_ORDER = "file order"
 
 
 @dataclass(frozen=True)
 class LinkedCollection:
     """What ``collection_from_links`` wrote (also ``collection.json``): counts, the cut-off (the first test
-    query's time, or id in file order) and what was dropped. ``later_masters``: judgments whose master was
-    created after its duplicate (trackers sometimes close the older report), kept."""
+    query's time, or id in file order) and what was dropped. ``looped_reports``: reports whose links only led
+    among themselves, in ``loops`` loops, each resolved by taking its oldest report as the master.
+    ``later_masters``: judgments whose master was created after its duplicate (trackers sometimes close the
+    older report), kept."""
 
     source: str
     duplicate_field: str
@@ -52,6 +58,7 @@ class LinkedCollection:
     cutoff: str
     unknown_links: int
     looped_reports: int
+    loops: int
     later_masters: int
 
 
@@ -74,16 +81,17 @@ def collection_from_links(
         raise FolderNotReplaceableError(f"{out}: already exists; choose a new (or empty) folder for the collection")
     documents = _reports(path, columns)
     links, unknown = _links(path, documents, duplicate, columns)
-    masters = {report: _masters(report, links) for report in links}
-    queries = {report: found for report, found in masters.items() if found}
-    if not queries:
+    if not links:
         raise ValueError(
             f"{path}: no report's {duplicate!r} names another report of the export ({unknown} links name ids "
             "that are not there); expected the id of the report each duplicate duplicates"
         )
     order = {d.id: n for n, d in enumerate(documents)}
     times = record_fields(path, created, skip_empty=True, columns=columns) if created else []
-    stamps = _stamps(path, created, times, set(queries), [d.id for d in documents]) if created else {}
+    stamps = _stamps(path, created, times, set(links), [d.id for d in documents]) if created else {}
+    age = {r: (stamps[r], order[r]) if created else (order[r],) for r in links}
+    looped, loops = _break_loops(links, age)
+    queries = {report: found for report in links if (found := _masters(report, links))}
     keys = {q: (stamps[q], q) if created else (order[q],) for q in queries}
     cut = cutoff_key(keys, None, 1 - test_fraction, created)
     ordered = sorted(queries, key=keys.__getitem__)
@@ -102,7 +110,8 @@ def collection_from_links(
         test_queries=len(test),
         cutoff=cut[0].isoformat(sep=" ") if created else documents[cut[0]].id,
         unknown_links=unknown,
-        looped_reports=len(links) - len(queries),
+        looped_reports=looped,
+        loops=loops,
         later_masters=later,
     )
     qrels = {q: dict.fromkeys(sorted(found), 1) for q, found in queries.items()}
@@ -127,8 +136,9 @@ def _links(path: Path, documents: list[Document], field: str, columns: Columns) 
     if all(value is None for _, value in values):
         raise InputFileError(f"{path}: no report has a {field!r} field; expected the id of each duplicate's master")
     known, links, unknown = {d.id for d in documents}, {}, 0
+    spaced = any(any(c.isspace() for c in id_) for id_ in known)
     for document, (_, value) in zip(documents, values, strict=True):
-        for name in _names(value):
+        for name in _names(value, spaced):
             if name in known and name != document.id:
                 links.setdefault(document.id, []).append(name)
             elif name != document.id:
@@ -136,12 +146,65 @@ def _links(path: Path, documents: list[Document], field: str, columns: Columns) 
     return links, unknown
 
 
-def _names(value: Any) -> list[str]:
+def _names(value: Any, spaced: bool = False) -> list[str]:
+    """The ids a duplicate field names; ``spaced``: some id of the export holds whitespace, so only commas,
+    semicolons and line breaks separate them (a JSON list's items are taken whole)."""
     if value is None:
         return []
     if isinstance(value, list):
         return [str(v).strip() for v in value if str(v).strip()]
-    return [name for name in _SEPARATORS.split(str(value).strip()) if name]
+    split = _LIST_SEPARATORS.split if spaced else _SEPARATORS.split
+    return [name.strip() for name in split(str(value).strip()) if name.strip()]
+
+
+def _break_loops(links: dict[str, list[str]], age: dict[str, tuple]) -> tuple[int, int]:
+    """Resolve the loops no link leads out of (two reports naming each other, or longer): the oldest report of
+    each (smallest ``age``) becomes their master, its own links dropped. Returns (the reports whose links led
+    nowhere but round a loop, the loops resolved)."""
+    stuck = {report for report in links if not _masters(report, links)}
+    loops = [loop for loop in _components(stuck, links) if all(m in loop for r in loop for m in links[r])]
+    for loop in loops:
+        del links[min(loop, key=age.__getitem__)]
+    return len(stuck), len(loops)
+
+
+def _components(nodes: set[str], links: dict[str, list[str]]) -> list[set[str]]:
+    """The strongly connected components of ``links`` among ``nodes`` (Kosaraju's, without recursion)."""
+    finished, seen = [], set()
+    for start in sorted(nodes):
+        if start in seen:
+            continue
+        seen.add(start)
+        stack = [(start, iter(links[start]))]
+        while stack:
+            node, targets = stack[-1]
+            step = next((t for t in targets if t in nodes and t not in seen), None)
+            if step is None:
+                stack.pop()
+                finished.append(node)
+            else:
+                seen.add(step)
+                stack.append((step, iter(links[step])))
+    named_by: dict[str, list[str]] = {node: [] for node in nodes}
+    for node in nodes:
+        for target in links[node]:
+            if target in nodes:
+                named_by[target].append(node)
+    components, placed = [], set()
+    for start in reversed(finished):
+        if start in placed:
+            continue
+        placed.add(start)
+        component, todo = set(), [start]
+        while todo:
+            node = todo.pop()
+            component.add(node)
+            for source in named_by[node]:
+                if source not in placed:
+                    placed.add(source)
+                    todo.append(source)
+        components.append(component)
+    return components
 
 
 def _masters(report: str, links: dict[str, list[str]]) -> set[str]:
