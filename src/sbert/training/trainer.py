@@ -126,8 +126,8 @@ class TrainingDiverged(SbertError, ArithmeticError):
         self.loss, self.step, self.total_steps = loss, step, total_steps
         super().__init__(
             f"training diverged: the loss is {loss} at step {step:,} of {total_steps:,} (learning rate {lr:.3g}); "
-            f"stopped without saving, so {out} is as it was: train again, without --resume, at a lower "
-            "learning rate (--lr)"
+            f"stopped without saving the diverged weights ({out} keeps what it held): train again at a lower "
+            "learning rate (--lr; in Python, TrainConfig.lr), not resuming"
         )
 
 
