@@ -179,7 +179,8 @@ def adapt_key(method: str, args) -> str:
     """The name an adapted model is kept under: method, steps and (teacher methods) the teacher."""
     teacher = args.teacher if method.startswith("distill") else None
     seed = f"-seed{args.seed}" if args.seed != 42 else ""  # 42: sbert adapt's default, the first runs' key
-    held = f"-holdout{args.hold_out}" if getattr(args, "hold_out", 0) else ""
+    hold_out = getattr(args, "hold_out", 0)  # None: sbert adapt's default hold-out (since it has one)
+    held = "-holdout-default" if hold_out is None else f"-holdout{hold_out}" if hold_out else ""
     warm = f"-T{args.temperature:g}" if other_temperature(method, args) else ""
     guide = f"-guide-{Path(args.guide).name}{margin_words(args, '-m')}" if guided(method, args) else ""
     return f"{method}-{args.steps}" + (f"-{Path(teacher).name}" if teacher else "") + warm + guide + seed + held
@@ -223,7 +224,8 @@ def adapted(collection: str, method: str, args) -> tuple[Path, dict]:
     corpus = data_dir(args.data) / "retrieval" / collection
     command = ["adapt", "default", "--corpus", str(corpus), "--out", str(out)]
     command += ["--method", method, "--steps", str(args.steps), "--seed", str(args.seed)]
-    command += ["--hold-out", str(args.hold_out)] if getattr(args, "hold_out", 0) else []
+    hold_out = getattr(args, "hold_out", 0)  # 0: every document trained on, as the rows without /N were
+    command += [] if hold_out is None else ["--hold-out", str(hold_out)]
     command += ["--device", args.device, "--no-progress"]
     command += ["--teacher", teacher] if teacher else []
     command += ["--temperature", f"{args.temperature:g}"] if "distill-kl" in method else []

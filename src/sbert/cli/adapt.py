@@ -9,6 +9,8 @@ import click
 from sbert.adapt.methods import DEFAULT_METHOD, METHODS, MIN_TITLED, UNTITLED_METHOD
 from sbert.adapt.recipe import AdaptSettings
 from sbert.cli.common import CORPUS_HELP, MODEL_HELP, column_options, friendly_errors
+from sbert.search.auto import HOLD_OUT_SHARE
+from sbert.search.auto import QUERIES as AUTO_QUERIES
 
 _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
 
@@ -38,11 +40,13 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
 @click.option(
     "--hold-out",
     type=click.IntRange(min=0),
-    default=AdaptSettings.hold_out,
-    show_default=True,
-    help="Leave out of training the N documents --auto (with --auto-queries N and the default "
-    "--auto-query-kind) draws its pseudo-queries from, so that its choice of search is scored on documents the "
-    "model never trained on.",
+    default=None,
+    metavar="N",
+    help="Leave out of training the N documents --auto draws its pseudo-queries from, and record their ids in "
+    "OUT/adapt.json: --auto with this model then draws from exactly those, so that its choice of search is "
+    "scored on documents the model never trained on. 0: train on every document (--auto then warns that the "
+    f"model may have trained on its pseudo-queries). [default: {AUTO_QUERIES}, as many as --auto draws, or "
+    f"{HOLD_OUT_SHARE:.0%} of the documents where that is fewer]",
 )
 @click.option("--steps", type=click.IntRange(min=1), default=AdaptSettings.steps, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=2), default=AdaptSettings.batch_size, show_default=True)

@@ -16,14 +16,23 @@ earlier (simpler) choice.
 
 The choice and its evidence are plain data (``AutoResult.record``): an index keeps them in its manifest
 and ``sbert search`` applies them; ``sbert eval --auto`` reports the test-query score of the choice.
+
+This module owns which documents the pseudo-queries come from. ``sbert adapt`` asks it
+(``adapt_hold_out``) and leaves them out of training, recording their ids in the model folder's
+``adapt.json``; ``choose_search`` then draws from exactly those documents when the model it is given has
+such a record (``AdaptRecord``), so that a model is never judged on pseudo-queries it trained on. A model
+adapted with ``--hold-out 0`` trained on every document: the choice is drawn as for any model, and the
+summary says the model may have trained on them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sbert.data.beir import Document
@@ -33,6 +42,8 @@ SPAN_WORDS = 16  # a held-out span's length, for documents without a title
 MIN_WORDS = 24  # an untitled document shorter than this is never held out
 QUERIES = 200  # pseudo-queries drawn by default (``--auto-queries``)
 KEEP_DEFAULT_WITHIN = 1.0  # standard errors the best must be ahead of the default by, for the default to go
+HOLD_OUT_SHARE = 0.1  # ``sbert adapt`` holds out by default at most this share of the documents
+ADAPT_RECORD = "adapt.json"  # in an adapted model's folder: the documents it was not trained on
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,7 @@ class AutoResult:
     drawn: str = ""  # how they were drawn: a ``KINDS`` name
     best: SearchChoice | None = None  # the best on the pseudo-queries (``choice`` unless the default stayed)
     over_default: Margin | None = None  # ``best`` against ``default_choice``, query by query (None: it is it)
+    source: Drawn | None = None  # where an adapted model's record decided which documents they came from
 
     @property
     def stayed_with_default(self) -> bool:
@@ -114,31 +126,48 @@ class AutoResult:
             **({"runner_up": self.margin.record()} if self.margin else {}),
             **({"over_default": self.over_default.record()} if self.over_default else {}),
             "stayed_with_default": self.stayed_with_default,
+            **({"adapt_record": self.source.record()} if self.source else {}),
         }
 
     def summary(self) -> str:
-        """One line a person reads: the choice, its score, why it was chosen, and whether a gap is noise."""
+        """One line a person reads: the choice, its score, where the pseudo-queries came from, and how far
+        the choice is ahead of the next and of the default, in standard errors, worded as ``decide`` ruled."""
         best = self.best or self.choice
         chose = f"auto: chose {self.choice.name} (NDCG@10 {self.scores[self.choice.name]:.2f} on {self.queries} "
-        chose += "pseudo-queries held out from the corpus"
+        chose += "pseudo-queries held out from the corpus" + (self.source.words() if self.source else "")
         if self.stayed_with_default and self.over_default:
-            gap, error = self.over_default.gap, self.over_default.standard_error
+            said = f"{chose}): the default way of searching, kept because the best on these pseudo-queries, "
+            said += f"{best.name} ({self.scores[best.name]:.2f}), "
+            if self.over_default.gap == 0:
+                return f"{said}ties with it"
             return (
-                f"{chose}): the default way of searching, kept because the best on these pseudo-queries, "
-                f"{best.name} ({self.scores[best.name]:.2f}), is ahead of it by {gap:.2f}, not more than "
-                f"{KEEP_DEFAULT_WITHIN:g} standard error ({error:.2f})"
+                f"{said}is ahead of it by {self.over_default.words()}, not more than the "
+                f"{_errors(KEEP_DEFAULT_WITHIN)} it must lead by to replace the default"
             )
-        ranked = sorted(self.scores.items(), key=lambda kv: -kv[1])
-        runner = f"; next {ranked[1][0]} {ranked[1][1]:.2f}" if len(ranked) > 1 else ""
-        if self.margin and self.margin.within_noise:
-            runner += (
-                f"; the gap, {self.margin.gap:.2f}, is within noise (standard error {self.margin.standard_error:.2f}): "
-                "either would do as well on these pseudo-queries"
-            )
+        said = f"{chose})"
+        if self.margin:
+            said += f"; the next, {self.margin.runner_up}{self._score(self.margin.runner_up)}, "
+            said += self.margin.behind() + self.margin.standing()
         if self.over_default:
-            runner += f"; ahead of the default, {self.over_default.runner_up}, by {self.over_default.gap:.2f}"
-            runner += f" (standard error {self.over_default.standard_error:.2f})"
-        return f"{chose}{runner})"
+            over, keep = self.over_default, _errors(KEEP_DEFAULT_WITHIN)
+            if self.margin is None or over.runner_up != self.margin.runner_up:
+                said += f"; the default, {over.runner_up}{self._score(over.runner_up)}, {over.behind()}"
+            else:
+                said += "; that is the default"
+            said += (
+                f", more than the {keep} the best must lead it by to replace it"
+                if over.ahead_by_more_than(KEEP_DEFAULT_WITHIN)
+                else f", not more than {keep}, yet the best was taken: the rule that keeps the default was off"
+            )
+        return said
+
+    def _score(self, name: str) -> str:
+        return f" ({self.scores[name]:.2f})" if name in self.scores else ""
+
+
+def _errors(count: float) -> str:
+    """``count`` standard errors, in words: "one standard error", "2 standard errors"."""
+    return "one standard error" if count == 1 else f"{count:g} standard errors"
 
 
 @dataclass(frozen=True)
@@ -158,6 +187,35 @@ class Margin:
     def ahead_by_more_than(self, errors: float) -> bool:
         """Whether the gap is more than ``errors`` standard errors."""
         return self.gap > errors * self.standard_error
+
+    def words(self) -> str:
+        """The gap and how many standard errors it is: "0.33, 1.4 standard errors (each 0.23)"."""
+        import math
+
+        if self.gap == 0:
+            return "0.00 (a tie)"
+        if math.isinf(self.standard_error):
+            return f"{self.gap:.2f} (on one pseudo-query: no standard error)"
+        if self.standard_error == 0:
+            return f"{self.gap:.2f} (the same on every pseudo-query: standard error 0)"
+        return f"{self.gap:.2f}, {self.gap / self.standard_error:.1f} standard errors (each {self.standard_error:.2f})"
+
+    def behind(self) -> str:
+        """How ``runner_up`` stands to the choice, in words: "ties with it", or "is behind by " and ``words``."""
+        return "ties with it" if self.gap == 0 else f"is behind by {self.words()}"
+
+    def standing(self) -> str:
+        """What the gap says, as ``within_noise`` judges it (at most two standard errors: noise), in words that
+        follow ``words``; nothing where the gap is beyond noise."""
+        import math
+
+        if self.gap == 0:
+            return ": either would do as well on these pseudo-queries"
+        if math.isinf(self.standard_error):
+            return ": one pseudo-query cannot tell them apart"
+        if self.within_noise:
+            return ", not more than two, within noise: either would do about as well on these pseudo-queries"
+        return ""
 
     def record(self) -> dict[str, Any]:
         return {"name": self.runner_up, "gap": round(self.gap, 4), "standard_error": round(self.standard_error, 4)}
@@ -208,25 +266,35 @@ KINDS: dict[str, Callable[[Document, random.Random], HeldOutQuery]] = {
 KIND = "mixed"  # the default (``--auto-query-kind``): the lowest mean gap on two collections (docs/retrieval.md)
 
 
-def held_out_queries(documents: Sequence[Document], queries: int = QUERIES, seed: int = 0, kind: str = KIND) -> HeldOut:
-    """Draw up to ``queries`` pseudo-queries of ``kind`` (``KINDS``) and the corpus without them."""
+def held_out_queries(
+    documents: Sequence[Document],
+    queries: int = QUERIES,
+    seed: int = 0,
+    kind: str = KIND,
+    only: Collection[str] | None = None,
+) -> HeldOut:
+    """Draw up to ``queries`` pseudo-queries of ``kind`` (``KINDS``) and the corpus without them; with ``only``
+    (document ids), from those documents alone.
+
+    The documents are visited in a seeded shuffled order and each is asked for a pseudo-query (the seed's coin
+    and spans are drawn for every document visited, drawn from or not), so that ``only`` the ids an earlier
+    draw of the same corpus, seed, kind and number found gives back exactly that draw."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind of pseudo-query {kind!r}: expected one of {', '.join(KINDS)}")
     rng = random.Random(seed)
     order = list(range(len(documents)))
     rng.shuffle(order)
+    wanted = queries if only is None else min(queries, len({d.id for d in documents} & set(only)))
     chosen: dict[int, tuple[str, Document]] = {}
     for i in order:
-        if len(chosen) >= queries:
+        if len(chosen) >= wanted:
             break
         found = KINDS[kind](documents[i], rng)
-        if found is not None:
+        if found is not None and (only is None or documents[i].id in only):
             chosen[i] = found
     if not chosen:
-        raise ValueError(
-            f"none of the {len(documents)} documents can give a pseudo-query: --auto needs titles or documents "
-            f"of at least {MIN_WORDS} words"
-        )
+        pool = documents if only is None else [d for d in documents if d.id in only]
+        raise ValueError(_none_found(pool, kind, "" if only is None else " the model's adapt.json held out"))
     corpus = [chosen[i][1] if i in chosen else d for i, d in enumerate(documents)]
     ids = {i: f"auto-{n}" for n, i in enumerate(sorted(chosen))}
     return HeldOut(
@@ -234,13 +302,105 @@ def held_out_queries(documents: Sequence[Document], queries: int = QUERIES, seed
     )
 
 
+def _none_found(documents: Sequence[Document], kind: str, which: str) -> str:
+    """Why none of ``documents`` gave a pseudo-query of ``kind``: what each kind needs, and how many have it."""
+    titled = sum(1 for d in documents if d.title.strip() and d.text.split())
+    long = sum(1 for d in documents if len(d.text.split()) >= MIN_WORDS)
+    said = f"none of the {len(documents)} documents{which} gave a pseudo-query (--auto-query-kind {kind}): "
+    span = f"a span needs a text of at least {MIN_WORDS} words, which {long} of them have"
+    if kind == "span":
+        return f"{said}{span}; --auto-query-kind title takes the titles of the {titled} with a title and a text"
+    title = f"a title needs a document with both a title and a text, which {titled} of them have"
+    if kind == "title" or not titled:
+        return f"{said}{title}; {span}"
+    return (
+        f"{said}{title}, but the coin of --auto-query-kind mixed took a span from each of them and {span}; "
+        f"--auto-query-kind title takes their titles"
+    )
+
+
 def held_out_ids(documents: Sequence[Document], queries: int = QUERIES, seed: int = 0, kind: str = KIND) -> set[str]:
     """The ids of the documents ``held_out_queries`` draws its pseudo-queries from (none when no document
-    can give one): ``sbert adapt --hold-out`` leaves them out of training."""
+    can give one)."""
     try:
         return set(held_out_queries(documents, queries, seed, kind).relevant.values())
     except ValueError:
         return set()
+
+
+def adapt_hold_out(documents: Sequence[Document], count: int | None = None) -> list[str]:
+    """The ids of the documents ``sbert adapt`` leaves out of training (sorted): those ``--auto`` draws its
+    pseudo-queries from by default (seed, kind), ``count`` of them; ``None``: ``QUERIES``, or fewer where that
+    is more than ``HOLD_OUT_SHARE`` of the documents (training keeps the rest); 0: none."""
+    if count is None:
+        count = min(QUERIES, int(HOLD_OUT_SHARE * len(documents)))
+    return sorted(held_out_ids(documents, count)) if count else []
+
+
+@dataclass(frozen=True)
+class AdaptRecord:
+    """What an adapted model's ``adapt.json`` says about the documents it trained on: ``held_out`` (ids) were
+    left out of training (``adapt_hold_out``); ``hold_out`` 0: it trained on every document of ``corpus``."""
+
+    path: Path
+    held_out: frozenset[str]
+    hold_out: int
+    corpus: str = ""
+
+    @classmethod
+    def of(cls, model: Any) -> AdaptRecord | None:
+        """The record in the folder of ``model`` (an encoder loaded from a folder, or a folder), if it has one
+        that reads; None for a model that was not adapted."""
+        folder = getattr(model, "path", model)
+        if not isinstance(folder, (str, Path)):
+            return None
+        path = Path(folder) / ADAPT_RECORD
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(kept, dict) or not isinstance(kept.get("held_out"), list):
+            return None
+        held = frozenset(str(i) for i in kept["held_out"])
+        return cls(path, held, int(kept.get("hold_out") or len(held)), str(kept.get("corpus", "")))
+
+    def draw_from(self, documents: Sequence[Document]) -> Drawn:
+        """How ``--auto`` draws from ``documents`` for this model: from the held-out documents present."""
+        present = {d.id for d in documents} & self.held_out
+        return Drawn(self.path, len(self.held_out), len(present), frozenset(present), trained_on_all=not self.hold_out)
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """Where an adapted model's record (``path``) sent the draw: to ``present`` of its ``held_out`` documents
+    (``only``, their ids), or, with none, to the whole corpus; ``trained_on_all``: adapted with
+    ``--hold-out 0``."""
+
+    path: Path
+    held_out: int
+    present: int
+    only: frozenset[str]
+    trained_on_all: bool = False
+
+    @property
+    def restricts(self) -> bool:
+        return self.present > 0
+
+    def words(self) -> str:
+        """The clause the summary says it in."""
+        if self.trained_on_all:
+            return (
+                f"; the model was adapted with --hold-out 0 ({self.path}), so it may have trained on the documents "
+                "of these pseudo-queries, which flatters the ways of searching that use it"
+            )
+        if not self.restricts:
+            return f"; none of the {self.held_out} documents {self.path} held out of training is in this corpus"
+        gone = self.held_out - self.present
+        missing = f" ({gone} of them not in this corpus)" if gone else ""
+        return f", from the {self.present} documents adapt left out of the model's training ({self.path}){missing}"
+
+    def record(self) -> dict[str, Any]:
+        return {"path": str(self.path), "held_out": self.held_out, "present": self.present, "all": self.trained_on_all}
 
 
 def choose_search(
@@ -255,14 +415,20 @@ def choose_search(
     keep_default: bool = True,
     batch_size: int = 32,
     show_progress: bool | None = None,
+    adapted: bool = True,
 ) -> AutoResult:
     """Score every choice on pseudo-queries held out from ``documents`` (one in-memory index per chunking,
     with BM25) and return the best, by NDCG@10 (ties go to the earlier choice), or, with ``keep_default``,
-    ``default_choice`` where the best is ahead of it by no more than ``KEEP_DEFAULT_WITHIN`` standard errors."""
+    ``default_choice`` where the best is ahead of it by no more than ``KEEP_DEFAULT_WITHIN`` standard errors.
+    With ``adapted``, an encoder loaded from a folder with an ``adapt.json`` (``AdaptRecord``) has its
+    pseudo-queries drawn from the documents it was not trained on (those in ``documents``)."""
     from sbert.documents import Chunking
     from sbert.search.retrieve import SearchOptions, build_index, search_texts
 
-    held = held_out_queries(documents, queries, seed, kind)
+    record = AdaptRecord.of(encoder) if adapted else None
+    source = record.draw_from(documents) if record else None
+    only = source.only if source and source.restricts else None
+    held = held_out_queries(documents, queries, seed, kind, only)
     texts, ids = [d.joined() for d in held.documents], [d.id for d in held.documents]
     query_ids, query_texts = list(held.queries), list(held.queries.values())
     scores: dict[str, float] = {}
@@ -282,7 +448,7 @@ def choose_search(
     titles = {d.id: d.title.strip() for d in documents}
     kinds = {"title": sum(1 for q, text in held.queries.items() if text == titles[held.relevant[q]])}
     kinds["span"] = len(held.queries) - kinds["title"]
-    return AutoResult(scores=scores, queries=len(held.queries), seed=seed, kinds=kinds, drawn=kind,
+    return AutoResult(scores=scores, queries=len(held.queries), seed=seed, kinds=kinds, drawn=kind, source=source,
                       **decide(choices, per_query, keep_default))  # fmt: skip
 
 

@@ -6,7 +6,8 @@ text (pairs (dup1, master), (dup2, master): two bug reports that duplicate one m
 them would be scored against its own positive as a negative. ``no_duplicate_batches`` cuts a shuffled
 order into batches, deferring a row whose texts (any of them: query, positive, negatives) a batch
 already holds to the next batch that has none of them. Every row appears once per epoch; a batch is
-shorter only where nothing else fits (the last ones); the order depends only on the order given.
+shorter only where nothing else fits (the last ones); the order depends only on the order given. It takes
+time linear in the rows, however many of them share a text.
 """
 
 from __future__ import annotations
@@ -48,33 +49,50 @@ def no_duplicate_batches(
 ) -> Batches:
     """Cut ``order`` (row numbers) into batches of at most ``batch_size`` rows, none holding a text twice.
 
-    ``texts(row)`` gives a row's texts. Rows are taken in order; a row that shares a text with the batch
-    being filled waits, and the waiting rows (in order) are offered first to each next batch. A row whose
-    own texts repeat (a query equal to its positive) is kept: it fights no other row.
+    ``texts(row)`` gives a row's texts (asked once a row). Rows are taken in order; a row that shares a text
+    with the batch being filled waits, and the waiting rows (in order) are offered first to each next batch.
+    A row whose own texts repeat (a query equal to its positive) is kept: it fights no other row.
+
+    Put another way, each row goes, in order, to the earliest batch that has room and none of its texts
+    (a new batch where none has), which is how it is computed: each text keeps the earliest batch that may
+    still take it, which only moves forward, so rows that all share one text (a corpus of copies) cost
+    linear time, not a scan of every waiting row per batch.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    order = [int(r) for r in order]
-    batches, waiting, moved, pos = [], [], set(), 0
-    while waiting or pos < len(order):
-        batch, seen, skipped = [], set(), []
-        offered = iter(waiting)
-        while len(batch) < batch_size:
-            row = next(offered, None)
-            if row is None:
-                if pos == len(order):
-                    break
-                row, pos = order[pos], pos + 1
-            own = set(texts(row))
-            if seen.isdisjoint(own):
-                batch.append(row)
-                seen.update(own)
-            else:
-                skipped.append(row)
-                moved.add(row)
-        waiting = skipped + list(offered)  # the rows still waiting, in order, and those not offered yet
-        batches.append(np.asarray(batch, dtype=np.int64))
-    return Batches(batches, len(moved))
+    batches: list[list[int]] = []
+    held: list[set[str]] = []  # each batch's texts
+    first_open = 0  # every batch before it is full
+    earliest: dict[str, int] = {}  # a text: every batch before this one is full or holds the text
+    moved = 0
+    for row in (int(r) for r in order):
+        own = set(texts(row))
+        while first_open < len(batches) and len(batches[first_open]) == batch_size:
+            first_open += 1
+        at = first_open
+        for text in own:
+            free = max(earliest.get(text, first_open), first_open)
+            while free < len(batches) and (len(batches[free]) == batch_size or text in held[free]):
+                free += 1
+            earliest[text] = free
+            at = max(at, free)
+        while at < len(batches) and (len(batches[at]) == batch_size or not held[at].isdisjoint(own)):
+            at += 1  # free of each text alone, not of all of them together
+        if at == len(batches):
+            batches.append([])
+            held.append(set())
+        batches[at].append(row)
+        held[at].update(own)
+        moved += at != first_open  # plain cutting order would have put it in the first batch with room
+    return Batches([np.asarray(batch, dtype=np.int64) for batch in batches], moved)
+
+
+def any_fit_together(examples: Sequence[object]) -> bool:
+    """Whether any two of ``examples`` share no text, i.e. whether ``no_duplicate_batches`` can put two rows in
+    one batch. Where none can, every batch holds one row and an in-batch-negatives loss has nothing to learn
+    (no other row to be a negative): a corpus of one text repeated."""
+    cut = no_duplicate_batches(range(len(examples)), lambda r: example_texts(examples[r]), 2)
+    return any(len(batch) > 1 for batch in cut.batches)
 
 
 def plain_batches(order: Sequence[int] | np.ndarray, batch_size: int) -> Batches:
