@@ -28,7 +28,9 @@ Where the two choose apart, the default is the method whose gain averaged over t
                                [--temperature 1] [--device cuda]
     python benchmarks/adapt.py --assemble   # run nothing: the tables again from the rows kept
     (a method as METHOD@SEED: another seed than 42; METHOD/N: adapted with ``--hold-out N``, the documents
-    ``--auto`` draws its N pseudo-queries from left out of training)
+    ``--auto`` draws its N pseudo-queries from left out of training; METHOD/default: with sbert adapt's
+    default hold-out; a method without /: ``--hold-out 0``, every document trained on, as the rows were first
+    measured. benchmarks/adapt_holdout.py sets the two side by side for --auto)
 """
 
 from __future__ import annotations
@@ -293,9 +295,9 @@ def _collection_rows(name: str, args) -> list[Row]:
         spec, _, held = spec.partition("/")
         method, _, seed = spec.partition("@")
         one = copy(args)
-        one.seed, one.hold_out = int(seed or 42), int(held or 0)
+        one.seed, one.hold_out = int(seed or 42), None if held == "default" else int(held or 0)
         seeded = f" (seed {one.seed})" if one.seed != 42 else ""  # another seed: a row (and a method) of its own
-        seeded += f" (hold-out {one.hold_out})" if one.hold_out else ""
+        seeded += f" (hold-out {one.hold_out})" if one.hold_out else " (default hold-out)" if held == "default" else ""
         seeded += f" (temperature {args.temperature:g})" if other_temperature(method, args) else ""
         seeded += f" (guide {Path(args.guide).name}{margin_words(args, ', margin ')})" if guided(method, one) else ""
         make = (lambda m=method, a=one: adapted(name, m, a)), adapt_key(method, one)
