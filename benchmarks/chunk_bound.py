@@ -44,6 +44,9 @@ def collection_rows(name: str, args, model) -> list[list[object]]:
     rows, base = [], {}
     for bound in (bound_of(b) for b in args.bounds.split(",")):
         plan = Chunking(max_windows=bound).plan(model, texts, time_it=False)
+        if bound is not None and not plan.cut:  # no document reaches the bound: the very windows of no bound
+            rows.append(_row(bound, plan, base, base, None))
+            continue
         settings = RetrievalSettings(chunk=True, hybrid=True, max_windows=bound)
         began = time.perf_counter()
         built = IndexRetriever(settings)
@@ -59,16 +62,21 @@ def collection_rows(name: str, args, model) -> list[list[object]]:
             print(f"  max_windows {bound}: {label} " + ", ".join(f"{m} {found[m]:.2f}" for m in METRICS), flush=True)
         if bound is None:
             base = scores
-        shown = "none" if bound is None else str(bound)
-        row: list[object] = [f"{shown}{' (default)' if bound == MAX_WINDOWS else ''}", f"{plan.windows:,}",
-                             f"{plan.cut:,}"]  # fmt: skip
-        for label in ("dense", "hybrid"):
-            ndcg = scores[label]["ndcg@10"]
-            delta = f" ({ndcg - base[label]['ndcg@10']:+.2f})" if base and bound is not None else ""
-            row += [f"{ndcg:.2f}{delta}", f"{scores[label]['mrr@10']:.2f}"]
-        row.append(f"{seconds:.0f}" if bound is None else "(reused)")
-        rows.append(row)
+        rows.append(_row(bound, plan, scores, base, seconds))
     return rows
+
+
+def _row(bound: int | None, plan, scores: dict, base: dict, seconds: float | None) -> list[object]:
+    """One bound's row: its windows and cut documents, NDCG@10 (and the change against no bound) and MRR@10."""
+    shown = "none" if bound is None else str(bound)
+    row: list[object] = [f"{shown}{' (default)' if bound == MAX_WINDOWS else ''}", f"{plan.windows:,}", f"{plan.cut:,}"]
+    for label in ("dense", "hybrid"):
+        ndcg = scores[label]["ndcg@10"]
+        delta = f" ({ndcg - base[label]['ndcg@10']:+.2f})" if bound is not None else ""
+        row += [f"{ndcg:.2f}{delta}", f"{scores[label]['mrr@10']:.2f}"]
+    if bound is None:
+        return [*row, f"{seconds:.0f}"]
+    return [*row, "(reused)" if seconds is not None else "(no document cut: the windows of none)"]
 
 
 def main() -> None:

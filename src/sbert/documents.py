@@ -434,19 +434,24 @@ class WindowPlan:
 
     def summary(self, whole_too: bool = False) -> str:
         """One line a person reads before a long embedding: what will be embedded, what the bound cut, how long."""
-        what = f"{self.windows:,} windows of {self.documents:,} documents"
+        what = f"{count(self.windows, 'window')} of {count(self.documents, 'document')}"
         if whole_too:
-            what = f"{self.documents:,} documents whole and the {self.split_windows:,} windows of the "
+            what = f"{count(self.documents, 'document')} whole and the {count(self.split_windows, 'window')} of the "
             what += f"{self.split_documents:,} longer than one window"
         if self.max_windows is None:
             bound = "every window of every document kept (no --max-windows)"
         elif self.cut:
-            bound = f"{self.cut:,} documents cut after their first {self.max_windows} windows (--max-windows)"
+            bound = f"{count(self.cut, 'document')} cut after their first {self.max_windows} windows (--max-windows)"
         else:
             bound = f"no document needs more than --max-windows {self.max_windows}"
         seconds = self.seconds(whole_too)
         took = f"; roughly {_duration(seconds)} here" if seconds is not None else ""
         return f"embedding {what}: {bound}{took}"
+
+
+def count(n: int, noun: str) -> str:
+    """``n`` ``noun``s, as a person writes it: "1 document", "4,522 documents"."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _duration(seconds: float) -> str:

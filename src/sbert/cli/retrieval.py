@@ -25,6 +25,49 @@ def _embed(encoder, texts: list[str], batch_size: int, progress: bool | None):
     return encoder.encode(texts, batch_size=batch_size, show_progress=progress, on_truncation="ignore")
 
 
+class IndexLocation(click.ParamType):
+    """An index: a folder (which need not exist yet: opening it says what is missing) or a postgresql:// URL;
+    a file is refused at once, a corpus with the command that makes an index of it."""
+
+    name = "folder"
+
+    def convert(self, value, param, ctx):
+        from pathlib import Path
+
+        from sbert.search.base import is_database_url
+
+        text = str(value)
+        if is_database_url(text) or not Path(text).is_file():
+            return text
+        from sbert.data.corpus import corpus_format
+        from sbert.errors import InputFileError
+
+        try:
+            corpus_format(text)
+        except InputFileError:
+            raise click.ClickException(f"{text} is a file, not an index folder: an index is a folder that "
+                                       "`sbert index build CORPUS --out FOLDER` writes") from None  # fmt: skip
+        raise click.ClickException(
+            f"{text} is a corpus (a file of texts), not an index: index it first with `sbert index build {text} "
+            "--out INDEX`, then give INDEX here"
+        )
+
+
+INDEX = IndexLocation()
+
+
+def _check_corpus(ctx, param, value):
+    """A corpus argument's format, told by its extension before anything is read or loaded (``corpus_format``)."""
+    from sbert.data.corpus import corpus_format
+    from sbert.errors import InputFileError
+
+    try:
+        corpus_format(value)
+    except InputFileError as err:
+        raise click.ClickException(str(err)) from None
+    return value
+
+
 def _echo_json(value) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=1))
 
@@ -69,6 +112,12 @@ def _chunk_options(func):
         "--window", type=click.IntRange(min=1), help="With --chunk: tokens per window [default: the model's limit]."
     )(func)
     func = click.option(
+        "--max-windows",
+        type=click.IntRange(min=0),
+        help="With --chunk: windows kept per document, its first ones; the rest of a longer one (a pasted log) is "
+        "left out; 0 keeps every window [default: 32, some 6,000 words with the default model]. Recorded: add uses it.",
+    )(func)
+    func = click.option(
         "--bm25/--no-bm25",
         default=None,
         help="Keep a BM25 index of the texts beside the vectors, which search fuses with (hybrid) [default: kept, "
@@ -106,7 +155,7 @@ def index() -> None:
 
 
 @index.command("build")
-@click.argument("corpus", metavar="CORPUS")
+@click.argument("corpus", metavar="CORPUS", callback=_check_corpus)
 @click.option(
     "--out", "-o", "--db", "out", required=True, help="Index folder, or a postgresql:// URL (pgvector; see --table)."
 )
@@ -147,13 +196,17 @@ def index_build(
     """Embed CORPUS (text, one per line; .jsonl, or .csv/.tsv with a header row: 'text', optional 'id' and
     'title') into an index at --out."""
     from sbert.data.corpus import read_corpus, read_titles
-    from sbert.documents import Chunking
+    from sbert.documents import MAX_WINDOWS, Chunking
     from sbert.search.auto import reusing_vectors
     from sbert.search.base import is_database_url
     from sbert.search.retrieve import build_index
 
     chunk, window, overlap, mode = (opts.pop(key) for key in ("chunk", "window", "overlap", "mode"))
-    chunking = Chunking(window, overlap, mode) if chunk else None
+    max_windows = opts.pop("max_windows")
+    if max_windows is not None and not chunk:
+        raise click.UsageError("--max-windows applies to --chunk (documents in windows); --auto keeps its default")
+    bound = MAX_WINDOWS if max_windows is None else (max_windows or None)  # 0: every window
+    chunking = Chunking(window, overlap, mode, max_windows=bound) if chunk else None
     table, columns = opts.pop("table"), opts.pop("columns")
     if table and not is_database_url(out):
         raise click.UsageError("--table applies to a postgresql:// URL, not to a folder")
@@ -175,18 +228,43 @@ def index_build(
         opts["truncate_dim"] = encoder.truncate_dim  # given, or the model's own (recorded on folder indexes)
         if not auto and opts["bm25"] is None:
             opts["bm25"] = True  # the default: searched hybrid (sbert.search.retrieve.SearchOptions)
+    plan = None
     with reusing_vectors(encoder) if auto else contextlib.nullcontext():  # --auto: unchanged documents once
         if auto:
+            plan = _plan(encoder, Chunking(), texts, batch_size, "auto: to choose, ", whole_too=True)
             chunking, opts["bm25"], opts["search"] = _auto(
                 encoder, model, (ids, texts, titles), (auto_queries, auto_kind), out, chunk, opts
             )
             chunk = chunking is not None
+        elif chunking is not None:
+            plan = _plan(encoder, chunking.resolved(encoder, **prompts), texts, batch_size)
         built = build_index(
             out, encoder, texts, ids, model=model, chunking=chunking, table=table, metric=metric,
             overwrite=overwrite, batch_size=batch_size, show_progress=progress, titles=titles, **prompts, **opts,
         )  # fmt: skip
-    what = f"{len(built.document_ids):,} documents ({len(built):,} windows)" if chunk else f"{len(built):,} texts"
+    what = (
+        f"{len(built.document_ids):,} documents ({len(built):,} windows{_cut(plan)})"
+        if chunk
+        else f"{len(built):,} texts"
+    )
     click.echo(f"indexed {what} ({built.dim}-dim, {built.model}, {built.backend}) in {out}", err=True)
+
+
+def _plan(encoder, chunking, texts: list[str], batch_size: int, lead: str = "", whole_too: bool = False):
+    """Say, before embedding, how many windows ``chunking`` makes of ``texts``, what its bound cuts, and
+    roughly how long embedding takes here (``Chunking.plan``); the plan."""
+    plan = chunking.plan(encoder, texts, batch_size=batch_size)
+    click.echo(f"{lead}{plan.summary(whole_too)}", err=True)
+    return plan
+
+
+def _cut(plan) -> str:
+    """The documents a plan's bound cut, for the line that reports what was indexed."""
+    if plan is None or not plan.cut:
+        return ""
+    from sbert.documents import count
+
+    return f"; {count(plan.cut, 'document')} cut at {plan.max_windows} windows"
 
 
 _HNSW = ("hnsw_m", "ef_construction", "ef_search")
@@ -219,9 +297,9 @@ def _check_database_build(chunk: bool, opts: dict) -> None:
 
 
 @index.command("add")
-@click.argument("folder", type=click.Path(file_okay=False))
+@click.argument("folder", type=INDEX)
 @_table_option
-@click.argument("corpus")
+@click.argument("corpus", callback=_check_corpus)
 @click.option("--model", "-m", default=None, help="Must be the index's model [default: the index's model].")
 @device_options
 @_mixed_option
@@ -244,6 +322,10 @@ def index_add(
     encoder = load_model(model or existing.model, runtime, allow_pickle)
     existing.fit_truncate_dim(encoder)
     existing.check_model(model or existing.model, encoder.dim)
+    if existing.documents:  # split as the index's own documents were: say what that embeds
+        from sbert.documents import Chunking
+
+        _plan(encoder, Chunking.of(existing.documents), texts, batch_size)
     add_texts(
         existing, encoder, texts, ids, batch_size=batch_size, show_progress=read["progress"],
         allow_mixed_backend=allow_mixed_backend, titles=titles, **prompts,
@@ -253,7 +335,7 @@ def index_add(
 
 
 @index.command("delete")
-@click.argument("folder", type=click.Path(file_okay=False))
+@click.argument("folder", type=INDEX)
 @click.argument("ids", nargs=-1, required=True)
 @_table_option
 @_lock_option
@@ -272,7 +354,7 @@ def index_delete(folder, ids, table, lock_timeout):
 
 
 @index.command("info")
-@click.argument("folder", type=click.Path(file_okay=False))
+@click.argument("folder", type=INDEX)
 @_table_option
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @friendly_errors
@@ -327,7 +409,7 @@ def _info_rows(summary: dict) -> list[tuple[str, str]]:
 
 # -- search --------------------------------------------------------------------------------------------
 @click.command()
-@click.argument("folder", type=click.Path(file_okay=False))
+@click.argument("folder", type=INDEX)
 @click.argument("queries", nargs=-1, required=True)
 @_table_option
 @click.option("-k", "--top-k", "k", default=10, show_default=True, type=click.IntRange(min=1))
@@ -532,7 +614,7 @@ def _read_and_embed(source, model, runtime, allow_pickle, batch_size, skip_empty
 
 
 @click.command()
-@click.argument("source", metavar="FILE")
+@click.argument("source", metavar="FILE", callback=_check_corpus)
 @model_options
 @click.option("--top-k", default=100, show_default=True, type=click.IntRange(min=1), help="Partners kept per text.")
 @click.option("--max-pairs", default=500_000, show_default=True, type=click.IntRange(min=1))
@@ -568,7 +650,7 @@ def mine(source, model, runtime, allow_pickle, top_k, max_pairs, threshold, limi
 
 
 @click.command()
-@click.argument("source", metavar="FILE")
+@click.argument("source", metavar="FILE", callback=_check_corpus)
 @model_options
 @click.option(
     "--method", type=click.Choice(["agglomerative", "kmeans", "community"]), default="community", show_default=True

@@ -127,13 +127,24 @@ def _text_of(record: dict, columns: Columns, path: Path, number: int, fmt: str) 
     text = record.get(columns.text)
     if not isinstance(text, str):
         raise InputFileError(
-            f"{path}: line {number}: expected an object with a string {columns.text!r} "
-            f"(pass text_column=NAME for another {_field(fmt)})"
+            f"{path}: line {number}: expected an object with a string {columns.text!r} ({_fields(record, columns)}; "
+            f"pass text_column=NAME for another {_field(fmt)})"
         )
     title = record.get(columns.title)
     if isinstance(title, str) and title.strip():
         return f"{title.strip()} {text.strip()}".strip()
     return text
+
+
+def _fields(record: dict, columns: Columns) -> str:
+    """What a record without a usable text field has instead, for the error that names it."""
+    if columns.text in record:
+        return f"its {columns.text!r} is {type(record[columns.text]).__name__}, not a string"
+    if not record:
+        return "it has no fields: each line must be a JSON object"
+    names = list(record)
+    more = f" and {len(names) - 12} more" if len(names) > 12 else ""
+    return f"its fields: {', '.join(map(repr, names[:12]))}{more}"
 
 
 def _jsonl_records(path: Path):

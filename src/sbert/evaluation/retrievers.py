@@ -391,6 +391,11 @@ class AutoRetriever:
 
         name = getattr(model, "name_or_path", None) or "model"
         with reusing_vectors(model):  # the index after the choice: only the held-out documents are new to it
+            if documents:  # what choosing embeds, and roughly how long it takes here: before it starts
+                from sbert.documents import Chunking
+
+                plan = Chunking().plan(model, [d.joined() for d in documents], batch_size=self.settings.batch_size)
+                print(f"auto: to choose, {plan.summary(whole_too=True)}", file=sys.stderr)
             self.result = choose_search(
                 model, documents, model=name, queries=self.settings.auto_queries, kind=self.settings.auto_kind,
                 show_progress=show_progress,
