@@ -11,13 +11,16 @@ shares the machine's cores with the server.
 With ``--malformed FRACTION`` it runs the robustness mix instead: for ``--time-limit`` seconds the
 clients send good requests (8 sentences each, whose vectors are checked against the library's) and,
 that share of the time, malformed ones (a lone surrogate or an empty string among good texts, bad
-JSON, a 5,000-digit ``dimensions``, 200,000 nested ``[``, an unknown model) and oversized ones (a
-/search of 2,048 queries × k 1,000 and a 2,048 × 2,048 /similarity: small requests asking for huge
-answers, against an index of the sentences the run builds). Meanwhile ``--half-open`` connections at a
-time send half a request line and stop (each should get 408 and be closed by the server's header
-time-out). Reported per kind: requests sent, 2xx, 4xx, 5xx, dropped connections, and whether each got
-the status it should; and the server process's peak memory (VmHWM). ``--url`` load-tests a server that
-is already running instead of starting one.
+JSON, a 5,000-digit ``dimensions``, 200,000 nested ``[``, a million empty arrays, an unknown model) and
+oversized ones (a /search of 2,048 queries × k 1,000 and a 2,048 × 2,048 /similarity: small requests
+asking for huge answers, against an index of the sentences the run builds). Meanwhile connections that
+hold the server up, each kind a few at a time: ``--half-open`` send half a request line and stop (each
+should get 408 from the header time-out), ``--drippers`` send a body a byte every 25 s (408 from the
+body time-out), ``--big-headers`` send a 1 MiB header (431), and ``--abandoned`` send a /similarity of
+1,000 texts of 8,000 characters and leave after 2 s (the server should cancel it: 499 in /metrics).
+Reported per kind: requests sent, 2xx, 4xx, 5xx, dropped connections, and whether each got the status it
+should; and the server process's peak memory (VmHWM). ``--url`` load-tests a server that is already
+running instead of starting one.
 
     python benchmarks/serve_load.py [--clients 32] [--passes 3] [--per-request 8,1] [--time-limit 180]
                                     [--server-packing auto|on|off] [--server-workers N]
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import random
@@ -186,7 +190,12 @@ PER_REQUEST = 8
 
 
 HALF_OPEN = "half-open connection (half a request line)"
+DRIPPER = "body dripped, a byte every 25 s"
+BIG_HEADER = "a header of 1 MiB"
+ABANDONED = "/similarity 1,000 × 8,000 characters, abandoned after 2 s"
+HELD = (HALF_OPEN, DRIPPER, BIG_HEADER, ABANDONED)  # the kinds sent on connections of their own
 EMBEDDINGS, SEARCH, SIMILARITY = "/v1/embeddings", "/search", "/similarity"
+EMPTY_ARRAYS = b'{"input": [' + b"[]," * 999_999 + b"[]]}"  # 3 MB: a million values the parser would build
 
 
 def malformed_kinds(texts: list[str]) -> dict[str, Callable[[int], tuple[bytes, int]]]:
@@ -208,6 +217,7 @@ def malformed_kinds(texts: list[str]) -> dict[str, Callable[[int], tuple[bytes, 
             400,
         ),
         "200,000 nested [": lambda i: (b'{"input": ' + b"[" * 200_000 + b"}", 400),
+        "1,000,000 empty arrays": lambda i: (EMPTY_ARRAYS, 400),
         "unknown model": lambda i: (json.dumps({"input": texts[i], "model": "text-embedding-3-small"}).encode(), 404),
         "/search 2,048 queries × k 1,000": lambda i: (
             json.dumps({"query": [texts[(i + j) % len(texts)] for j in range(2048)], "k": 1000}).encode(),
@@ -225,6 +235,30 @@ def kind_path(kind: str) -> str:
     return next((path for path in (SEARCH, SIMILARITY) if kind.startswith(path)), EMBEDDINGS)
 
 
+async def said_by_server(reader: asyncio.StreamReader, timeout: float) -> bytes:
+    """What the server sends until it closes the connection (a reset after its answer counts as closed)."""
+    said = b""
+    async with asyncio.timeout(timeout):
+        while True:
+            try:
+                chunk = await reader.read(65536)
+            except ConnectionResetError:
+                return said
+            if not chunk:
+                return said
+            said += chunk
+
+
+def count_status(tally: dict[str, int], said: bytes, should: int) -> None:
+    """Count what the server answered on a connection of its own (no answer: dropped)."""
+    if not said.startswith(b"HTTP/1.1 ") or not said[9:12].isdigit():
+        tally["dropped"] += 1
+        return
+    status = int(said[9:12])
+    tally[f"{status // 100}xx"] = tally.get(f"{status // 100}xx", 0) + 1
+    tally["as expected"] += status == should
+
+
 async def half_open_connections(host: str, port: int, at_once: int, deadline: float, tally: dict[str, int]) -> None:
     """Until ``deadline``, keep ``at_once`` connections open that send half a request line and stop; each
     counts as expected when the server answers 408 and closes it (within 60 s), else as dropped."""
@@ -236,16 +270,105 @@ async def half_open_connections(host: str, port: int, at_once: int, deadline: fl
                 reader, writer = await asyncio.open_connection(host, port)
                 writer.write(b"POST /v1/embed")
                 await writer.drain()
-                said = await asyncio.wait_for(reader.read(), timeout=60)
+                said = await said_by_server(reader, 60)
                 writer.close()
             except (OSError, TimeoutError):
                 tally["dropped"] += 1
                 continue
-            status = int(said[9:12]) if said.startswith(b"HTTP/1.1 ") and said[9:12].isdigit() else 0
-            tally[f"{status // 100}xx"] = tally.get(f"{status // 100}xx", 0) + 1
-            tally["as expected"] += status == 408
+            count_status(tally, said, 408)
 
     await asyncio.gather(*(one() for _ in range(at_once)))
+
+
+async def drippers(host: str, port: int, at_once: int, deadline: float, tally: dict[str, int]) -> None:
+    """``at_once`` connections that send a request's headers, then its body a byte every 25 s (under the
+    read time-out, 30 s); each should get 408 when its whole body is late (``--body-timeout``, 60 s). A new
+    one starts only while there is time left for its answer."""
+    head = (
+        b"POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 1000\r\n\r\n"
+    )
+
+    async def one() -> None:
+        while deadline - time.perf_counter() > 70:
+            tally["sent"] += 1
+            try:
+                reader, writer = await asyncio.open_connection(host, port)
+                writer.write(head + b'{"input": "')
+                await writer.drain()
+                answer = asyncio.ensure_future(said_by_server(reader, 120))
+                while not answer.done():
+                    await asyncio.wait([answer], timeout=25)
+                    if not answer.done():
+                        writer.write(b"a")
+                        await writer.drain()
+                said = await answer
+                writer.close()
+            except (OSError, TimeoutError):
+                tally["dropped"] += 1
+                continue
+            count_status(tally, said, 408)
+
+    await asyncio.gather(*(one() for _ in range(at_once)))
+
+
+async def big_headers(host: str, port: int, at_once: int, deadline: float, tally: dict[str, int]) -> None:
+    """``at_once`` connections at a time that send a request with a 1 MiB header (in 64 KiB pieces); each
+    should get 431 and be closed."""
+
+    async def one() -> None:
+        while time.perf_counter() < deadline:
+            tally["sent"] += 1
+            try:
+                reader, writer = await asyncio.open_connection(host, port)
+                with contextlib.suppress(OSError):  # the server closes the connection: it reads no further
+                    writer.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ")
+                    for _ in range(16):
+                        writer.write(b"a" * 65536)
+                        await writer.drain()
+                said = await said_by_server(reader, 60)
+                writer.close()
+            except (OSError, TimeoutError):
+                tally["dropped"] += 1
+                continue
+            count_status(tally, said, 431)
+            await asyncio.sleep(0.5)
+
+    await asyncio.gather(*(one() for _ in range(at_once)))
+
+
+async def abandoned_requests(host: str, port: int, at_once: int, deadline: float, tally: dict[str, int]) -> None:
+    """``at_once`` clients at a time that send a /similarity of 1,000 texts of 8,000 characters (minutes of
+    model time) and leave 2 s later, then wait 8 s; ``mixed_load`` counts the server's 499s for them."""
+    texts = [f"{i} " + "a long text about spreadsheets and crashes " * 186 for i in range(1000)]
+    body = orjson.dumps({"a": texts})
+    head = (
+        "POST /similarity HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+
+    async def one() -> None:
+        while deadline - time.perf_counter() > 5:
+            tally["sent"] += 1
+            try:
+                _, writer = await asyncio.open_connection(host, port)
+                writer.write(head + body)
+                await writer.drain()
+                await asyncio.sleep(2)
+                writer.close()
+            except OSError:
+                tally["dropped"] += 1
+            await asyncio.sleep(8)
+
+    await asyncio.gather(*(one() for _ in range(at_once)))
+
+
+def gone_requests(base: str, path: str) -> int:
+    """The requests for ``path`` the server counts as cancelled, their client gone (status 499)."""
+    for line in httpx.get(base + "/metrics", timeout=30).text.splitlines():
+        if line.startswith(f'sbert_requests_total{{endpoint="{path}",status="499"}}'):
+            return int(float(line.rsplit(" ", 1)[1]))
+    return 0
 
 
 def peak_rss_mb(pid: int | None) -> str:
@@ -268,7 +391,7 @@ async def mixed_load(
     latencies, the largest difference between a served vector and the library's, and the wall time."""
     kinds = malformed_kinds(texts)
     fields = ("sent", "2xx", "4xx", "5xx", "dropped", "as expected")
-    counts = {k: dict.fromkeys(fields, 0) for k in (GOOD, *kinds, HALF_OPEN)}
+    counts = {k: dict.fromkeys(fields, 0) for k in (GOOD, *kinds, *HELD)}
     base = url.rsplit(EMBEDDINGS, 1)[0]
     latencies: list[float] = []
     worst = 0.0
@@ -313,9 +436,17 @@ async def mixed_load(
 
     began = time.perf_counter()
     host_port = base.split("://", 1)[1].rsplit(":", 1)
-    slow = half_open_connections(host_port[0], int(host_port[1]), args.half_open, deadline, counts[HALF_OPEN])
+    host, port = host_port[0], int(host_port[1])
+    held = [
+        half_open_connections(host, port, args.half_open, deadline, counts[HALF_OPEN]),
+        drippers(host, port, args.drippers, deadline, counts[DRIPPER]),
+        big_headers(host, port, args.big_headers, deadline, counts[BIG_HEADER]),
+        abandoned_requests(host, port, args.abandoned, deadline, counts[ABANDONED]),
+    ]
     async with open_client(url, args.clients, args.client) as post:
-        await asyncio.gather(slow, *(one(post) for _ in range(args.clients)))
+        await asyncio.gather(*held, *(one(post) for _ in range(args.clients)))
+    await asyncio.sleep(2)  # the last abandoned request's cancellation counted
+    counts[ABANDONED]["as expected"] = min(gone_requests(base, SIMILARITY), counts[ABANDONED]["sent"])
     return counts, latencies, worst, time.perf_counter() - began
 
 
@@ -342,7 +473,8 @@ def run_malformed(args: argparse.Namespace, texts: list[str]) -> None:
                 server.wait(timeout=60)
     total = {key: sum(c[key] for c in counts.values()) for key in counts[GOOD]}
     should = {GOOD: "200, right vectors", **{k: str(v(0)[1]) for k, v in malformed_kinds(texts).items()}}
-    should |= {HALF_OPEN: "408, closed", "**all**": ""}
+    should |= {HALF_OPEN: "408, closed", DRIPPER: "408, closed", BIG_HEADER: "431, closed", "**all**": ""}
+    should[ABANDONED] = "cancelled (499 in /metrics)"
     rows = [
         [kind, f"{c['sent']:,}", f"{c['2xx']:,}", f"{c['4xx']:,}", f"{c['5xx']:,}", f"{c['dropped']:,}",
          should[kind], f"{c['as expected']:,}"]
@@ -361,9 +493,14 @@ def run_malformed(args: argparse.Namespace, texts: list[str]) -> None:
         f"{PER_REQUEST} STSb test sentences (encoding_format {FORMAT}) and count as expected only if all "
         f"{PER_REQUEST} vectors equal the library's `encode` within 1e-4. The /search and /similarity rows "
         "are small requests asking for huge answers (refused by `--max-search-hits` and "
-        f"`--max-similarity-cells`); meanwhile {args.half_open} connections at a time send half a request line "
-        "and stop (the server's `--header-timeout` should answer 408 and close each). 'dropped': the request "
-        "got no HTTP answer (connection closed or reset, timeout).",
+        "`--max-similarity-cells`); the million empty arrays (3 MB) are refused by their count before parsing. "
+        f"Meanwhile, on connections of their own: {args.half_open} at a time send half a request line and stop "
+        f"(the server's `--header-timeout` should answer 408 and close each), {args.drippers} send a body a byte "
+        f"every 25 s (`--body-timeout` should answer 408), {args.big_headers} send a 1 MiB header "
+        f"(`--max-header-kb` should answer 431), and {args.abandoned} send a /similarity of 1,000 texts of 8,000 "
+        "characters and leave after 2 s (the server should cancel it: counted by the 499s in its /metrics; "
+        "no answer reaches them, so their status columns stay 0). 'dropped': the request got no HTTP answer "
+        "(connection closed or reset, timeout).",
         "",
         *markdown_table(["request", "sent", "2xx", "4xx", "5xx", "dropped", "should get", "got what it should"], rows),
         "",
@@ -393,6 +530,9 @@ def main() -> None:
     parser.add_argument("--client", choices=("aiohttp", "httpx"), default="aiohttp", help="the load generator")
     parser.add_argument("--malformed", type=float, default=0.0, help="share of malformed requests: the mix run")
     parser.add_argument("--half-open", type=int, default=16, help="half-open connections at a time in the mix")
+    parser.add_argument("--drippers", type=int, default=4, help="connections dripping a body at a time in the mix")
+    parser.add_argument("--big-headers", type=int, default=2, help="connections sending 1 MiB headers in the mix")
+    parser.add_argument("--abandoned", type=int, default=1, help="clients abandoning long requests in the mix")
     parser.add_argument("--url", default=None, help="a running server's /v1/embeddings URL (else one is started)")
     parser.add_argument("--data", default=None)
     parser.add_argument("--out", default=None, help="file name under benchmarks/results")

@@ -132,9 +132,9 @@ class Gate:
         async def watch() -> None:
             """Once the app has read the body, the next message is the end of the request: the client gone,
             or the answer sent. The client gone first, the app is cancelled."""
+            nonlocal gone
             await body.read.wait()
             message = await receive()
-            nonlocal gone
             if message["type"] == "http.disconnect" and not answered and not app.done():
                 gone = True
                 log.info("%s %s: the client went away; its request is cancelled", scope.get("method"), route)
@@ -162,7 +162,7 @@ class Gate:
             watcher.cancel()
             if not app.done():
                 app.cancel()
-                with contextlib.suppress(BaseException):
+                with contextlib.suppress(Exception, asyncio.CancelledError):
                     await app
         return status
 

@@ -8,7 +8,7 @@ requests until the batch holds ``max_batch_texts`` texts or ``max_batch_chars`` 
 ``max_wait_ms`` has passed since the first one, embeds them in one ``encode_fn`` call and hands each
 request its rows. A merged batch that fails is retried request by request, so only the request that
 makes ``encode_fn`` fail gets the error. A request cancelled while it waits (its client went away) leaves
-the queue, and a long one stops between model calls of ``max_batch_texts`` texts each: no one waits for
+the queue, and a long one stops between model calls (each of a batch's size at most): no one waits for
 those rows any more. With ``workers`` > 1, that many threads do this side by side:
 one collects the next batch while another runs the model (give each fewer torch threads, as
 ``EmbeddingEngine`` does).
@@ -140,13 +140,18 @@ class DynamicBatcher:
         return outcomes
 
     def _encode(self, texts: list[str], jobs: list[_Job]) -> np.ndarray | tuple[np.ndarray, ...]:
-        """``encode_fn`` over ``texts`` in model calls of at most ``max_batch_texts`` (a request may hold
-        more), stopping with _Abandoned once every job is cancelled."""
-        parts = []
-        for start in range(0, len(texts), self.max_batch_texts):
+        """``encode_fn`` over ``texts`` in model calls of at most ``max_batch_texts`` texts or
+        ``max_batch_chars`` characters (one request may hold more), stopping with _Abandoned once every job
+        is cancelled."""
+        parts, start = [], 0
+        while start < len(texts):
             if all(job.abandoned for job in jobs):
                 raise _Abandoned
-            chunk = texts[start : start + self.max_batch_texts]
+            end, chars = start, 0
+            while end < len(texts) and end - start < self.max_batch_texts and chars < self.max_batch_chars:
+                chars += len(texts[end])
+                end += 1
+            chunk, start = texts[start:end], end
             began = time.perf_counter()
             try:
                 parts.append(self.encode_fn(chunk))
