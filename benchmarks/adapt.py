@@ -410,8 +410,9 @@ def timed_run(command: list[str], record: Path, args, load: float | None = None,
 
 def auto_from_trained_documents(name: str, label: str, method: str, make: tuple, dense: Row, args) -> Row:
     """The control of a model adapted with ``--hold-out``: ``--auto`` drawing its pseudo-queries with another
-    seed (1), i.e. from documents the model trained on (all but a few), scored on the test queries (from the
-    dense row's every-choice metrics); kept in .work/adapt/<name>/<label>-<folder>.trained-auto.json."""
+    seed (1) from the whole corpus, not the documents the model's adapt.json held out, i.e. from documents the
+    model trained on (all but a few), scored on the test queries (from the dense row's every-choice metrics);
+    kept in .work/adapt/<name>/<label>-<folder>.trained-auto.json."""
     from dataclasses import asdict
 
     cache = WORK / "adapt" / name / f"{label.replace(' ', '_')}-{make[1]}.trained-auto.json"
@@ -420,9 +421,10 @@ def auto_from_trained_documents(name: str, label: str, method: str, make: tuple,
     folder, cost = make[0]()
     corpus = list(test_part(name, args).corpus.values())
     model = sbert.load(str(folder), device=args.device)
-    auto = choose_search(
-        model, corpus, model=label, seed=1, kind=AUTO_KIND, keep_default=KEEP_DEFAULT, show_progress=False
-    )
+    auto = choose_search(  # adapted=False: not the held-out documents its adapt.json names, the others
+        model, corpus, model=label, seed=1, kind=AUTO_KIND, keep_default=KEEP_DEFAULT, show_progress=False,
+        adapted=False,
+    )  # fmt: skip
     print(f"    from trained documents (seed 1): {auto.summary()}", flush=True)
     choice = auto.choice.name
     row = Row(f"{label}, --auto from trained documents", dense.choices[choice], method, "auto", choice, cost)
