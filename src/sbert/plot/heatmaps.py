@@ -57,11 +57,11 @@ def heatmap(
 
 
 def _matplotlib(matrix: np.ndarray, labels: list[str], title: str):
-    from matplotlib.figure import Figure
+    from sbert.plot.figure import new_figure
 
     n = len(labels)
     side = 2.5 + 0.55 * n
-    fig = Figure(figsize=(side + 2.5, side), layout="constrained")
+    fig = new_figure(figsize=(side + 2.5, side), layout="constrained")
     ax = fig.add_subplot()
     image = ax.imshow(matrix, cmap="viridis", vmin=min(0.0, float(matrix.min())), vmax=1.0)
     fig.colorbar(image, ax=ax, shrink=0.8, label="cosine similarity")

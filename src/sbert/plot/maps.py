@@ -191,9 +191,9 @@ def cluster_names(found: np.ndarray, embeddings: np.ndarray, texts: list[str] | 
 
 def draw_matplotlib(shown: MapData):
     """A matplotlib ``Figure``: one scatter per group (legend: the largest ``LEGEND_MAX``)."""
-    from matplotlib.figure import Figure
+    from sbert.plot.figure import new_figure
 
-    fig = Figure(figsize=(9, 7), layout="constrained")
+    fig = new_figure(figsize=(9, 7), layout="constrained")
     ax = fig.add_subplot()
     order, size = shown.order(), float(np.clip(4000 / len(shown.points), 2, 40))
     palette, groups = colours(order), np.asarray(shown.groups)

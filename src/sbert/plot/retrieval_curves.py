@@ -39,10 +39,11 @@ def curves(run: Rankings) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _matplotlib(runs: list[Rankings], title: str, bins: int):
-    from matplotlib.figure import Figure
     from matplotlib.ticker import ScalarFormatter
 
-    fig = Figure(figsize=(13, 5), layout="constrained")
+    from sbert.plot.figure import new_figure
+
+    fig = new_figure(figsize=(13, 5), layout="constrained")
     left, right = fig.subplots(1, 2)
     for number, run in enumerate(runs):
         colour, label = PALETTE[number % len(PALETTE)], f"{run.name} ({run.model})"

@@ -117,9 +117,9 @@ PANELS = ("training loss", "learning rate", "dev score")
 
 
 def _matplotlib(runs: list[RunLog], title: str):
-    from matplotlib.figure import Figure
+    from sbert.plot.figure import new_figure
 
-    fig = Figure(figsize=(15, 4.5), layout="constrained")
+    fig = new_figure(figsize=(15, 4.5), layout="constrained")
     axes = fig.subplots(1, 3)
     for panel, label, (steps, values), colour, dashed in _series(runs):
         marker = "o" if panel == 2 else None
