@@ -221,3 +221,20 @@ def test_no_pseudo_query_is_said_with_what_each_kind_needs_and_how_many_document
         held_out_queries([Document("a", "A title only", "")], kind="title")
     with pytest.raises(ValueError, match=f"a span needs a text of at least {MIN_WORDS} words, which 0 of them"):
         held_out_queries(one, kind="span")
+
+
+def test_a_record_read_from_a_model_folder_and_what_it_says_where_the_corpus_lacks_its_documents(tmp_path):
+    from sbert.search.auto import AdaptRecord
+
+    assert AdaptRecord.of(tmp_path) is None  # no adapt.json: not an adapted model
+    (tmp_path / "adapt.json").write_text(json.dumps({"held_out": ["x1", "x2", "x3"], "hold_out": 3}))
+    record = AdaptRecord.of(tmp_path)
+    assert record.held_out == {"x1", "x2", "x3"} and record.hold_out == 3
+    elsewhere = record.draw_from(_documents(20))  # another corpus: drawn from all of it, and said
+    assert not elsewhere.restricts and elsewhere.only == frozenset()
+    assert f"none of the 3 documents {tmp_path / 'adapt.json'} names as held out of training is here" in (
+        elsewhere.words()
+    )
+    short = [Document("x1", "", "too short to give a span"), *_documents(5)]
+    with pytest.raises(ValueError, match=r"none of the 1 documents the model.s adapt\.json held out gave a pseudo"):
+        held_out_queries(short, kind="span", only=record.draw_from(short).only)

@@ -340,12 +340,11 @@ def adapt_hold_out(documents: Sequence[Document], count: int | None = None) -> l
 @dataclass(frozen=True)
 class AdaptRecord:
     """What an adapted model's ``adapt.json`` says about the documents it trained on: ``held_out`` (ids) were
-    left out of training (``adapt_hold_out``); ``hold_out`` 0: it trained on every document of ``corpus``."""
+    left out of training (``adapt_hold_out``); ``hold_out`` 0: it trained on every document."""
 
     path: Path
     held_out: frozenset[str]
     hold_out: int
-    corpus: str = ""
 
     @classmethod
     def of(cls, model: Any) -> AdaptRecord | None:
@@ -362,7 +361,7 @@ class AdaptRecord:
         if not isinstance(kept, dict) or not isinstance(kept.get("held_out"), list):
             return None
         held = frozenset(str(i) for i in kept["held_out"])
-        return cls(path, held, int(kept.get("hold_out") or len(held)), str(kept.get("corpus", "")))
+        return cls(path, held, int(kept.get("hold_out") or len(held)))
 
     def draw_from(self, documents: Sequence[Document]) -> Drawn:
         """How ``--auto`` draws from ``documents`` for this model: from the held-out documents present."""
@@ -394,7 +393,7 @@ class Drawn:
                 "of these pseudo-queries, which flatters the ways of searching that use it"
             )
         if not self.restricts:
-            return f"; none of the {self.held_out} documents {self.path} held out of training is in this corpus"
+            return f"; none of the {self.held_out} documents {self.path} names as held out of training is here"
         gone = self.held_out - self.present
         missing = f" ({gone} of them not in this corpus)" if gone else ""
         return f", from the {self.present} documents adapt left out of the model's training ({self.path}){missing}"
