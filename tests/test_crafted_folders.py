@@ -93,6 +93,21 @@ def test_an_empty_vocabulary_is_refused_naming_the_file_that_holds_it(tiny_dense
     assert "its tokenizer files (vocab.txt) hold no word pieces" in line
 
 
+def test_a_tokenizer_larger_than_the_embedding_table_is_refused(tiny_dense_folder, texts):
+    from safetensors.torch import load_file, save_file
+
+    weights = tiny_dense_folder / "model.safetensors"
+    state = load_file(str(weights))
+    key = next(k for k in state if k.endswith("word_embeddings.weight"))
+    state[key] = state[key][:1000].contiguous()
+    save_file(state, str(weights))
+    _edit(tiny_dense_folder / "config.json", vocab_size=1000)
+    line = _refused(tiny_dense_folder, texts)
+    assert (
+        f"{tiny_dense_folder}: the tokenizer has 30,522 word pieces, but the model's embedding table has 1,000" in line
+    )
+
+
 # -- sizes checked before anything is made -------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("file", "field", "value"),

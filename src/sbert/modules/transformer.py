@@ -301,9 +301,9 @@ def check_tokenizer(path: Path, tokenizer, model) -> None:
         )
     embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
     rows = getattr(embeddings, "num_embeddings", None)
-    largest = max(vocab.values(), default=-1)
-    if isinstance(rows, int) and largest >= rows:
+    words = getattr(tokenizer, "vocab_size", None)  # without added tokens, which ordinary text never gives
+    if isinstance(rows, int) and isinstance(words, int) and words > rows:
         raise ModelFormatError(
-            f"{path}: the tokenizer gives ids up to {largest}, but the model's embedding table has {rows} rows "
-            "(config.json 'vocab_size'); the tokenizer files belong to another model"
+            f"{path}: the tokenizer has {words:,} word pieces, but the model's embedding table has {rows:,} rows "
+            "(config.json 'vocab_size'): ids past its end would fail; the tokenizer files belong to another model"
         )
