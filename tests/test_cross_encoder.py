@@ -219,9 +219,20 @@ def test_damaged_poisoned_or_linked_out_folders_are_refused(tmp_path):
     with pytest.raises(ModelFormatError, match=r"ce/model.safetensors: damaged weights file .* truncated"):
         CrossEncoder.load(folder, device="cpu")
     weights.write_bytes(data)
+    from safetensors.torch import load_file, save_file
+
+    from sbert.atomic import NonFiniteWeightsError
+
     with torch.no_grad():
         good.model.classifier.weight[0, 0] = float("nan")
-    good.save(tmp_path / "nan")
+    with pytest.raises(NonFiniteWeightsError, match=r"nan: refusing to save a model whose weights hold 1 NaN"):
+        good.save(tmp_path / "nan")
+    with torch.no_grad():
+        good.model.classifier.weight[0, 0] = 0.0
+    good.save(tmp_path / "nan")  # then its file poisoned, as a damaged copy would be
+    poisoned = load_file(tmp_path / "nan" / "model.safetensors")
+    poisoned["classifier.weight"][0, 0] = float("nan")
+    save_file(poisoned, tmp_path / "nan" / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(ModelFormatError, match=r"nan/model.safetensors: weight 'classifier.weight' holds 1 NaN"):
         CrossEncoder.load(tmp_path / "nan", device="cpu")
     outside = tmp_path / "outside.safetensors"
