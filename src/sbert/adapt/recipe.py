@@ -170,13 +170,14 @@ def check_trainable(documents: Sequence[Document], held: set[str], source: Path,
     distinct = len({d.joined() for d in kept})
     if distinct >= MIN_DOCUMENTS:
         return
-    if held:
+    everywhere = len({d.joined() for d in documents})
+    if held and everywhere >= MIN_DOCUMENTS:  # the hold-out is what leaves too few
         raise ValueError(
             f"{source}: adapt needs at least {MIN_DOCUMENTS} distinct documents to train on and the hold-out "
             f"leaves {distinct:,}; {held_out_words(held, len(documents), len(kept), hold_out)}"
         )
     raise ValueError(
-        f"{source}: {len(documents):,} document{'' if len(documents) == 1 else 's'} ({distinct:,} distinct); "
+        f"{source}: {len(documents):,} document{'' if len(documents) == 1 else 's'} ({everywhere:,} distinct); "
         f"adapt needs at least {MIN_DOCUMENTS} distinct documents: it trains each pseudo-query to find its own "
         "document among the others"
     )
