@@ -265,9 +265,9 @@ class Trainer:
         the current step and raises ``TrainingInterrupted``. A finished run removes its checkpoint unless
         ``config.keep_checkpoint``; ``log.jsonl`` stays.
         """
+        if distributed.is_main():  # before the set-up, which may take a pass over the data (a teacher's vectors)
+            report(self.plan(resume), self.config.progress)
         parts, start = self._set_up(resume)
-        if distributed.is_main():
-            report(self.plan(start), self.config.progress)
         running = None  # the loss shown on the bar, smoothed
         began = time.perf_counter()
         with self._training_length(), _StopOnSignal(handle_signals) as stop, self._progress_bar(start) as bar:
@@ -303,15 +303,15 @@ class Trainer:
             score, checkpoint = self._finish(parts, bar)
         return self._summary(start, elapsed, score, checkpoint)
 
-    def plan(self, start: int = 0) -> str:
-        """What ``train`` says before its first step: steps, batch, examples, where the model and the
-        checkpoints go (and the step a resumed run goes on from)."""
+    def plan(self, resume: bool = False) -> str:
+        """What ``train`` says before it sets up: steps, batch, examples, where the model and the checkpoints
+        go (and, with ``resume``, that it goes on from the checkpoint there)."""
         examples = sum(len(o.examples) for o in self.objectives)
         tasks = f" of {len(self.objectives)} objectives" if len(self.objectives) > 1 else ""
         steps = f"{self.total_steps:,} step{'' if self.total_steps == 1 else 's'}"
         line = f"train: {steps} x batch {self.config.batch_size} over {examples:,} examples{tasks}"
-        if start:
-            line += f", going on after step {start:,}"
+        if resume and (self.run_dir / ckpt.FILE).is_file():
+            line += f", going on from {self.run_dir / ckpt.FILE}"
         every = self.config.checkpoint_every
         saved = f"checkpoints every {every:,} steps in {self.run_dir}" if every else f"log in {self.run_dir}"
         return f"{line}; model to {self.out}, {saved}"
