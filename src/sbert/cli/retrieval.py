@@ -455,14 +455,15 @@ def _info_rows(summary: dict) -> list[tuple[str, str]]:
 @click.option(
     "--threshold",
     type=float,
-    help="Show only hits with a cosine similarity at least this (searches dense unless --hybrid): is this "
-    "already in the index?",
+    help="Show only hits with a cosine similarity at least this (searches dense unless --hybrid; a fused score is "
+    "never compared): is this already in the index? `sbert eval --triage` chooses it.",
 )
 @click.option(
     "--lead",
     type=float,
-    help="Show only the top hit, and only where its cosine leads the mean of hits 2-10 by at least this "
-    "(searches dense unless --hybrid): is the top hit the duplicate? `sbert eval --triage` chooses it.",
+    help="Show only the top hit, and only where its cosine leads the mean of hits 2-10's cosines by at least this "
+    "(searches dense unless --hybrid; a fused score is never compared): is the top hit the duplicate? A value "
+    "for your own collection: `sbert eval --triage` chooses it on judged duplicates.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @device_options
