@@ -288,9 +288,11 @@ def check_finite_weights(folder: Path, target: str | os.PathLike[str] | None = N
     files = sorted(p for p in folder.rglob("*.safetensors") if p.is_file() and not p.is_symlink())
     if not files:
         return
+    import numpy as np
     import torch
     from safetensors import safe_open
 
+    plain = (torch.float16, torch.float32, torch.float64)  # numpy reads these as they are (bf16 and fp8 not)
     bad = total = 0
     first = ""
     for file in files:
@@ -304,8 +306,10 @@ def check_finite_weights(folder: Path, target: str | os.PathLike[str] | None = N
                 if not tensor.is_floating_point():
                     continue
                 total += tensor.numel()
-                if not bool(torch.isfinite(tensor).all()):
-                    bad += int((~torch.isfinite(tensor)).sum())
+                values = (tensor if tensor.dtype in plain else tensor.float()).numpy()
+                finite = np.isfinite(values)  # numpy's: torch.isfinite took 1.6 s over MiniLM on 2 cores
+                if not finite.all():
+                    bad += int(finite.size - np.count_nonzero(finite))
                     first = first or f"{file.relative_to(folder).as_posix()}: {name!r}"
     if bad:
         where = Path(target) if target is not None else folder
