@@ -9,6 +9,7 @@ import click
 from sbert.adapt.methods import DEFAULT_METHOD, METHODS, MIN_TITLED, UNTITLED_METHOD
 from sbert.adapt.recipe import AdaptSettings
 from sbert.cli.common import CORPUS_HELP, MODEL_HELP, column_options, friendly_errors
+from sbert.progress import HELP as PROGRESS_HELP
 from sbert.search.auto import HOLD_OUT_SHARE
 from sbert.search.auto import QUERIES as AUTO_QUERIES
 
@@ -100,7 +101,7 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
 @click.option("--resume", is_flag=True, help="Go on from OUT.train/checkpoint.pt (after Ctrl-C).")
 @click.option("--overwrite", is_flag=True, help="Replace a model already at --out (refused otherwise).")
 @click.option("--device", default=None, help="cpu, cuda, ... (default: cuda if present).")
-@click.option("--progress/--no-progress", default=None)
+@click.option("--progress/--no-progress", default=None, help=f"{PROGRESS_HELP} [default: on].")
 @friendly_errors
 def adapt(
     model,
