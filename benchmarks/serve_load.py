@@ -1,8 +1,8 @@
 """A bounded load test of ``sbert serve`` on loopback, against the library's own encode throughput.
 
 The server runs in its own process (``sbert serve``, default model, torch backend). 32 concurrent
-clients (asyncio + aiohttp, or httpx with --client; one process) send the STSb test sentences to
-/v1/embeddings, a fixed number of requests each run, under a time limit. Reported: errors,
+clients (asyncio + aiohttp where installed, else httpx, or as --client says; one process) send the STSb
+test sentences to /v1/embeddings, a fixed number of requests each run, under a time limit. Reported: errors,
 requests/s, sentences/s, latency p50/p99, CPU use, and sentences/s as a share of the library's own
 rate on the same sentences (``encode(sentences)``, batch 32, smart batching, one call, server idle);
 also sentences per server CPU-second against the library's per CPU-second. The load generator
@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import importlib.util
 import json
 import os
 import random
@@ -69,7 +70,8 @@ def start_server(port: int, backend: str, max_wait_ms: float, extra: list[str]) 
     sbert_cli = Path(sys.executable).with_name("sbert")
     command = [str(sbert_cli), "serve", "--port", str(port), "--backend", backend, "--max-inputs", "4096"]
     command += ["--max-wait-ms", str(max_wait_ms), *extra]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (kept by the server) not a pipe: a full one nobody reads stalls it
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
     deadline = time.time() + 120
     while time.time() < deadline:
         try:
@@ -78,7 +80,8 @@ def start_server(port: int, backend: str, max_wait_ms: float, extra: list[str]) 
         except httpx.HTTPError:
             time.sleep(0.5)
     process.kill()
-    raise RuntimeError("the server did not start: " + (process.stderr.read() if process.stderr else ""))
+    log.seek(0)
+    raise RuntimeError("the server did not start: " + log.read())
 
 
 def cpu_seconds(pid: int | None = None) -> float:
@@ -312,22 +315,30 @@ async def drippers(host: str, port: int, at_once: int, deadline: float, tally: d
     await asyncio.gather(*(one() for _ in range(at_once)))
 
 
+def send_big_header(host: str, port: int) -> bytes:
+    """A request with a 1 MiB header, sent in 64 KiB pieces, and what the server answers (a blocking socket:
+    asyncio's streams drop what was received once a write fails, and the server stops reading early)."""
+    said = b""
+    with socket.create_connection((host, port), timeout=60) as conn:
+        with contextlib.suppress(OSError):  # the server closes the connection: it reads no further
+            conn.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ")
+            for _ in range(16):
+                conn.sendall(b"a" * 65536)
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := conn.recv(65536):
+                said += chunk
+    return said
+
+
 async def big_headers(host: str, port: int, at_once: int, deadline: float, tally: dict[str, int]) -> None:
-    """``at_once`` connections at a time that send a request with a 1 MiB header (in 64 KiB pieces); each
-    should get 431 and be closed."""
+    """``at_once`` connections at a time that send a request with a 1 MiB header; each should get 431 and be
+    closed."""
 
     async def one() -> None:
         while time.perf_counter() < deadline:
             tally["sent"] += 1
             try:
-                reader, writer = await asyncio.open_connection(host, port)
-                with contextlib.suppress(OSError):  # the server closes the connection: it reads no further
-                    writer.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ")
-                    for _ in range(16):
-                        writer.write(b"a" * 65536)
-                        await writer.drain()
-                said = await said_by_server(reader, 60)
-                writer.close()
+                said = await asyncio.to_thread(send_big_header, host, port)
             except (OSError, TimeoutError):
                 tally["dropped"] += 1
                 continue
@@ -527,7 +538,12 @@ def main() -> None:
     parser.add_argument("--server-max-tokens", type=int, default=None, help="the server's forward token budget")
     parser.add_argument("--server-packing", choices=("auto", "on", "off"), default="auto")
     parser.add_argument("--server-workers", type=int, default=None, help="the server's batch workers (its default)")
-    parser.add_argument("--client", choices=("aiohttp", "httpx"), default="aiohttp", help="the load generator")
+    parser.add_argument(
+        "--client",
+        choices=("aiohttp", "httpx"),
+        default=None,
+        help="the load generator [default: aiohttp if installed]",
+    )
     parser.add_argument("--malformed", type=float, default=0.0, help="share of malformed requests: the mix run")
     parser.add_argument("--half-open", type=int, default=16, help="half-open connections at a time in the mix")
     parser.add_argument("--drippers", type=int, default=4, help="connections dripping a body at a time in the mix")
@@ -537,6 +553,7 @@ def main() -> None:
     parser.add_argument("--data", default=None)
     parser.add_argument("--out", default=None, help="file name under benchmarks/results")
     args = parser.parse_args()
+    args.client = args.client or ("aiohttp" if importlib.util.find_spec("aiohttp") else "httpx")
     texts = stsb_test_sentences(data_dir(args.data))
     if args.malformed > 0:
         return run_malformed(args, texts)

@@ -267,6 +267,44 @@ def test_a_request_whose_client_went_away_is_cancelled(slow_server):
     assert 'sbert_requests_total{endpoint="/v1/embeddings",status="499"} 2.0' in metrics
 
 
+def test_a_short_request_merged_with_a_long_one_is_answered_first_and_the_long_one_stops_when_cancelled():
+    """A request of 2 texts and one of 1,000 (10 s of model time) merged into its batch: the short one is
+    answered after the first model call, not after the long one, and cancelling the long one stops its calls."""
+    import asyncio
+
+    import numpy as np
+
+    from sbert.serve.merging import DynamicBatcher
+
+    embedded = []
+
+    def encode(texts):
+        time.sleep(0.01 * len(texts))
+        embedded.extend(texts)
+        return np.array([[len(t)] for t in texts], dtype=np.float32)
+
+    batcher = DynamicBatcher(encode, max_batch_texts=16, max_wait_ms=200)
+
+    async def merged():
+        began = asyncio.get_running_loop().time()
+        short = asyncio.ensure_future(batcher.embed(["a", "bb"]))
+        await asyncio.sleep(0.01)  # within the batch's wait: the long one joins the short one's batch
+        long = asyncio.ensure_future(batcher.embed([f"long {i}" for i in range(1000)]))
+        short = await short
+        waited = asyncio.get_running_loop().time() - began
+        await asyncio.sleep(0.5)
+        long.cancel()
+        await asyncio.sleep(0.5)
+        return short, waited
+
+    short, waited = asyncio.run(merged())
+    stopped_at = len(embedded)
+    time.sleep(0.5)
+    batcher.close()
+    assert short[:, 0].tolist() == [1, 2] and waited < 1.0, waited
+    assert len(embedded) == stopped_at < 200, len(embedded)  # of the 1,002 texts, about a second's worth
+
+
 # -- API keys and open servers -------------------------------------------------------------------------------
 def test_an_empty_api_key_is_refused(model):
     with pytest.raises(BadApiKeyError, match="empty"):

@@ -5,11 +5,12 @@ Not to be confused with ``sbert.batching`` (smart batching: one call's texts gro
 Requests call ``await batcher.embed(texts)``; ``encode_fn(texts)`` returns an array, or a tuple of
 arrays (say embeddings and token counts), with one row per text. A worker thread (never the event loop) takes queued
 requests until the batch holds ``max_batch_texts`` texts or ``max_batch_chars`` characters, or
-``max_wait_ms`` has passed since the first one, embeds them in one ``encode_fn`` call and hands each
-request its rows. A merged batch that fails is retried request by request, so only the request that
-makes ``encode_fn`` fail gets the error. A request cancelled while it waits (its client went away) leaves
-the queue, and a long one stops between model calls (each of a batch's size at most): no one waits for
-those rows any more. With ``workers`` > 1, that many threads do this side by side:
+``max_wait_ms`` has passed since the first one, embeds them with ``encode_fn`` and hands each request its
+rows. A merged batch that fails is retried request by request, so only the request that
+makes ``encode_fn`` fail gets the error. A merged batch runs in model calls of a batch's size at most and
+answers each request once its rows are done: a long request that joins a batch last holds up none of the
+short ones before it. A request cancelled (its client went away) leaves the queue, and its texts are dropped
+before the next model call. With ``workers`` > 1, that many threads do this side by side:
 one collects the next batch while another runs the model (give each fewer torch threads, as
 ``EmbeddingEngine`` does).
 """
@@ -33,10 +34,7 @@ class _Job:
     loop: asyncio.AbstractEventLoop
     enqueued: float = field(default_factory=time.perf_counter)
     abandoned: bool = False  # its request was cancelled: nothing will read its rows
-
-
-class _Abandoned(Exception):
-    """Every request of a batch was cancelled while it ran."""
+    settled: bool = False  # its rows (or its error) are handed over
 
 
 @dataclass
@@ -117,51 +115,62 @@ class DynamicBatcher:
             chars += sum(len(t) for t in job.texts)
         return jobs
 
-    def _run(self, jobs: list[_Job]) -> list[tuple[object, Exception | None]]:
-        """Each job's (rows, error). A merged batch that fails is retried job by job, so that only the
-        request that makes the model fail gets its error, not the requests merged with it."""
-        texts = [t for job in jobs for t in job.texts]
+    def _run(self, jobs: list[_Job]) -> None:
+        """Embed ``jobs`` and settle each. A merged batch that fails is retried job by job (those not yet
+        answered), so that only the request that makes the model fail gets its error, not those merged with it."""
         try:
-            embeddings = self._encode(texts, jobs)
-        except _Abandoned:
-            return [(None, None)] * len(jobs)  # their futures are cancelled: nothing to settle
+            self._encode(jobs)
         except Exception as err:
+            waiting = [job for job in jobs if not job.settled]
             if len(jobs) == 1:
-                return [(None, err)]
-            return [outcome for job in jobs for outcome in self._run([job])]
-        outcomes, start = [], 0
-        for job in jobs:
-            end = start + len(job.texts)
-            if isinstance(embeddings, tuple):
-                outcomes.append((tuple(part[start:end] for part in embeddings), None))
-            else:
-                outcomes.append((embeddings[start:end], None))
-            start = end
-        return outcomes
+                for job in waiting:
+                    self._answer(job, None, err)
+                return
+            for job in waiting:
+                self._run([job])
 
-    def _encode(self, texts: list[str], jobs: list[_Job]) -> np.ndarray | tuple[np.ndarray, ...]:
-        """``encode_fn`` over ``texts`` in model calls of at most ``max_batch_texts`` texts or
-        ``max_batch_chars`` characters (one request may hold more), stopping with _Abandoned once every job
-        is cancelled."""
-        parts, start = [], 0
-        while start < len(texts):
-            if all(job.abandoned for job in jobs):
-                raise _Abandoned
-            end, chars = start, 0
-            while end < len(texts) and end - start < self.max_batch_texts and chars < self.max_batch_chars:
-                chars += len(texts[end])
-                end += 1
-            chunk, start = texts[start:end], end
+    def _encode(self, jobs: list[_Job]) -> None:
+        """``encode_fn`` over the jobs' texts, in order, in model calls of at most ``max_batch_texts`` texts
+        or ``max_batch_chars`` characters (one request may hold more); each job is answered once its rows are
+        done. Before each call, the texts of cancelled jobs are dropped."""
+        # (a batch stops collecting at its size: only its last job can be longer than a call)
+        queue_ = [(job, i) for job in jobs for i in range(len(job.texts))]
+        rows: dict[int, list] = {id(job): [] for job in jobs}
+        done: dict[int, int] = dict.fromkeys(rows, 0)
+        for job in jobs:
+            if not job.texts:
+                self._answer(job, self.encode_fn([]), None)
+        start = 0
+        while start < len(queue_):
+            chunk, chars = [], 0
+            while start < len(queue_) and len(chunk) < self.max_batch_texts and chars < self.max_batch_chars:
+                job, i = queue_[start]
+                start += 1
+                if not job.abandoned:
+                    chunk.append((job, i))
+                    chars += len(job.texts[i])
+            if not chunk:
+                break
             began = time.perf_counter()
             try:
-                parts.append(self.encode_fn(chunk))
+                out = self.encode_fn([job.texts[i] for job, i in chunk])
             finally:
                 self._count(len(chunk), time.perf_counter() - began)
-        if len(parts) == 1:
-            return parts[0]
-        if isinstance(parts[0], tuple):
-            return tuple(np.concatenate(columns) for columns in zip(*parts, strict=True))
-        return np.concatenate(parts)
+            at = 0
+            while at < len(chunk):
+                job = chunk[at][0]
+                end = at
+                while end < len(chunk) and chunk[end][0] is job:
+                    end += 1
+                rows[id(job)].append(tuple(part[at:end] for part in out) if isinstance(out, tuple) else out[at:end])
+                done[id(job)] += end - at
+                if done[id(job)] == len(job.texts):
+                    self._answer(job, _joined_rows(rows.pop(id(job))), None)
+                at = end
+
+    def _answer(self, job: _Job, rows, error: Exception | None) -> None:
+        job.settled = True
+        job.loop.call_soon_threadsafe(_settle, job.future, rows, error)
 
     def _count(self, texts: int, seconds: float) -> None:
         with self._lock:
@@ -179,14 +188,23 @@ class DynamicBatcher:
             jobs = self._collect(first)
             live = [job for job in jobs if not job.abandoned]  # cancelled while queued: not run
             try:
-                outcomes = self._run(live) if live else []
+                self._run(live)
             except Exception as err:  # a fault outside encode_fn (say in on_batch): fail these, keep working
-                outcomes = [(None, err)] * len(live)
-            for job, (rows, error) in zip(live, outcomes, strict=True):
-                job.loop.call_soon_threadsafe(_settle, job.future, rows, error)
+                for job in live:
+                    if not job.settled:
+                        self._answer(job, None, err)
             with self._idle:
                 self._pending -= len(jobs)
                 self._idle.notify_all()
+
+
+def _joined_rows(parts: list):
+    """One job's rows from the model calls that made them (arrays, or tuples of arrays)."""
+    if len(parts) == 1:
+        return parts[0]
+    if isinstance(parts[0], tuple):
+        return tuple(np.concatenate(columns) for columns in zip(*parts, strict=True))
+    return np.concatenate(parts)
 
 
 def _settle(future: asyncio.Future, rows, error) -> None:
