@@ -466,7 +466,7 @@ def _tokens_per_second(
     encoder: Encoder, chunker: Chunker, windows: Windows, prompt: str | None, lengths: np.ndarray, batch_size: int
 ) -> float | None:
     """Tokens embedded per second here: ``PLAN_SAMPLE`` windows spread over the plan's lengths, timed after a
-    one-window warm-up; None without windows or an encoder that embeds token ids."""
+    one-window warm-up (padding counted as run); None without windows or an encoder that embeds token ids."""
     if not len(windows.ids) or not hasattr(encoder, "encode_tokenized"):
         return None
     order = np.argsort(lengths, kind="stable")
@@ -476,7 +476,11 @@ def _tokens_per_second(
     began = time.perf_counter()
     encoder.encode_tokenized(_tokenized(encoder, chunker, sample, prompt), batch_size=batch_size, show_progress=False)
     elapsed = time.perf_counter() - began
-    return float(lengths[picked].sum()) / max(elapsed, 1e-6)
+    # the sample's windows are of every length, so its batches run padded to their longest: those tokens are
+    # what ran (a corpus's batches, sorted by length, run nearly none)
+    ordered = np.sort(lengths[picked])
+    padded = sum(int(part.max()) * len(part) for part in np.array_split(ordered, -(-len(ordered) // batch_size)))
+    return float(padded) / max(elapsed, 1e-6)
 
 
 # -- ranking ---------------------------------------------------------------------------------------------------
