@@ -63,6 +63,7 @@ class SimilarityResponse(BaseModel):
 class Hit(BaseModel):
     id: str
     score: float
+    cosine: float | None = None  # its cosine similarity to the query, where known (beside a fused or re-ranked score)
     text: str | None = None  # in an index of documents: the document's best passage
     span: list[int] | None = None  # that passage's [start, end) characters in its document
     title: str | None = None  # the document's title, where the corpus had one (the text begins with it too)
