@@ -103,6 +103,8 @@ def lines_of(records: list[dict], ran: str) -> list[str]:
                 )
     lines = ["# --auto after sbert adapt: pseudo-queries the model trained on, and ones it never saw", ""]
     lines += [*markdown_table(header, body), ""]
+    lines += ["Side by side (the first model trained on the pseudo-queries' documents, the second did not):", ""]
+    lines += [*side_by_side(records), ""]
     lines += [
         f"Each collection's default model adapted by `sbert adapt default --corpus <collection> --method "
         f"{DEFAULT_METHOD} --steps 100 --seed 42` twice: with `--hold-out 0` (every document trained on) and "
@@ -136,6 +138,29 @@ def lines_of(records: list[dict], ran: str) -> list[str]:
         "",
         *environment_lines(torch.get_num_threads(), ("sbert", "torch", "transformers", "bm25s")),
     ]
+    return lines
+
+
+def side_by_side(records: list[dict]) -> list[str]:
+    """For each collection and draw: what each model's --auto chose, its test score, and how much higher the
+    pseudo-queries score the model that trained on them (dense, and the choice)."""
+    lines = []
+    for kept in records:
+        name, metric = kept["collection"], HEADLINE[kept["collection"]]
+        if len(kept["models"]) != 2:
+            continue
+        leaky, clean = kept["models"]
+        for draw in leaky["draws"]:
+            a, b = leaky["draws"][draw]["record"], clean["draws"][draw]["record"]
+            chose_a, chose_b = a["choice"]["name"], b["choice"]["name"]
+            same = "the same choice" if chose_a == chose_b else "different choices"
+            lines.append(
+                f"- {name}, {draw}: {same}: with the leak `{chose_a}` (test {metric} "
+                f"{leaky['test'][chose_a][metric]:.2f}), without `{chose_b}` ({clean['test'][chose_b][metric]:.2f}); "
+                f"on the pseudo-queries, dense {a['ndcg@10']['dense']:.2f} against {b['ndcg@10']['dense']:.2f}, "
+                f"the choice {a['ndcg@10'][chose_a]:.2f} against {b['ndcg@10'][chose_b]:.2f}; test dense "
+                f"{leaky['test']['dense'][metric]:.2f} against {clean['test']['dense'][metric]:.2f}"
+            )
     return lines
 
 
