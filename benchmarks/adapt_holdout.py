@@ -65,7 +65,8 @@ def measure(name: str, args) -> dict:
         models.append({"label": label, "key": adapt_key(DEFAULT_METHOD, one), "adapt": cost, "draws": draws})
         models[-1]["test"] = scores
     run = f"{time.strftime('%Y-%m-%d')}, {machine(args)}, load {os.getloadavg()[0]:.2f} at the end"
-    return {"collection": name, "method": DEFAULT_METHOD, "run": run, "models": models}
+    command = f"python benchmarks/adapt_holdout.py --collections {args.collections} --device {args.device}"
+    return {"collection": name, "method": DEFAULT_METHOD, "run": run, "command": command, "models": models}
 
 
 def lines_of(records: list[dict], ran: str) -> list[str]:
@@ -129,7 +130,8 @@ def lines_of(records: list[dict], ran: str) -> list[str]:
             f"load {m['adapt'].get('load_before')}/{m['adapt'].get('load_after')}"
             for m in kept["models"]
         )
-        lines.append(f"- {kept['collection']} ({kept['run']}): {costs}")
+        command = f", `{kept['command']}`" if kept.get("command") else ""
+        lines.append(f"- {kept['collection']} ({kept['run']}{command}): {costs}")
     lines += [
         "",
         f"Command: {ran}.",
@@ -179,7 +181,7 @@ def main() -> None:
         write_record(record_path(name), measure(name, args))
     records = [json.loads(record_path(n).read_text()) for n in COLLECTIONS if record_path(n).is_file()]
     ran = (
-        "assembled from the records kept (nothing run)"
+        "assembled from the records kept (nothing run; each names the command that measured it, above)"
         if args.assemble
         else f"`python benchmarks/adapt_holdout.py --collections {args.collections} --device {args.device}`, "
         f"{time.perf_counter() - began:.0f} s"
