@@ -93,6 +93,16 @@ def test_replacing_a_model_keeps_the_users_files_and_drops_the_old_models(tmp_pa
     assert _siblings(target) == []
 
 
+def test_new_weights_drop_the_old_adapt_record_which_described_the_old_ones(tmp_path):
+    """adapt.json says which documents trained the weights (``--auto`` draws past them): a model trained
+    again into the folder must not inherit it, or --auto would skip documents the new model never left out."""
+    target = tmp_path / "model"
+    _write_model(target, {**MODEL_FILES, "adapt.json": '{"held_out": ["d1"]}', "notes.txt": "mine"})
+    with atomic_dir(target) as tmp:
+        _write_model(tmp, {"modules.json": "[]", "model.safetensors": "NEW"})
+    assert _tree(target) == {"modules.json": "[]", "model.safetensors": "NEW", "notes.txt": "mine"}
+
+
 def test_a_failed_write_leaves_the_old_version(tmp_path):
     target = tmp_path / "model"
     _write_model(target, MODEL_FILES)

@@ -44,7 +44,8 @@ _MODEL_FILE = re.compile(
     r"^(modules\.json|config(_sentence_transformers)?\.json|sentence_bert_config\.json|generation_config\.json"
     r"|(model|pytorch_model|tf_model|flax_model)(-\d+-of-\d+)?\.(safetensors|bin|h5|msgpack)(\.index\.json)?"
     r"|tokenizer(_config)?\.json|special_tokens_map\.json|added_tokens\.json|vocab\.(txt|json)|merges\.txt"
-    r"|(sentencepiece\.bpe|spiece|tokenizer)\.model|chat_template\.(json|jinja))$"
+    r"|(sentencepiece\.bpe|spiece|tokenizer)\.model|chat_template\.(json|jinja)"
+    r"|adapt\.json)$"  # adapt.json: what trained these weights (``sbert.search.auto``), stale once they change
 )
 _MODEL_DIRS = {"onnx"}  # sbert's ONNX export cache: keyed by the old weights, stale once they change
 _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?:(?P<pid>\d+)-)?[0-9a-f]{8}$")
