@@ -148,3 +148,15 @@ def test_eval_auto_says_what_choosing_embeds_before_it_starts(tiny_encoder, caps
     said = capsys.readouterr().err.splitlines()
     assert said[0].startswith("auto: to choose, embedding 12 documents whole and the ")
     assert "roughly" in said[0] and said[1].startswith("auto: chose")
+
+
+def test_eval_takes_the_window_bound_index_build_takes(tmp_path):
+    from sbert.cli import main
+    from sbert.cli.training import _retrieval_settings
+
+    common = {"chunk": True, "hybrid": False, "lexical": False, "auto": False}
+    assert _retrieval_settings(32, **common, max_windows=None).max_windows == MAX_WINDOWS
+    assert _retrieval_settings(32, **common, max_windows=0).max_windows is None  # every window
+    assert _retrieval_settings(32, **common, max_windows=3).chunking().max_windows == 3
+    done = CliRunner().invoke(main, ["eval", "default", "--retrieval", str(tmp_path), "--max-windows", "3"])
+    assert done.exit_code == 2 and "--max-windows applies to documents in windows" in done.output

@@ -48,8 +48,8 @@ def in_cli_terms(message: str) -> str:
     for library, cli in _CLI_TERMS:
         message = message.replace(library, cli)
     context = click.get_current_context(silent=True)
-    if context is None:
-        return message
+    if context is None or not _PASS.search(message):
+        return message  # walking every command's options imports them all (torch among them): only when needed
     options = _option_names(context.find_root().command, {})
 
     def replace(match: re.Match) -> str:

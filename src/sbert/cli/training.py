@@ -240,6 +240,11 @@ def _relaunch_under_torchrun(nproc: int) -> None:
     "--overlap", type=click.IntRange(min=0), help="--chunk: tokens shared [default: 32, a quarter of a shorter window]."
 )
 @click.option(
+    "--max-windows",
+    type=click.IntRange(min=0),
+    help="--chunk: windows kept per document, its first ones; 0 keeps every window [default: 32, as index build].",
+)
+@click.option(
     "--hybrid/--dense",
     default=None,
     help="Retrieval: fuse the dense ranking with BM25 (weighted 0.7), as a default index is searched, or the "
@@ -383,7 +388,11 @@ def _retrieval_settings(batch_size: int, **options):
 
     if options["hybrid"] is None:  # what sbert index build + sbert search do when given no option
         options["hybrid"] = not (options["lexical"] or options["auto"])
+    if options["max_windows"] is None:
+        del options["max_windows"]  # the library's default bound
+    elif options["max_windows"] == 0:
+        options["max_windows"] = None  # every window
     try:
         return RetrievalSettings(batch_size=batch_size, **options)
     except ValueError as err:
-        raise click.UsageError(str(err).replace("lexical", "--bm25")) from None
+        raise click.UsageError(str(err).replace("lexical", "--bm25").replace("max_windows", "--max-windows")) from None
