@@ -438,7 +438,7 @@ def scored_model(
 ) -> list[Row]:
     """``model_rows`` of the model ``make[0]()`` gives (its folder and adapt cost; ``make[1]``: the folder's
     name), kept per model in .work/adapt/<name>/<label>-<folder>.rows.json (full runs only), so that a
-    killed run loses one model's work and rows measured elsewhere (a GPU session) need not the model."""
+    killed run loses one model's work and rows measured elsewhere (on a GPU machine) need not the model."""
     from dataclasses import asdict
 
     full = not quick

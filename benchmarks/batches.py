@@ -109,7 +109,7 @@ def train_variant(variant: str, examples: list, args, out: Path) -> dict:
         **({"guide_margin": args.guide_margin, "margin_strategy": args.margin_strategy} if guide else {}),
         "seed": args.seed,
         "device": device_name(args.device),
-        **({"cpu": cpu_name()} if args.device == "cpu" else {}),  # sessions draw AMD or Intel processors
+        **({"cpu": cpu_name()} if args.device == "cpu" else {}),  # runs draw AMD or Intel processors
         "versions": versions("torch", "transformers"),
         "steps": summary["steps"],
         "steps_run": summary["steps_run"],  # fewer than steps: resumed, and train_seconds is this last part's
@@ -433,9 +433,9 @@ def main() -> None:
         "'adapted' starts from the default model adapted label-free to the collection's documents (`sbert adapt "
         "default --corpus openoffice-dups`, its default method, 100 steps) instead of the default model. "
         "'default search': the fine-tuned model searched as a default index is (BM25 fused, weighted, alpha 0.7). "
-        "'ran on': a CPU row names its processor (sessions draw AMD or Intel machines, whose float rounding "
+        "'ran on': a CPU row names its processor (runs draw AMD or Intel machines, whose float rounding "
         "differs, so a row need not repeat to the digit on the other; CPU rows are averaged together whichever ran "
-        "them); rows on a GPU ran in a GPU session with the same code (`--device cuda`), where the default model's "
+        "them); rows on a GPU ran on a GPU machine with the same code (`--device cuda`), where the default model's "
         "weights travelled rounded to float16 (then run in float32): compare "
         "rows of one device only. Rows kept from earlier runs are read back, not re-run. "
         + (

@@ -46,7 +46,7 @@ def versions(*packages: str) -> dict[str, str]:
 
 
 def device_name(device: str) -> str:
-    """What ran it: ``cpu``, or the GPU's name (rows measured on a lent GPU say so in their tables)."""
+    """What ran it: ``cpu``, or the GPU's name (rows measured on a GPU say so in their tables)."""
     import torch
 
     return torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else "cpu"

@@ -5,7 +5,7 @@
 group (NCCL on CUDA, gloo on CPU). Every rank runs the same loop over the same global batches; each
 embeds its share of a batch, and one all-reduce per step sums the ranks' gradients, so every rank takes
 the step one process would take on the whole batch. Without ``torchrun`` (``WORLD_SIZE`` unset or 1)
-every helper here is the one-process case: rank 0 of 1, nothing exchanged.
+every function here is the one-process case: rank 0 of 1, nothing exchanged.
 """
 
 from __future__ import annotations

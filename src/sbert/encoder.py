@@ -252,7 +252,7 @@ class Encoder(nn.Sequential):
         if precision == "bf16" and self.device.type == "cpu" and cpu_has_native_bf16() is False:
             warnings.warn(
                 "precision='bf16' on a CPU without native bfloat16 (no AVX512-BF16 or AMX in /proc/cpuinfo) is "
-                "emulated and several times slower than fp32 (measured 6.7x on an AVX2-only AMD EPYC); use "
+                "emulated and several times slower than fp32 (docs/cpu-inference.md); use "
                 "fp32, or backend='onnx' with precision='int8' for speed",
                 UserWarning,
                 stacklevel=_caller_stacklevel(),

@@ -4,7 +4,7 @@ In-batch methods train ``mnrl`` on (pseudo-query, its document's text); teacher 
 find candidates for each pseudo-query with BM25 and the student, have the teacher score them
 (``sbert.adapt.distill``) and train the student on the teacher's margins or ranking. Adding a method is
 one entry here. ``DEFAULT_METHOD`` is the one that measured best across collections in
-``benchmarks/adapt.py`` (docs/retrieval.md says on which collection it was chosen and where reported).
+``benchmarks/adapt.py`` (benchmarks/results/adapt.md; docs/adapt.md says how it was chosen).
 """
 
 from __future__ import annotations
@@ -61,13 +61,11 @@ METHODS: dict[str, Method] = {
     ),
 }
 
-# The best on average over benchmarks/adapt.py's two collections (searched dense, three seeds each: +2.24 against
-# title+crop's +2.00; openoffice-dups chooses it, 64.91 MRR@10 against 64.21, SciFact chooses title+crop, 65.48 NDCG@10
-# against 65.25, within a seed's spread) (docs/retrieval.md).
+# The best on average over benchmarks/adapt.py's two collections (searched dense, three seeds each); each
+# collection alone prefers another method within a seed's spread (benchmarks/results/adapt.md).
 DEFAULT_METHOD = "title"
 # For a corpus most of whose documents have no title, the best method that needs none, chosen the same way
-# (crop: openoffice-dups 64.11 against ict's 64.01 and simcse's 62.71; SciFact 65.40 against ict's 63.60
-# and simcse's 62.53).
+# (ahead of ict and simcse on both collections).
 UNTITLED_METHOD = "crop"
 MIN_TITLED = 0.5  # the share of documents with a title (and a body) the default method needs
 

@@ -31,7 +31,7 @@ class AdaptSettings:
     ``teacher`` (a local bi- or cross-encoder) scores ``negatives`` candidates a query (half the student's, half
     BM25's) for the ``steps * batch_size`` pseudo-queries that train (``trained_queries``), a bi-encoder reading
     texts cut to ``max_seq_length`` as the student does, and the KL objective divides scores by ``temperature``.
-    ``steps`` bounds the time (see docs/retrieval.md); ``max_seq_length`` cuts each training text to that many
+    ``steps`` bounds the time (see docs/adapt.md); ``max_seq_length`` cuts each training text to that many
     tokens (the saved model keeps its own limit): on two CPU cores a step over 256-token texts takes about three
     times as long as over 128. ``hold_out``: leave out of training the documents ``--auto`` draws that many
     pseudo-queries from (``sbert.search.auto.adapt_hold_out``; None: as many as it draws by default, at most a
@@ -51,7 +51,7 @@ class AdaptSettings:
     checkpoint_every: int = 25
     teacher: str | None = None
     negatives: int = 4
-    temperature: float = 1.0  # distill-kl; 0.05 made the teacher's target nearly one-hot (docs/retrieval.md)
+    temperature: float = 1.0  # distill-kl; 0.05 made the teacher's target nearly one-hot (docs/adapt.md)
     max_seq_length: int | None = 128
     hold_out: int | None = None
     guide: str | None = None

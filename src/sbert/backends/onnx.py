@@ -191,8 +191,8 @@ def _quantize_int8(source: Path, target: Path) -> None:
     level = root.level
     root.setLevel(logging.ERROR)  # quantize_dynamic logs advice on pre-processing to the root logger
     try:
-        # MatMul weights only, per channel, 7-bit range: the most accurate of the variants measured
-        # (STSb test 81.92 against 82.03 in fp32; all ops / per tensor: 81.75-81.85), at the same speed.
+        # MatMul weights only, per channel, 7-bit range: the most accurate of the variants measured (all ops
+        # or per tensor lost more on STSb), at the same speed (benchmarks/results/encode_throughput.md).
         quantize_dynamic(
             str(source),
             str(target),

@@ -35,7 +35,7 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
     default=None,
     help=f"How pseudo-queries are drawn ({_METHODS_HELP}). Default: {DEFAULT_METHOD}, whose gain over the model "
     "averaged over the two collections of benchmarks/adapt.py is the highest (bug reports and abstracts, three "
-    "seeds; docs/retrieval.md); where fewer than "
+    "seeds; docs/adapt.md); where fewer than "
     f"{MIN_TITLED:.0%} of the documents have a title, {UNTITLED_METHOD}, the best method that needs none.",
 )
 @click.option(
@@ -73,7 +73,7 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
     default=AdaptSettings.temperature,
     show_default=True,
     help="distill-kl: the softmax temperature over the candidates (teacher's and student's scores alike); "
-    "1, as sbert train's and sentence-transformers' KL loss, measured better than 0.05 (docs/retrieval.md).",
+    "1, as sbert train's and sentence-transformers' KL loss, measured better than 0.05 (docs/adapt.md).",
 )
 @click.option(
     "--max-seq-length",
@@ -89,7 +89,7 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
     metavar="MODEL",
     help="In-batch methods: a local bi-encoder (e.g. all-mpnet-base-v2) whose scores drop the in-batch "
     "candidates it ranks above a pseudo-query's own document (GISTEmbed's guided masking), reading each text "
-    "cut to --max-seq-length. Off by default (docs/retrieval.md has what it measured).",
+    "cut to --max-seq-length. Off by default (docs/adapt.md has what it measured).",
 )
 @click.option(
     "--guide-margin",

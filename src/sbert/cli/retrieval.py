@@ -445,7 +445,7 @@ def _info_rows(summary: dict) -> list[tuple[str, str]]:
     "--alpha",
     type=click.FloatRange(0, 1),
     help="--fusion weighted: the dense side's weight, 1 - alpha BM25's [default: 0.7, the one weight that gained "
-    "over dense search on both SciFact and openoffice-dups: docs/retrieval.md].",
+    "over dense search on both SciFact and openoffice-dups: docs/search.md].",
 )
 @click.option(
     "--mode",

@@ -11,7 +11,7 @@ option searches (``default_choice``: whole documents, weighted fusion at ``fusio
 ``KEEP_DEFAULT_WITHIN`` standard errors of the per-query differences: then the default stays (the
 one-standard-error rule of model selection, with the default in place of the simplest model). 200
 pseudo-queries rank the top few choices no better than a coin, and the default did well on both
-collections (docs/retrieval.md), where a coin's pick lost 3.1 MRR@10 on bug reports. Ties go to the
+collections (benchmarks/results/auto_kinds.md), where a coin's pick lost 3.1 MRR@10 on bug reports. Ties go to the
 earlier (simpler) choice.
 
 The choice and its evidence are plain data (``AutoResult.record``): an index keeps them in its manifest
@@ -263,7 +263,7 @@ KINDS: dict[str, Callable[[Document, random.Random], HeldOutQuery]] = {
     "title": _title,
     "span": _span,
 }
-KIND = "mixed"  # the default (``--auto-query-kind``): the lowest mean gap on two collections (docs/retrieval.md)
+KIND = "mixed"  # the default (``--auto-query-kind``): the lowest mean gap on two collections (results/auto_kinds.md)
 
 
 def held_out_queries(

@@ -9,10 +9,10 @@ Two ways, both per query over the candidates either side found (rows -1 mark pad
   its own candidates of that query (best -> 1, worst -> 0; a side whose candidates all score the same
   gives them 1). A row one side did not find gets 0 from it.
 
-``weighted`` with ``alpha`` = 0.7 is the default. ``weighted`` beat ``rrf`` on both collections measured;
-the weight was chosen on openoffice-dups (MRR@10: dense 61.17, 0.5 59.34, 0.7 62.29) and reported on
-SciFact, which it never saw (NDCG@10: dense 64.51, 0.7 69.36; 0.5, SciFact's own best, 70.96 there lost to
-dense on openoffice-dups): 0.7 is the one weight that gained on both (benchmarks/results/adapt.md).
+``weighted`` with ``alpha`` = 0.7 is the default: ``weighted`` beat ``rrf`` on both collections measured,
+and the weight, chosen on openoffice-dups and reported on SciFact, which it never saw, is the one that
+gained over dense search on both (a heavier BM25 share, SciFact's own best, lost to dense search on the bug
+reports). Figures: benchmarks/results/README.md.
 Fused results come best first by ``sbert.search.ranking`` (equal scores: lower row first).
 """
 

@@ -9,7 +9,7 @@ version), each with its best passage: the window closest to the query.
 With ``Hybrid``, BM25 results are fused with the dense ones (``sbert.search.fusion``). In an index of
 documents BM25 scores WHOLE documents (each reassembled from its windows' passages: the text that was
 embedded, e.g. title + text), and the fusion happens at the document level, after MaxP/mean grouping:
-what benchmarks/retrieval.py measured (SciFact chunked maxp + BM25 weighted, 71.51). The BM25 index is
+what benchmarks/retrieval.py measures (benchmarks/results/retrieval.md). The BM25 index is
 built by ``lexical_index``, here, for the folder and the memory index alike. Indexes of documents
 written before this (manifest ``lexical`` without ``"over": "documents"``) keep BM25 per window and score
 a document by its best window's BM25; they open and search as before, and keep that until rebuilt

@@ -428,7 +428,7 @@ def lead(scores: Sequence[float]) -> float:
     ``LEAD_HITS`` (as many as there are; ``scores``: the hits' cosines, in their order). ``inf`` with no
     second hit.
 
-    On openoffice-dups (docs/retrieval.md, benchmarks/triage.py), whether the top hit is the duplicate
+    On openoffice-dups (docs/triage.md, benchmarks/triage.py), whether the top hit is the duplicate
     is told far better by its lead than by its cosine: the cosines of one report's hits sit on a scale of
     their own."""
     scores = list(scores)
