@@ -237,12 +237,17 @@ def distill_model(
     allow_pickle: bool = False,
     show_progress: bool | None = None,
     columns: Columns | None = None,
+    overwrite: bool = True,
 ) -> dict:
     """``sbert distill``: load ``base``, add the words of ``corpus`` (a BEIR folder or a corpus file read as
-    ``sbert index build`` reads it, ``columns`` naming its fields; see ``corpus_words``), distil, write ``out``;
-    returns a summary (vocabulary, added, dim)."""
+    ``sbert index build`` reads it, ``columns`` naming its fields; see ``corpus_words``), distil, write ``out``
+    (a model already there is refused, before any work, unless ``overwrite``); returns a summary (vocabulary,
+    added, dim)."""
     import sbert
+    from sbert.atomic import check_model_target
     from sbert.registry import canonical_name
+
+    check_model_target(out, overwrite)
 
     encoder = sbert.load(base, device=device, allow_pickle=allow_pickle)
     check_dim(encoder, dim)  # before the corpus is read and the tokens run

@@ -72,13 +72,18 @@ def rotate_model(
     allow_pickle: bool = False,
     show_progress: bool | None = None,
     columns: Columns | None = None,
+    overwrite: bool = True,
 ) -> dict:
     """``sbert rotate``: embed up to ``max_texts`` documents of ``corpus`` (a BEIR folder or a corpus file read
     as ``sbert index build`` reads it, ``columns`` naming its fields; drawn with ``seed`` when it holds more)
     as documents, rotate ``base`` onto their principal axes, set ``truncate_dim`` if given, write
-    ``out``; returns a summary (texts, width, the variance kept at 64/128/256 dimensions before and after)."""
+    ``out`` (a model already there is refused, before any work, unless ``overwrite``); returns a summary
+    (texts, width, the variance kept at 64/128/256 dimensions before and after)."""
     import sbert
     from sbert.adapt.documents import read_adapt_documents
+    from sbert.atomic import check_model_target
+
+    check_model_target(out, overwrite)
 
     documents, path = read_adapt_documents(corpus, columns)
     texts = [document.joined() for document in documents]

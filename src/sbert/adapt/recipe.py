@@ -99,18 +99,7 @@ def adapt(
             run = {"resume": resume, "device": device, "progress": progress, "on_step": on_step, "columns": columns}
             adapt(model, corpus, first, replace(settings, method=chosen.first, guide=None), **run)
         model = first
-    held = set(adapt_hold_out(documents, settings.hold_out))
-    settings = replace(settings, hold_out=len(held) if settings.hold_out is None else settings.hold_out)
-    check_trainable(documents, held, source, settings.hold_out)
-    total, documents = len(documents), [d for d in documents if d.id not in held]
-    try:
-        queries = drawn_queries(documents, source, chosen, settings)
-    except ValueError as err:  # the documents the hold-out left could give none: say so
-        if not held:
-            raise
-        raise type(err)(f"{err}; {held_out_words(held, total, len(documents), settings.hold_out)}") from err
-    if chosen.in_batch:
-        check_learnable(queries, documents, source, settings)
+    held, settings, documents, queries = _held_out_and_queries(documents, source, chosen, settings)
     report(plan(documents, held, source, queries, chosen, settings), progress)
     encoder = build_encoder(str(model), seed=settings.seed, device=device)
     run_dir = Path(out).with_name(Path(out).name + ".train")
@@ -127,6 +116,26 @@ def adapt(
     summary = trainer.train(resume=resume, on_step=on_step)
     write_record(Path(out), kept)
     return {**summary, **record}
+
+
+def _held_out_and_queries(
+    documents: list[Document], source: Path, chosen: Method, settings: AdaptSettings
+) -> tuple[set[str], AdaptSettings, list[Document], list[PseudoQuery]]:
+    """The documents held out for ``--auto`` (their ids), the settings with the hold-out settled, the documents
+    that train and their pseudo-queries; each refusal (nothing left, nothing to learn) before any work."""
+    held = set(adapt_hold_out(documents, settings.hold_out))
+    settings = replace(settings, hold_out=len(held) if settings.hold_out is None else settings.hold_out)
+    check_trainable(documents, held, source, settings.hold_out)
+    total, documents = len(documents), [d for d in documents if d.id not in held]
+    try:
+        queries = drawn_queries(documents, source, chosen, settings)
+    except ValueError as err:  # the documents the hold-out left could give none: say so
+        if not held:
+            raise
+        raise type(err)(f"{err}; {held_out_words(held, total, len(documents), settings.hold_out)}") from err
+    if chosen.in_batch:
+        check_learnable(queries, documents, source, settings)
+    return held, settings, documents, queries
 
 
 def write_record(out: Path, kept: str) -> None:

@@ -127,7 +127,6 @@ def adapt(
 ) -> None:
     from sbert.adapt import adapt as run_adapt
     from sbert.adapt.distill import ScoringInterrupted
-    from sbert.losses.in_batch import Dropped
     from sbert.training import TrainingInterrupted
     from sbert.training.trainer import check_out
 
@@ -153,14 +152,19 @@ def adapt(
     except (TrainingInterrupted, ScoringInterrupted) as stop:
         click.echo(stop.explain(sys.argv), err=True)
         sys.exit(stop.exit_code)
+    click.echo(_finished(summary), err=True)
+
+
+def _finished(summary: dict) -> str:
+    """The last line of a finished run: what it trained on, how fast, where the model went."""
+    from sbert.losses.in_batch import Dropped
+
     held = f", {len(summary['held_out'])} documents held out" if summary["held_out"] else ""
     drawn = summary["pseudo_queries"]
     of = f" of {drawn:,}" if summary["pairs"] < drawn else ""  # a teacher method scores only what trains
     guided = "".join(f"; the guide: {Dropped(**n)}" for n in summary.get("guide_dropped", {}).values())
-    click.echo(
+    return (
         f"adapted on {summary['pairs']:,}{of} pseudo-queries from {summary['documents']:,} documents of "
         f"{summary['corpus']} (method {summary['method']}{held}); {summary['steps']} steps "
-        f"({summary['steps_per_second']:.2f} steps/s); "
-        f"model saved to {summary['model']}{guided}",
-        err=True,
+        f"({summary['steps_per_second']:.2f} steps/s); model saved to {summary['model']}{guided}"
     )

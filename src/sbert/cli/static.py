@@ -41,10 +41,8 @@ _OVERWRITE = click.option("--overwrite", is_flag=True, help="Replace a model alr
 @_OVERWRITE
 @friendly_errors
 def distill(model, out, corpus, columns, dim, min_count, max_words, device, allow_pickle, overwrite) -> None:
-    from sbert.atomic import check_model_target
     from sbert.distill import distill_model
 
-    check_model_target(out, overwrite)  # before the model is loaded
     summary = distill_model(
         model,
         out,
@@ -55,6 +53,7 @@ def distill(model, out, corpus, columns, dim, min_count, max_words, device, allo
         device=device,
         allow_pickle=allow_pickle,
         columns=columns,
+        overwrite=overwrite,
     )
     added = f", {summary['added']:,} words added from the corpus" if corpus else ""
     click.echo(f"distilled {summary['vocabulary']:,} tokens{added} to {summary['dim']} dimensions: {summary['out']}")
@@ -89,10 +88,8 @@ def distill(model, out, corpus, columns, dim, min_count, max_words, device, allo
 def rotate(
     model, corpus, columns, out, truncate_dim, max_texts, batch_size, seed, device, allow_pickle, no_progress, overwrite
 ) -> None:
-    from sbert.atomic import check_model_target
     from sbert.rotate import rotate_model
 
-    check_model_target(out, overwrite)  # before the corpus is read and the model loaded
     summary = rotate_model(
         model,
         corpus,
@@ -105,6 +102,7 @@ def rotate(
         allow_pickle=allow_pickle,
         show_progress=False if no_progress else None,
         columns=columns,
+        overwrite=overwrite,
     )
     click.echo(f"rotated onto the principal axes of {summary['texts']:,} documents of {summary['corpus']}")
     for width, (plain, turned) in summary["kept"].items():

@@ -388,8 +388,8 @@ def _retrieval_settings(batch_size: int, **options):
 
     if options["hybrid"] is None:  # what sbert index build + sbert search do when given no option
         options["hybrid"] = not (options["lexical"] or options["auto"])
-    if options["max_windows"] is None:
-        del options["max_windows"]  # the library's default bound
+    if options.get("max_windows") is None:
+        options.pop("max_windows", None)  # the library's default bound
     elif options["max_windows"] == 0:
         options["max_windows"] = None  # every window
     try:

@@ -104,7 +104,9 @@ class Gate:
         await refusal.response()(scope, receive, send)
         return refusal.status
 
-    async def _serve(self, scope, receive, send, route: str, body: _Body) -> int:
+    async def _serve(
+        self, scope, receive, send, route: str, body: _Body
+    ) -> int:  # long: app, receive, send and watch share one request's state
         """Run the app with the body counted as it arrives, cancelled if the client goes away once the body
         is read; the status answered."""
         seen, status, started, answered, gone = 0, 500, False, False, False
