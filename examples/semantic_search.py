@@ -1,7 +1,8 @@
 """Semantic search over your own texts: embed them once, then find the closest to each query.
 
 Shows: loading the default model, building an index in memory (embeddings and BM25 beside them, fused
-when searching, as `sbert index build` + `sbert search` do), and printing the hits.
+when searching, as `sbert index build` + `sbert search` do), and printing the hits with their cosines
+(which read the same for every query, unlike the fused score that ranks them).
 Run: `python examples/semantic_search.py [texts.txt] [--query "..."]` (one text per line). About
 10 seconds on 2 CPU cores for the built-in texts, most of it loading the model.
 """
@@ -41,7 +42,7 @@ def main() -> None:
     for query, hits in zip(queries, search_texts(index, model, queries, SearchOptions(k=args.k)), strict=True):
         print(f"\n{query}")
         for hit in hits:
-            print(f"  {hit.score:.3f}  {hit.text}")
+            print(f"  cosine {hit.cosine:.3f}  {hit.text}")  # hit.score: the fused rank score
 
 
 if __name__ == "__main__":

@@ -215,3 +215,23 @@ def test_every_local_link_leads_to_a_file_that_exists(path):
     text = path.read_text(encoding="utf-8")
     missing = [link for link in _LINK.findall(text) if not (path.parent / link).exists()]
     assert not missing, f"{path.relative_to(ROOT)} links to files that do not exist: {missing}"
+
+
+_PROCESS_WORDS = re.compile(r"\bthe issue\b|\bissue \d+|\blent\b|\bgpu session\b|\bhelpers?\b|\bsessions\b", re.I)
+_FIGURE = re.compile(r"\b[1-9][0-9]\.[0-9]{2}\b")  # a measured figure (64.51): it goes stale in code
+
+
+def test_the_readme_and_guides_stay_short_and_speak_of_the_product():
+    """README <= 250 lines, each guide <= 400; no words about how sbert was made in them or in the source,
+    and no measured figure in the source (a default is explained by its reason, figures live in
+    benchmarks/results/)."""
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 250
+    for path in DOCS[1:]:
+        assert len(path.read_text(encoding="utf-8").splitlines()) <= 400, f"{path.name} is over 400 lines"
+    source = sorted((ROOT / "src" / "sbert").rglob("*.py"))
+    for path in [*DOCS, *source]:
+        found = _PROCESS_WORDS.search(path.read_text(encoding="utf-8"))
+        assert not found, f"{path.relative_to(ROOT)}: {found.group(0)!r}"
+    for path in source:
+        found = _FIGURE.search(path.read_text(encoding="utf-8"))
+        assert not found, f"{path.relative_to(ROOT)}: a figure {found.group(0)} (link benchmarks/results instead)"
