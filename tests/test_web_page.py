@@ -203,7 +203,7 @@ def test_search_lists_the_expected_text_first_with_the_librarys_score(browser, t
     served, index_dir = texts_server
     browser.get(served.url)
     wait_for(browser, lambda d: text_of(d, "#index-size") == "index of 12 texts", "the index size")
-    assert text_of(browser, "#model") == "default"
+    assert text_of(browser, "#model") == "all-MiniLM-L6-v2"  # the model the index records (serve --index uses it)
     assert text_of(browser, "#dim") == f"{model.dim} dimensions" == "384 dimensions"
     query = "how long to bake a loaf of bread"
     submit(browser, "query", query)
@@ -336,7 +336,7 @@ def test_a_keyed_server_of_documents_asks_for_the_key_and_shows_passages(browser
         submit(browser, "key", KEY)
         wait_for(browser, lambda d: text_of(d, "#index-size"), "the index size")
         rows = len(VectorIndex.open(index_dir))  # windows of the documents
-        assert info.index.rows == rows and info.model == "default" and info.dim == model.dim
+        assert info.index.rows == rows and info.model == "all-MiniLM-L6-v2" and info.dim == model.dim
         assert text_of(browser, "#index-size") == f"index of 4 documents ({rows} passages)"
         assert text_of(browser, "#error") == "" and rows > 4
         query = "how long should the dough rise"
