@@ -209,3 +209,16 @@ def test_every_module_is_named_in_the_architecture_map():
         if f"`{path.name}`" not in row:
             missing.append(path.relative_to(package_root).as_posix())
     assert not missing, f"docs/architecture.md's 'Every module' table does not name: {missing}"
+
+
+def test_one_class_per_name():
+    """No two classes of sbert share a name (two ``Hit`` classes meant two things)."""
+    seen: dict[str, str] = {}
+    twice = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                if node.name in seen:
+                    twice.append(f"{node.name} ({seen[node.name]}, {name})")
+                seen.setdefault(node.name, name)
+    assert not twice, f"classes named twice: {twice}"

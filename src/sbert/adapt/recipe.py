@@ -103,7 +103,7 @@ def adapt(
     report(plan(documents, held, source, queries, chosen, settings), progress)
     encoder = build_encoder(str(model), seed=settings.seed, device=device)
     run_dir = Path(out).with_name(Path(out).name + ".train")
-    kept = Scored(run_dir / SCORED, {"model": str(model), "corpus": str(source)}, resume, progress)
+    kept = TeacherScores(run_dir / SCORED, {"model": str(model), "corpus": str(source)}, resume, progress)
     rows, loss = training_rows(chosen, settings, encoder, documents, queries, kept)
     config = _train_config(settings, len(rows), progress)
     trainer = Trainer(encoder, [Objective(rows, loss, f"adapt:{settings.method}")], config, out, device=device)
@@ -270,7 +270,7 @@ def drawn_queries(
 
 
 @dataclass(frozen=True)
-class Scored:
+class TeacherScores:
     """Where a teacher method keeps its scored candidates (``path``), the inputs besides the settings that
     decide them (``inputs``: model and corpus), whether a kept file may be read back (``resume``), and
     whether the student's and teacher's encodes show bars (``progress``)."""
@@ -292,7 +292,7 @@ def training_rows(
     student,
     documents: Sequence[Document],
     queries: Sequence[PseudoQuery],
-    kept: Scored = Scored(),
+    kept: TeacherScores = TeacherScores(),
 ) -> tuple[list, nn.Module]:
     """The rows the method trains on and its loss: (query, positive) pairs for in-batch negatives, or
     teacher-scored candidates for the distillation objectives, of the ``trained_queries`` only

@@ -60,19 +60,19 @@ class SimilarityResponse(BaseModel):
     scores: list[list[float]] | list[float]
 
 
-class Hit(BaseModel):
+class SearchHit(BaseModel):
     id: str
     score: float
     cosine: float | None = None  # its cosine similarity to the query, where known (beside a fused or re-ranked score)
     text: str | None = None  # in an index of documents: the document's best passage
     span: list[int] | None = None  # that passage's [start, end) characters in its document
     title: str | None = None  # the document's title, where the corpus had one (the text begins with it too)
-    lead: float | None = None  # with a lead asked: how far its score leads hits 2-10's mean (null: the only hit)
+    lead: float | None = None  # with a lead asked: how far its cosine leads hits 2-10's mean (null: the only hit)
 
 
 class QueryResult(BaseModel):
     query: str
-    hits: list[Hit]
+    hits: list[SearchHit]
 
 
 class SearchResponse(BaseModel):
