@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from cli_index import cli_index
 from click.testing import CliRunner
 
 from sbert.search.base import Hit
@@ -95,13 +96,8 @@ def test_the_json_shape_names_the_cosine_where_known():
 def test_sbert_search_prints_the_fused_score_and_the_cosine_each_named(tiny_encoder, tmp_path):
     from sbert.cli import main
 
-    model = tmp_path / "tiny"
-    tiny_encoder.save(model)
-    corpus = tmp_path / "reports.txt"
-    corpus.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    cli_index(tiny_encoder, TEXTS, tmp_path)
     runner = CliRunner()
-    built = runner.invoke(main, ["index", "build", str(corpus), "--out", str(tmp_path / "ix"), "-m", str(model)])
-    assert built.exit_code == 0, built.output
     fused = runner.invoke(main, ["search", str(tmp_path / "ix"), QUERY, "-k", "2"])
     assert fused.exit_code == 0, fused.output
     first = fused.stdout.splitlines()[1]
