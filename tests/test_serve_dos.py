@@ -311,30 +311,6 @@ def test_an_empty_api_key_is_refused(model):
         create_app(model, model_name="default", api_key="")
 
 
-@pytest.mark.parametrize("where", ["option", "environment"])
-def test_sbert_serve_refuses_an_empty_key_before_taking_the_port(monkeypatch, where):
-    """``--api-key "$KEY"`` with KEY unset would have started an open server."""
-    from click.testing import CliRunner
-
-    import sbert.cli.service
-    from sbert.cli import main
-
-    loaded = []
-    monkeypatch.setattr(sbert.cli.service, "load_model", lambda *a: loaded.append(a))
-    port = free_port()
-    options = ["serve", "--port", str(port)]
-    if where == "option":
-        options += ["--api-key", ""]
-    else:
-        monkeypatch.setenv("SBERT_API_KEY", "")
-    result = CliRunner().invoke(main, options)
-    assert result.exit_code == 1, result.output
-    assert "the API key is empty" in result.output and "unset variable" in result.output
-    assert loaded == []
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", port))  # the port was never taken
-
-
 def startup_log(host: str) -> str:
     """What ``sbert serve --host HOST`` (no key) says on stderr until it listens."""
     port = free_port()

@@ -219,7 +219,14 @@ def test_an_api_key_clients_cannot_send_is_refused_at_start_up(model, key):
 
 
 @pytest.mark.parametrize("where", ["option", "environment"])
-def test_sbert_serve_refuses_such_a_key_before_taking_the_port(monkeypatch, where):
+@pytest.mark.parametrize(
+    ("key", "said"),
+    [
+        ("clé", ("'é' (U+00E9)", "printable ASCII")),
+        ("", ("the API key is empty", "unset variable")),  # --api-key "$KEY" with KEY unset: an open server
+    ],
+)
+def test_sbert_serve_refuses_such_a_key_before_taking_the_port(monkeypatch, where, key, said):
     from click.testing import CliRunner
 
     import sbert.cli.service
@@ -230,12 +237,12 @@ def test_sbert_serve_refuses_such_a_key_before_taking_the_port(monkeypatch, wher
     port = free_port()
     options = ["serve", "--port", str(port)]
     if where == "option":
-        options += ["--api-key", "clé"]
+        options += ["--api-key", key]
     else:
-        monkeypatch.setenv("SBERT_API_KEY", "clé")
+        monkeypatch.setenv("SBERT_API_KEY", key)
     result = CliRunner().invoke(main, options)
     assert result.exit_code == 1, result.output
-    assert "'é' (U+00E9)" in result.output and "printable ASCII" in result.output
+    assert all(words in result.output for words in said), result.output
     assert loaded == []
     with socket.socket() as free:
         free.bind(("127.0.0.1", port))  # the port was never taken
