@@ -69,7 +69,7 @@ from sbert.data.paths import data_dir
 from sbert.errors import ModelNotFoundError
 from sbert.evaluation.retrieval import RetrievalEvaluator
 from sbert.evaluation.retrievers import IndexRetriever, LexicalRetriever, RetrievalSettings
-from sbert.registry import resolve
+from sbert.model_names import resolve
 from sbert.search.auto import CHOICES, SearchChoice, choose_search
 
 AUTO_KIND = "title"  # the --auto rows' pseudo-queries, as first measured (benchmarks/auto_kinds.py: the others)

@@ -23,7 +23,7 @@ def step(kind: str, rows: int, mini: int) -> dict:
     import torch
 
     import sbert
-    from sbert.data.beir_pairs import read_beir_pairs
+    from sbert.data.beir_training_pairs import read_beir_pairs
     from sbert.data.paths import data_dir
     from sbert.losses import CachedMultipleNegativesRankingLoss, MultipleNegativesRankingLoss
 

@@ -23,9 +23,9 @@ from common import environment_lines, markdown_table, write_result
 from retrieval import Indexed, test_part
 
 import sbert
-from sbert.documents import MAX_WINDOWS, Chunking
 from sbert.evaluation.retrieval import RetrievalEvaluator
 from sbert.evaluation.retrievers import IndexRetriever, RetrievalSettings
+from sbert.windows import MAX_WINDOWS, Chunking
 
 COLLECTIONS = ("scifact", "openoffice-dups")
 BOUNDS = "none,32,16,8,4,2"

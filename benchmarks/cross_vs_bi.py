@@ -36,7 +36,7 @@ from sbert.evaluation.tasks import headline
 from sbert.losses import CosineRegressionLoss
 from sbert.losses.cross_encoder import CrossEncoderScoreLoss
 from sbert.search import paraphrase_mining, semantic_search
-from sbert.search.index import Hit
+from sbert.search.index.folder import Hit
 from sbert.search.rerank import rerank
 from sbert.training import Objective, Trainer
 from sbert.training.recipe import build_encoder

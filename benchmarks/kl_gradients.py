@@ -24,10 +24,10 @@ from common import environment_lines, markdown_table, write_result
 from torch import nn
 
 import sbert
-from sbert.adapt.distill import candidates, teacher_rows
-from sbert.adapt.documents import read_adapt_documents
 from sbert.adapt.pseudo_queries import pseudo_queries
 from sbert.adapt.recipe import AdaptSettings
+from sbert.adapt.teacher import candidates, teacher_rows
+from sbert.data.corpus import read_adapt_documents
 from sbert.data.paths import data_dir
 from sbert.losses.distillation import DistillKLDivLoss, MarginMSELoss
 from sbert.losses.in_batch import MultipleNegativesRankingLoss

@@ -1,6 +1,6 @@
 """The choices of long-document and hybrid search, measured on SciFact's test queries with the default model.
 
-Rows: documents truncated at the model's window; chunked (``sbert.documents``: windows of the model's
+Rows: documents truncated at the model's window; chunked (``sbert.windows``: windows of the model's
 254 tokens, 32 shared) scored by the best window (maxp) and by the mean window vector (mean); BM25
 (``sbert.search.lexical``) over whole documents and over the windows (a document scores its best
 window's, as an index of documents does); hybrid (``sbert.search.fusion``) of the better chunked mode
@@ -75,11 +75,11 @@ def main() -> None:  # long: one straight measurement, step by step
 
     import sbert
     from sbert.data.paths import data_dir
-    from sbert.documents import encode_documents, rank_documents
     from sbert.evaluation.retrieval import retrieval_metrics
     from sbert.search.exact import semantic_search
     from sbert.search.fusion import fuse
     from sbert.search.lexical import BM25
+    from sbert.windows import encode_documents, rank_documents
 
     collection, ids, texts = _corpus((args.data or data_dir()) / "retrieval" / "scifact", args.others)
     query_ids = list(collection.queries)

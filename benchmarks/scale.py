@@ -66,9 +66,9 @@ def encode_part(texts: list[str], work: Path) -> tuple[list[str], dict]:
     from sentence_transformers import SentenceTransformer
 
     import sbert
+    from sbert.model_names import resolve
     from sbert.parallel import encode_to_shards, load_vectors
     from sbert.parallel.ray_engine import encode_with_ray, start_ray, stop_ray
-    from sbert.registry import resolve
 
     source = work / "texts.txt"
     source.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
@@ -237,7 +237,7 @@ def latency_rows(name: str, search, queries: np.ndarray, truth: np.ndarray, sett
 RESIDENT = """
 import sys, numpy as np
 from pathlib import Path
-from sbert.search.index import VectorIndex
+from sbert.search.index.folder import VectorIndex
 def rss():
     line = next(l for l in Path("/proc/self/status").read_text().splitlines() if l.startswith("VmRSS"))
     return int(line.split()[1]) / 1024
@@ -266,7 +266,7 @@ def folder_mib(path: Path) -> float:
 
 
 def faiss_side(work: Path, base: np.ndarray, queries, truth, curve: list[int]) -> tuple[list, dict, list]:
-    from sbert.search.index import VectorIndex
+    from sbert.search.index.folder import VectorIndex
 
     builds = {}
     for size in [*curve, len(base)]:
@@ -296,7 +296,7 @@ def pgvector_side(base: np.ndarray, queries, truth, sizes: list[int]) -> tuple[l
     import pgserver
     import psycopg
 
-    from sbert.search.pgvector import PgVectorIndex
+    from sbert.search.index.postgres import PgVectorIndex
 
     folder = Path(tempfile.mkdtemp(prefix="sbert-scale-pg-"))
     server = pgserver.get_server(folder, cleanup_mode="delete")

@@ -3,7 +3,7 @@
 The corpus: every distinct sentence in the shared data (STSb, SICK, SNLI, STS12, SentEval tasks)
 embedded with all-MiniLM-L6-v2, less 1,000 held out as queries, topped up to --size rows with
 noise-perturbed copies of randomly chosen real rows: normalise(x + sigma * g), g ~ N(0, I).
-Each method runs through sbert.search.index.VectorIndex (build, then search one query at a time);
+Each method runs through sbert.search.index.folder.VectorIndex (build, then search one query at a time);
 recall@10 is measured against exact float32 search over the same index.
 
 Part 1 picks the ANN library: FAISS, hnswlib and usearch HNSW graphs with the same M and
@@ -26,7 +26,7 @@ from common import WORK, environment_lines, markdown_table, write_result
 from corpus import embedded
 
 from sbert.data.paths import data_dir
-from sbert.search.index import VectorIndex
+from sbert.search.index.folder import VectorIndex
 
 SOURCES = ("stsb", "sick", "snli", "sts12", "senteval")
 

@@ -468,7 +468,7 @@ def run_malformed(args: argparse.Namespace, texts: list[str]) -> None:
     server, url, peak = None, args.url, "n/a"
     with tempfile.TemporaryDirectory() as folder:
         if url is None:
-            from sbert.search.index import VectorIndex
+            from sbert.search.index.folder import VectorIndex
 
             VectorIndex.build(Path(folder) / "ix", expected, model="default", texts=texts)  # for /search
             port = free_port()

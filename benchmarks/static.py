@@ -140,8 +140,8 @@ def collection_sentences(args) -> list[str]:
     """The titles and sentences of every SciFact and openoffice-dups document (``sbert.adapt``'s sentence
     split): short texts of the two domains, like their queries, for the teacher to embed besides the whole
     documents."""
-    from sbert.adapt.documents import read_adapt_documents
     from sbert.adapt.pseudo_queries import sentences
+    from sbert.data.corpus import read_adapt_documents
     from sbert.data.paths import data_dir
 
     texts = []
@@ -236,8 +236,8 @@ def write_title_pairs(path: Path, args, generators: tuple[str, ...] = ("title",)
     """(title, body) rows of every titled document of SciFact's and openoffice-dups' corpora: the pairs
     ``sbert adapt --method title`` trains on (no query, no judgment read); with ``generators`` ("title",
     "crop"), ``--method title+crop``'s."""
-    from sbert.adapt.documents import read_adapt_documents
     from sbert.adapt.pseudo_queries import pseudo_queries
+    from sbert.data.corpus import read_adapt_documents
     from sbert.data.paths import data_dir
 
     rows = []
@@ -368,7 +368,7 @@ class Embedder:
 def load_row(name: str, work: Path):  # long: one branch per kind of row
     """(encode function: texts -> vectors at batch 32, size on disk in bytes, dim) of row ``name``."""
     import sbert
-    from sbert.registry import resolve
+    from sbert.model_names import resolve
 
     kind, what = ROWS[name]
     models = work / "models"

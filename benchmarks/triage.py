@@ -39,7 +39,7 @@ from finetune_retrieval import split_collection
 
 import sbert
 from sbert.data.beir import RetrievalCollection, read_beir
-from sbert.data.pairs_from_beir import drawn_queries
+from sbert.data.beir_labelled_pairs import drawn_queries
 from sbert.evaluation.pair_classification import average_precision, best_f1
 from sbert.evaluation.retrievers import IndexRetriever, RetrievalSettings
 from sbert.evaluation.triage import TriageEvaluator, TriageScores

@@ -16,7 +16,6 @@ from click.testing import CliRunner
 from conftest import make_tiny_encoder
 
 from sbert.adapt import AdaptSettings, adapt
-from sbert.adapt.documents import read_adapt_documents
 from sbert.adapt.pseudo_queries import (
     MAX_QUERY_WORDS,
     cloze_pairs,
@@ -28,6 +27,7 @@ from sbert.adapt.pseudo_queries import (
 )
 from sbert.cli import main
 from sbert.data.beir import Document
+from sbert.data.corpus import read_adapt_documents
 from sbert.errors import InputFileError
 from sbert.training import TrainingInterrupted
 
@@ -288,7 +288,7 @@ def _base_teacher_corpus(tmp_path):
 
 def _counting(monkeypatch, fail_at: int | None = None) -> list[int]:
     """Patch ``teacher_rows`` to record how many queries each call scores (and Ctrl-C on call ``fail_at``)."""
-    import sbert.adapt.distill as distill
+    import sbert.adapt.teacher as distill
 
     calls, real = [], getattr(distill.teacher_rows, "real", distill.teacher_rows)  # never a patch of a patch
 
@@ -305,7 +305,7 @@ def _counting(monkeypatch, fail_at: int | None = None) -> list[int]:
 
 @pytest.mark.slow
 def test_scored_candidates_are_read_back_only_for_the_same_inputs(tmp_path, monkeypatch):
-    from sbert.adapt.distill import scored_key, scored_rows
+    from sbert.adapt.teacher import scored_key, scored_rows
 
     student, teacher, queries = _scoring(tmp_path)
     key = scored_key(queries, model=tmp_path / "m", teacher=teacher, seed=1)
@@ -330,8 +330,8 @@ def test_scored_candidates_are_read_back_only_for_the_same_inputs(tmp_path, monk
 
 @pytest.mark.slow
 def test_ctrl_c_while_the_teacher_scores_keeps_the_chunks_scored(tmp_path, monkeypatch):
-    import sbert.adapt.distill as distill
-    from sbert.adapt.distill import ScoringInterrupted, scored_key, scored_rows
+    import sbert.adapt.teacher as distill
+    from sbert.adapt.teacher import ScoringInterrupted, scored_key, scored_rows
 
     student, teacher, queries = _scoring(tmp_path)
     straight = scored_rows(student, teacher, SCORING_DOCS, queries, 1, 1)
@@ -376,7 +376,7 @@ def test_adapt_refuses_an_out_folder_of_other_files_before_reading_anything(tmp_
 
 
 def test_a_teacher_that_is_not_there_is_refused_before_the_candidates_are_found(tmp_path, monkeypatch):
-    import sbert.adapt.distill as distill
+    import sbert.adapt.teacher as distill
     from sbert.errors import ModelNotFoundError
 
     monkeypatch.setattr(distill, "candidates", lambda *a, **k: pytest.fail("candidates found before the check"))
@@ -387,7 +387,7 @@ def test_a_teacher_that_is_not_there_is_refused_before_the_candidates_are_found(
 
 @pytest.mark.slow
 def test_a_resumed_teacher_method_reads_its_scores_back_and_ends_as_a_straight_run(tmp_path, monkeypatch):
-    import sbert.adapt.distill as distill
+    import sbert.adapt.teacher as distill
 
     base, teacher, corpus = _base_teacher_corpus(tmp_path)
     settings = AdaptSettings(method="distill-kl", steps=4, batch_size=4, teacher=str(teacher), checkpoint_every=100)
@@ -413,7 +413,7 @@ def test_a_resumed_teacher_method_reads_its_scores_back_and_ends_as_a_straight_r
 
 @pytest.mark.slow
 def test_a_teacher_method_scores_only_the_pseudo_queries_its_steps_train_on(tmp_path, monkeypatch):
-    from sbert.adapt.distill import scored_key
+    from sbert.adapt.teacher import scored_key
 
     base, teacher, corpus = _base_teacher_corpus(tmp_path)
     calls = _counting(monkeypatch)
@@ -492,8 +492,8 @@ def test_hold_out_leaves_out_of_training_the_documents_auto_draws_its_queries_fr
 
 @pytest.mark.slow
 def test_candidates_are_other_documents_from_the_student_then_bm25(tmp_path):
-    from sbert.adapt.distill import candidates
     from sbert.adapt.pseudo_queries import PseudoQuery
+    from sbert.adapt.teacher import candidates
 
     docs = [
         Document("p", "", "printer crashes on print"),
@@ -513,7 +513,7 @@ def test_candidates_are_other_documents_from_the_student_then_bm25(tmp_path):
 
 @pytest.mark.slow
 def test_a_teacher_method_trains_on_the_teachers_scores(tmp_path):
-    from sbert.adapt.distill import teacher_scores
+    from sbert.adapt.teacher import teacher_scores
     from sbert.losses.teachers import Teacher
 
     teacher_folder = tmp_path / "teacher"

@@ -17,7 +17,7 @@ from sbert.data.paths import data_dir
 from sbert.errors import InputFileError
 from sbert.losses import CachedMultipleNegativesRankingLoss, MultipleNegativesRankingLoss
 from sbert.losses.in_batch import text_columns
-from sbert.losses.registry import OBJECTIVES, LossInputs
+from sbert.losses.objectives import OBJECTIVES, LossInputs
 from sbert.training import Objective, TrainConfig, Trainer
 from sbert.training.trainer import _param_groups
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from sbert.documents import MAX_WINDOWS, Chunker, Chunking, plan_windows
 from sbert.evaluation.retrievers import RetrievalSettings
+from sbert.windows import MAX_WINDOWS, Chunker, Chunking, plan_windows
 
 WORDS = [f"w{n}" for n in range(40)]
 
@@ -50,7 +50,7 @@ def test_a_bound_keeps_each_documents_first_windows_and_names_the_cut_ones():
 
 
 def test_plan_windows_stops_at_the_bound():
-    from sbert.documents import layout
+    from sbert.windows import layout
 
     text = " ".join(["word"] * 50)
     offsets = [(5 * i, 5 * i + 4) for i in range(50)]

@@ -112,7 +112,7 @@ def test_cluster_kmeans_needs_k_and_bad_corpus_is_named(runner, corpus, tmp_path
 
 
 def test_index_embeddings_equal_library(corpus, tmp_path, model, runner):
-    from sbert.search.index import VectorIndex
+    from sbert.search.index.folder import VectorIndex
 
     run(runner, "index", "build", corpus, "--out", tmp_path / "ix")
     stored = np.asarray(VectorIndex.open(tmp_path / "ix").vectors)

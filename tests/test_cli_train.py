@@ -304,7 +304,7 @@ def test_train_and_eval_choices_come_from_the_tables():
     from sbert.cli import evaluate, train
     from sbert.data.formats import FORMATS
     from sbert.evaluation.tasks import TASKS
-    from sbert.losses.registry import OBJECTIVES
+    from sbert.losses.objectives import OBJECTIVES
     from sbert.losses.triplet import DISTANCES
     from sbert.modules.pooling import MODES
 
@@ -336,7 +336,7 @@ def test_options_override_a_run_file_and_cannot_add_an_objective_to_it(files, ti
 def test_every_objective_setting_is_a_train_option():
     """The loss options are made from OBJECTIVES' settings: each one is reachable, e.g. mnrl's scale."""
     from sbert.cli import train
-    from sbert.losses.registry import setting_defaults
+    from sbert.losses.objectives import setting_defaults
     from sbert.training.spec import values_from_options
 
     names = {p.name for p in train.params}

@@ -126,7 +126,7 @@ def test_rerank_library_and_cli(cross, folder, model, tmp_path):
     from click.testing import CliRunner
 
     from sbert.cli import main
-    from sbert.search.index import VectorIndex
+    from sbert.search.index.folder import VectorIndex
     from sbert.search.rerank import rerank
 
     docs = [b for _, b in PAIRS]

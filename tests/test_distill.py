@@ -1,4 +1,4 @@
-"""Distilling a static model (``sbert.distill``, model2vec's method): rows, PCA, weighting, corpus words, and
+"""Distilling a static model (``sbert.static.distill``, model2vec's method): rows, PCA, weighting, corpus words, and
 the folder ``sbert distill`` writes loading equal in model2vec, sentence-transformers and sbert."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import torch
 from click.testing import CliRunner
 
 import sbert
-from sbert.distill import corpus_words, distill, pca, zipf_weights
+from sbert.static.distill import corpus_words, distill, pca, zipf_weights
 
 WORDS = ["getuserbyid", "nullpointerexception"]
 

@@ -15,7 +15,7 @@ from sbert.data.examples import DistillationExample, RetrievalExample, Text, Tri
 from sbert.data.formats import read_examples
 from sbert.errors import InputFileError
 from sbert.losses.distillation import DistillKLDivLoss, EmbeddingMSELoss, MarginMSELoss
-from sbert.losses.registry import OBJECTIVES, LossInputs
+from sbert.losses.objectives import OBJECTIVES, LossInputs
 from sbert.losses.teachers import Teacher
 
 VECTORS = {"q1": [1.0, 0.0], "p1": [2.0, 0.0], "n1": [0.0, 1.0], "q2": [0.0, 1.0], "p2": [1.0, 1.0], "n2": [0.0, 3.0]}

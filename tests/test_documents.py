@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sbert.documents import (
+from sbert.windows import (
     Chunker,
     Chunking,
     EncodedDocuments,

@@ -15,7 +15,7 @@ import sbert
 from sbert.data.examples import LabeledPair, RetrievalExample, Text, Triplet
 from sbert.losses import CachedMultipleNegativesRankingLoss, MultipleNegativesRankingLoss
 from sbert.losses.in_batch import Dropped, Guide
-from sbert.losses.registry import OBJECTIVES, LossInputs
+from sbert.losses.objectives import OBJECTIVES, LossInputs
 from sbert.losses.teachers import Teacher
 from sbert.training.sampling import example_texts, no_duplicate_batches
 

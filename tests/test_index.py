@@ -11,8 +11,8 @@ from ranking import assert_top_k
 
 from sbert.errors import IndexExistsError, IndexFormatError, IndexMismatchError
 from sbert.search import semantic_search
-from sbert.search import store as store_module
-from sbert.search.index import VectorIndex
+from sbert.search.index import store as store_module
+from sbert.search.index.folder import VectorIndex
 
 
 def clustered(n: int, dim: int = 64, centres: int = 100, seed: int = 0) -> np.ndarray:
@@ -173,7 +173,7 @@ def test_quantised_search_with_rescoring(tmp_path):
 
 
 def test_backend_is_recorded_and_another_precision_refused(tmp_path, vectors, model):
-    from sbert.search.index import backend_name
+    from sbert.search.index.folder import backend_name
 
     assert backend_name(model) == "torch/fp32"
     ix = VectorIndex.build(tmp_path / "ix", vectors[:500], model="default", backend="torch/fp32")
@@ -208,7 +208,7 @@ def test_the_store_knows_nothing_of_faiss_and_keeps_any_structure_kind(tmp_path)
     """The segment store works for a structure kind it was merely told the name of, and imports no FAISS."""
     import ast
 
-    from sbert.search.store import SegmentStore, new_manifest, new_tag
+    from sbert.search.index.store import SegmentStore, new_manifest, new_tag
 
     tree = ast.parse(Path(store_module.__file__).read_text(encoding="utf-8"))
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
@@ -239,7 +239,7 @@ def test_each_structure_reads_back_what_it_wrote_and_skips_deleted_rows(tmp_path
     """One interface for every structure: build, add, write, read back (checked), search without deleted rows."""
     from types import SimpleNamespace
 
-    from sbert.search.structures import EXACT, STORED
+    from sbert.search.index.structures import EXACT, STORED
 
     x = clustered(300, dim=32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
@@ -267,7 +267,7 @@ def test_each_structure_reads_back_what_it_wrote_and_skips_deleted_rows(tmp_path
 
 _OPEN = """
 import sys, threading
-from sbert.search.index import VectorIndex
+from sbert.search.index.folder import VectorIndex
 index = VectorIndex.open(sys.argv[1])
 index.search(index.vectors[:1], 2, method=sys.argv[2])
 if sys.argv[3] == "thread":  # kept until the interpreter's last steps, after sbert's modules are cleared

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sbert.search.index import IndexLockedError, VectorIndex
+from sbert.search.index.folder import IndexLockedError, VectorIndex
 
 DIM = 16
 
@@ -31,7 +31,7 @@ WRITER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     import numpy as np
-    from sbert.search.index import VectorIndex
+    from sbert.search.index.folder import VectorIndex
 
     folders, name, rounds, rows, dim = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
     go, delete = Path(sys.argv[6]), sys.argv[7] == "delete"
@@ -158,7 +158,7 @@ def test_a_second_writer_waits_for_the_lock_and_names_it(tmp_path, caplog):
         # Released while the second writer waits: it then goes on, from the newest version.
         index.lock_timeout = 30
         threading.Timer(0.5, lambda: fcntl.flock(holder, fcntl.LOCK_UN)).start()
-        with caplog.at_level(logging.WARNING, logger="sbert.search.store"):
+        with caplog.at_level(logging.WARNING, logger="sbert.search.index.store"):
             index.add(x[:2], ids=["new-0", "new-1"])
         assert f"holds the lock {folder / '.lock'}; waiting up to 30 s" in caplog.text
         assert len(VectorIndex.open(folder)) == 22
@@ -202,7 +202,7 @@ def test_a_served_index_answers_from_the_newest_version(tmp_path, model):
     more = ["Shares fell sharply on the stock market.", "It rained all day."]
     np.save(tmp_path / "more.npy", model.encode(more))
     add = (
-        "import sys, numpy as np; from sbert.search.index import VectorIndex; "
+        "import sys, numpy as np; from sbert.search.index.folder import VectorIndex; "
         "VectorIndex.open(sys.argv[1]).add(np.load(sys.argv[2]), ids=['news', 'rain'], texts=sys.argv[3:])"
     )
     with TestClient(create_app(model, model_name="default", index=VectorIndex.open(folder))) as client:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from sbert.atomic import FolderNotReplaceableError
 from sbert.cli import main
 from sbert.errors import IndexExistsError, IndexFormatError
-from sbert.search.index import VectorIndex
+from sbert.search.index.folder import VectorIndex
 
 DIM = 16
 

@@ -11,7 +11,7 @@ import pytest
 from sbert.errors import IndexFormatError
 from sbert.search.exact import TopK
 from sbert.search.fusion import fuse
-from sbert.search.index import Documents, Hybrid, VectorIndex
+from sbert.search.index.folder import Documents, Hybrid, VectorIndex
 
 pytest.importorskip("bm25s")
 from sbert.search.lexical import BM25
@@ -196,7 +196,7 @@ SPLIT_DOCS, SPLIT_SPANS = ["A", "A", "D", "Z"], np.array([[0, 7], [8, 15], [0, 1
 
 
 def _split_index(kind, path, **options):
-    from sbert.search.memory import MemoryIndex
+    from sbert.search.index.memory import MemoryIndex
 
     documents = Documents(SPLIT_DOCS, SPLIT_SPANS, window=4, overlap=0)
     x = _vectors([[1, 0], [0, 1], [0.6, 0.8], [-1, 0]])
@@ -257,7 +257,7 @@ def test_bm25_needs_texts(tmp_path):
 
 
 def test_repeated_document_ids_are_named():
-    from sbert.documents import EncodedDocuments
+    from sbert.windows import EncodedDocuments
 
     encoded = EncodedDocuments(WINDOWS, np.array([0, 0, 1, 2]), SPANS, PASSAGES)
     with pytest.raises(ValueError, match=r"document ids must be unique; repeated: \['B'\]"):

@@ -47,7 +47,7 @@ def test_search_refuses_the_document_prompt_for_queries(prompted):
 
 
 def test_chunked_index_add_refuses_another_prompt(prompted):
-    from sbert.documents import Chunking
+    from sbert.windows import Chunking
 
     index = build_index(None, prompted, TEXTS, model="tiny", chunking=Chunking(overlap=2))
     assert document_prompt(index) == "passage: "

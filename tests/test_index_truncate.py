@@ -10,9 +10,9 @@ from tokenizers import Tokenizer
 
 from sbert.encoder import Encoder
 from sbert.errors import IndexMismatchError
+from sbert.model_names import resolve
 from sbert.modules import StaticEmbedding
-from sbert.registry import resolve
-from sbert.search.index import VectorIndex
+from sbert.search.index.folder import VectorIndex
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ def _python(code: str, **env: str) -> str:
 
 def test_import_sbert_loads_neither_torch_nor_transformers():
     out = _python(
-        "import sys, sbert, sbert.cli, sbert.search, sbert.search.retrieve, sbert.search.index\n"
+        "import sys, sbert, sbert.cli, sbert.search, sbert.search.retrieve, sbert.search.index.folder\n"
         f"print([m for m in {HEAVY!r} if m in sys.modules])"
     )
     assert out.strip() == "[]"

@@ -16,7 +16,7 @@ import pytest
 from sbert.errors import IndexFormatError, SbertError
 from sbert.locks import hold_lock
 from sbert.parallel import ShardFolder, ShardFolderError
-from sbert.search.index import VectorIndex
+from sbert.search.index.folder import VectorIndex
 
 SETTINGS = {"model": "m", "backend": "torch", "precision": "fp32", "shard_size": 2, "dim": None}
 

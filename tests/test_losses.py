@@ -128,7 +128,7 @@ def test_in_batch_negatives_by_hand():
 # -- the objectives table: an objective is one entry, its loss built from its settings -----------------------
 def test_every_objective_builds_its_loss_from_its_settings():
     from sbert.losses.cross_encoder import CrossEncoderScoreLoss
-    from sbert.losses.registry import OBJECTIVES, LossInputs
+    from sbert.losses.objectives import OBJECTIVES, LossInputs
 
     enc = FixedEncoder({"a": [1.0, 0.0], "b": [0.0, 1.0], "c": [1.0, 1.0]})
     batches = {LabeledPair: [LabeledPair("a", "b", 1)], ScoredPair: [ScoredPair("a", "b", 2.5)]}
@@ -156,7 +156,7 @@ def test_every_objective_builds_its_loss_from_its_settings():
 
 def test_a_new_objective_is_one_table_entry(monkeypatch, tmp_path):
     """A loss registered in OBJECTIVES is usable from a run specification with its own setting."""
-    from sbert.losses.registry import OBJECTIVES, ObjectiveKind
+    from sbert.losses.objectives import OBJECTIVES, ObjectiveKind
     from sbert.training.recipe import make_loss, objective_examples
     from sbert.training.spec import run_spec
 

@@ -11,8 +11,8 @@ from sbert.data.examples import RetrievalExample, ScoredPair
 from sbert.encoder import Encoder
 from sbert.losses import CosineRegressionLoss, MultipleNegativesRankingLoss
 from sbert.losses.matryoshka import MatryoshkaLoss, parse_dims
+from sbert.model_names import resolve
 from sbert.modules import StaticEmbedding
-from sbert.registry import resolve
 from sbert.training.spec import run_spec
 
 ANCHORS = ["a man plays a guitar", "a dog runs in the park", "the stock market fell", "she cooks pasta"]

@@ -1,11 +1,11 @@
-"""sbert.modes: evaluation mode for a block, each module's own training mode back after it."""
+"""sbert.eval_mode: evaluation mode for a block, each module's own training mode back after it."""
 
 from __future__ import annotations
 
 import pytest
 from torch import nn
 
-from sbert.modes import any_training, evaluating
+from sbert.eval_mode import any_training, evaluating
 
 
 def tree() -> nn.Module:

@@ -113,7 +113,8 @@ def test_a_repeated_id_is_refused_where_ids_name_texts_naming_both_lines(tmp_pat
 def test_commands_where_an_id_names_a_text_refuse_a_repeated_one_before_embedding(tmp_path, command, monkeypatch):
     path = tmp_path / "docs.csv"
     path.write_text("id,text\nd1,A man eats.\nd2,A cat sleeps.\nd1,Rain falls.\n", encoding="utf-8")
-    monkeypatch.setattr("sbert.cli.retrieval.load_model", lambda *a, **k: pytest.fail("loaded a model first"))
+    for module in ("sbert.cli.indexing", "sbert.cli.searching"):
+        monkeypatch.setattr(f"{module}.load_model", lambda *a, **k: pytest.fail("loaded a model first"))
     result = invoke(*(w.format(f=path, tmp=tmp_path) for w in command))
     assert result.exit_code == 1, result.output
     assert "docs.csv: line 4: id 'd1' was already given at line 2" in result.output
@@ -178,7 +179,7 @@ def test_a_device_torch_cannot_use_says_what_torch_said(monkeypatch):
 
 # -- errors in CLI words, plain tables -----------------------------------------------------------------
 def _tiny_index(tmp_path):
-    from sbert.search.index import VectorIndex
+    from sbert.search.index.folder import VectorIndex
 
     vectors = np.random.default_rng(0).normal(size=(5, 8)).astype(np.float32)
     return VectorIndex.build(tmp_path / "ix", vectors, model="default", texts=[f"t{i}" for i in range(5)], ann=True)
@@ -206,7 +207,7 @@ def test_library_advice_becomes_the_option_to_type(tmp_path):
 
 def test_python_callers_keep_python_words(tmp_path):
     from sbert.errors import IndexExistsError
-    from sbert.search.index import VectorIndex
+    from sbert.search.index.folder import VectorIndex
 
     _tiny_index(tmp_path)
     with pytest.raises(IndexExistsError, match=r"pass overwrite=True"):

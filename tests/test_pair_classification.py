@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from sbert.data.beir import Document, RetrievalCollection
-from sbert.data.pairs_from_beir import classification_pairs
+from sbert.data.beir_labelled_pairs import classification_pairs
 from sbert.evaluation.pair_classification import (
     PairClassificationEvaluator,
     average_precision,

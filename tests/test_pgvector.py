@@ -1,4 +1,4 @@
-"""The vector index in PostgreSQL (sbert.search.pgvector) against a real server with pgvector.
+"""The vector index in PostgreSQL (sbert.search.index.postgres) against a real server with pgvector.
 
 The server is started here by ``pgserver`` (PostgreSQL 16 with pgvector, on a Unix socket in a temporary
 folder, no TCP port) and stopped after the module; the tests skip, saying why, only where it cannot start.
@@ -24,8 +24,8 @@ pytestmark = pytest.mark.slow  # starts a database server
 pytest.importorskip("psycopg", reason="needs the sbert[pgvector] extra (psycopg)")
 pytest.importorskip("pgvector", reason="needs the sbert[pgvector] extra (pgvector)")
 
-from sbert.search import pgvector  # noqa: E402
-from sbert.search.pgvector import DatabaseError, PgVectorIndex  # noqa: E402
+from sbert.search.index import postgres as pgvector  # noqa: E402
+from sbert.search.index.postgres import DatabaseError, PgVectorIndex  # noqa: E402
 from sbert.search.retrieve import open_index  # noqa: E402
 
 PYTHON = sys.executable
@@ -159,7 +159,7 @@ def test_bad_urls_name_host_port_and_database(url, tmp_path):
 
 _WRITER = """
 import sys, numpy as np
-from sbert.search.pgvector import PgVectorIndex
+from sbert.search.index.postgres import PgVectorIndex
 index = PgVectorIndex.open(sys.argv[1], sys.argv[2])
 rng = np.random.default_rng(int(sys.argv[3]))
 for _ in range(10):
@@ -180,7 +180,7 @@ def test_two_writer_processes_at_once_lose_nothing(url, table):
 
 _KILLED = """
 import sys, time, numpy as np
-import sbert.search.pgvector as pg
+import sbert.search.index.postgres as pg
 def stall(*args):  # rows written, transaction still open: wait to be killed
     print("written", flush=True)
     time.sleep(600)
@@ -322,7 +322,7 @@ def test_searches_during_a_rebuild_read_the_old_index_until_the_swap(url, table,
     have run in that state."""
     import threading
 
-    import sbert.search.pgvector as pg
+    import sbert.search.index.postgres as pg
 
     old, new = unit(2000, 16, seed=4), unit(2000, 16, seed=5)
     index = PgVectorIndex.build(url, old, model="default", table=table, ids=[f"old{i}" for i in range(2000)])
@@ -374,7 +374,7 @@ def test_searches_during_a_rebuild_read_the_old_index_until_the_swap(url, table,
 
 _KILLED_BUILD = """
 import sys, time, numpy as np
-import sbert.search.pgvector as pg
+import sbert.search.index.postgres as pg
 real = pg._create_hnsw
 def stall(*args):  # rows and graph written, transaction still open: wait to be killed
     real(*args)
@@ -412,7 +412,7 @@ def test_a_database_that_is_down_answers_503_promptly_naming_it(model):
     from fastapi.testclient import TestClient
 
     from sbert.errors import IndexUnavailableError
-    from sbert.search.pgvector import DatabaseUnavailableError
+    from sbert.search.index.postgres import DatabaseUnavailableError
     from sbert.serve.app import create_app
     from sbert.serve.settings import EngineSettings
 

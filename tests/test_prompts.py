@@ -254,7 +254,7 @@ def test_cli_index_embeds_documents_and_search_queries_with_their_prompts(pair, 
 @pytest.mark.parametrize("include_prompt", [True, False])
 def test_a_document_in_one_window_is_embedded_as_encode_document_embeds_it(prompted, tmp_path, include_prompt):
     """Chunked documents get the document prompt before every window (left out by a pooling that excludes it)."""
-    from sbert.documents import Chunker, encode_documents
+    from sbert.windows import Chunker, encode_documents
 
     folder = Path(shutil.copytree(prompted, tmp_path / "model"))
     pooling = next(folder.glob("*_Pooling")) / "config.json"

@@ -11,7 +11,6 @@ from test_beir import write_beir
 
 from sbert.cli import main
 from sbert.data.beir import Document, RetrievalCollection, read_beir
-from sbert.documents import Chunking
 from sbert.errors import SbertDeprecationWarning
 from sbert.evaluation.retrieval import RetrievalEvaluator
 from sbert.evaluation.retrievers import (
@@ -23,6 +22,7 @@ from sbert.evaluation.retrievers import (
     RerankRetriever,
     RetrievalSettings,
 )
+from sbert.windows import Chunking
 
 DOCS = [
     Document("d1", "Bread", "Knead the dough, let it rise and bake it in a hot oven."),

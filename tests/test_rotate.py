@@ -1,4 +1,4 @@
-"""``sbert rotate``: a model turned onto the principal axes of its vectors of a corpus (``sbert.rotate``)."""
+"""``sbert rotate``: a model turned onto the principal axes of its vectors of a corpus (``sbert.static.rotate``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from conftest import TINY_WORDS, make_tiny_encoder
 
 import sbert
 from sbert.cli import main
-from sbert.rotate import principal_rotation, rotated, variance_kept
 from sbert.similarity import cosine
+from sbert.static.rotate import principal_rotation, rotated, variance_kept
 
 
 def corpus_texts(n: int = 40) -> list[str]:

@@ -151,14 +151,14 @@ def test_distill_refuses_a_negative_dim_at_once(tmp_path):
 
 @pytest.mark.slow
 def test_distill_refuses_a_dim_above_the_width_before_running_any_token(tmp_path, monkeypatch):
-    import sbert.distill
+    import sbert.static.distill
 
     base = make_tiny_encoder().save(tmp_path / "tiny")
 
     def no_tokens(*args, **kwargs):
         raise AssertionError("ran the tokens before checking --dim")
 
-    monkeypatch.setattr(sbert.distill, "token_vectors", no_tokens)
+    monkeypatch.setattr(sbert.static.distill, "token_vectors", no_tokens)
     result = CliRunner().invoke(main, ["distill", str(base), "--out", str(tmp_path / "s"), "--dim", "999"])
     assert result.exit_code == 1
     assert "dim 999: a static model distilled from this one keeps from 1 to 16 dimensions" in result.output

@@ -225,7 +225,7 @@ def test_ranking_band_keeps_every_candidate_within_float_rounding_of_the_cut():
 
 def test_rerank_and_cross_encoder_rank_break_ties_by_position():
     from sbert.cross_encoder import CrossEncoder
-    from sbert.search.index import Hit
+    from sbert.search.index.folder import Hit
     from sbert.search.rerank import rerank
 
     class Scorer:

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from sbert.cli import main
 from sbert.search import fusion, retrieve
 from sbert.search.base import Hybrid
-from sbert.search.index import VectorIndex
+from sbert.search.index.folder import VectorIndex
 from sbert.search.retrieve import SearchOptions, search_vectors
 
 pytest.importorskip("bm25s")

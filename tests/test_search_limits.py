@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 from sbert.search.exact import TopK
 from sbert.search.fusion import fuse
-from sbert.search.index import VectorIndex
-from sbert.search.index_search import Documents
+from sbert.search.index.folder import VectorIndex
+from sbert.search.index.memory import MemoryIndex
+from sbert.search.index.query import Documents
 from sbert.search.lexical import BM25
-from sbert.search.memory import MemoryIndex
 from sbert.search.retrieve import SearchOptions, search_vectors
 
 pytest.importorskip("bm25s")

@@ -12,9 +12,9 @@ from cli_index import cli_index
 from click.testing import CliRunner
 
 from sbert.search.base import Hit
-from sbert.search.index import VectorIndex
-from sbert.search.index_search import Documents
-from sbert.search.memory import MemoryIndex
+from sbert.search.index.folder import VectorIndex
+from sbert.search.index.memory import MemoryIndex
+from sbert.search.index.query import Documents
 from sbert.search.retrieve import SearchOptions, hit_lead, search_vectors
 
 pytest.importorskip("bm25s")

@@ -51,7 +51,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def index(model, tmp_path_factory):
-    from sbert.search.index import VectorIndex
+    from sbert.search.index.folder import VectorIndex
 
     corpus = ["Bread is baked in an oven.", "The stock market fell.", "Cats sleep a lot.", "A recipe for pasta."]
     folder = tmp_path_factory.mktemp("serve") / "ix"
@@ -271,7 +271,7 @@ def test_cli_serve_refuses_an_index_of_another_precision(monkeypatch, model, tmp
 
     import sbert.serve
     from sbert.cli import main
-    from sbert.search.index import VectorIndex
+    from sbert.search.index.folder import VectorIndex
 
     texts = ["a cat sits", "a dog runs"]
     VectorIndex.build(tmp_path / "int8", model.encode(texts), model="default", texts=texts, backend="onnx/int8")

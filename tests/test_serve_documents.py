@@ -12,7 +12,7 @@ pytest.importorskip("bm25s")
 from fastapi.testclient import TestClient
 
 from sbert.pipeline import Tokenized
-from sbert.search.index import Documents, VectorIndex
+from sbert.search.index.folder import Documents, VectorIndex
 from sbert.serve.app import create_app
 from sbert.serve.settings import EngineSettings
 

@@ -78,7 +78,7 @@ def test_the_issues_similarity_is_refused_by_the_default_cap():
 # -- caps, served --------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def server(model, tmp_path_factory) -> Iterator[Server]:
-    from sbert.search.index import VectorIndex
+    from sbert.search.index.folder import VectorIndex
 
     folder = tmp_path_factory.mktemp("limits") / "ix"
     index = VectorIndex.build(folder, model.encode(LONG), model="default", texts=LONG)

@@ -125,7 +125,7 @@ def prompted(model, tmp_path_factory):
 def client(prompted, tmp_path_factory):
     from fastapi.testclient import TestClient
 
-    from sbert.search.index import VectorIndex
+    from sbert.search.index.folder import VectorIndex
     from sbert.serve.app import create_app
 
     folder = tmp_path_factory.mktemp("serve-prompts") / "index"

@@ -6,9 +6,9 @@ import zipfile
 
 import pytest
 
-from sbert import split_models
+from sbert import split_zip as split_models
 from sbert.errors import ModelNotFoundError
-from sbert.split_models import SplitZip, model_folder
+from sbert.split_zip import SplitZip, model_folder
 
 
 def _split(tmp_path, members: dict[str, bytes], parts: int = 3) -> list:

@@ -14,9 +14,9 @@ import torch
 import sbert
 from sbert.encoder import Encoder
 from sbert.errors import ModelFormatError
+from sbert.model_names import resolve
 from sbert.modules import Dense, Normalize, StaticEmbedding
 from sbert.modules.static import save_model2vec
-from sbert.registry import resolve
 
 TEXTS = [
     "A man is playing a guitar.",

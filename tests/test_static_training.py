@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 import sbert
 from sbert.data.examples import Text
-from sbert.distill import distill, fit_pca, save_distilled
 from sbert.losses.distillation import EmbeddingMSELoss
 from sbert.losses.teachers import Teacher
+from sbert.static.distill import distill, fit_pca, save_distilled
 
 SUBJECTS = ["the cat", "a dog", "my printer", "the spreadsheet", "a parrot", "the server", "his guitar", "our table"]
 VERBS = ["crashes when", "sleeps after", "prints nothing if", "sings while", "freezes because"]

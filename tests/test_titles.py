@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 from sbert.data.corpus import Columns, read_corpus, read_titles
 from sbert.errors import IndexFormatError
 from sbert.search.grouping import readable_passage, readable_start
-from sbert.search.index import VectorIndex
-from sbert.search.memory import MemoryIndex
+from sbert.search.index.folder import VectorIndex
+from sbert.search.index.memory import MemoryIndex
 
 DIM = 8
 RECORDS = [
@@ -174,8 +174,8 @@ def test_cli_build_and_search_show_titles(model, tmp_path):
 def test_every_window_of_a_document_keeps_its_documents_title(tmp_path):
     from conftest import make_tiny_encoder
 
-    from sbert.documents import Chunking
     from sbert.search.retrieve import SearchOptions, add_texts, build_index, search_texts
+    from sbert.windows import Chunking
 
     encoder = make_tiny_encoder(dropout=0.0).eval()
     encoder.save(tmp_path / "model")

@@ -9,7 +9,7 @@ import threading
 import pytest
 from tokenizers import Tokenizer
 
-from sbert.tokens import collection_paused, encode_ids
+from sbert.token_ids import collection_paused, encode_ids
 
 TEXTS = ["A man is playing a guitar.", "NullPointerException at org.openoffice.Foo.bar(Foo.java:12)", "word " * 10, ""]
 

@@ -13,7 +13,7 @@ from test_retrieval_eval import WordModel
 
 from sbert.cli import main
 from sbert.data.beir import Document, RetrievalCollection
-from sbert.data.pairs_from_beir import drawn_queries
+from sbert.data.beir_labelled_pairs import drawn_queries
 from sbert.evaluation.triage import TriageEvaluator, pair_cosines
 
 # letters a-e counted (WordModel): "aa" = (2,0,...), "bb" = (0,2,...), "ab" = (1,1,...)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import TINY_WORDS, count_forward_rows, make_tiny_encoder
 
-from sbert.documents import encode_documents
+from sbert.windows import encode_documents
 
 TEXTS = [" ".join(TINY_WORDS[i : i + 5]) for i in range(8)]
 

@@ -184,7 +184,7 @@ def shown_hits(driver) -> list[dict]:
 def library_hits(model, index_dir: Path, query: str, k: int = 10, threshold: float | None = None, **options):
     """The library's hits, searched as it searches by default (an index keeping BM25: hybrid, weighted 0.7; with
     a ``threshold`` or a ``lead``, dense: ``sbert search --threshold``, ``--lead``)."""
-    from sbert.search.index import VectorIndex
+    from sbert.search.index.folder import VectorIndex
     from sbert.search.retrieve import SearchOptions, search_texts
 
     settings = SearchOptions(k=k, threshold=threshold, **options)
@@ -316,7 +316,7 @@ def raw_status(port: int, path: str) -> int:
 
 
 def test_a_keyed_server_of_documents_asks_for_the_key_and_shows_passages(browser, model, tmp_path):
-    from sbert.search.index import VectorIndex
+    from sbert.search.index.folder import VectorIndex
     from sbert.serve.responses import Info
 
     index_dir = build_index(tmp_path, DOCUMENTS, "--chunk", "--window", "16", "--overlap", "4")

@@ -44,7 +44,7 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     from sbert.data.paths import data_dir
-    from sbert.registry import resolve
+    from sbert.model_names import resolve
 
     if OUT.exists():
         shutil.rmtree(OUT)

@@ -40,7 +40,7 @@ def load(
     (default: the model's own setting in config_sentence_transformers.json, if any).
     """
     from sbert.encoder import Encoder
-    from sbert.registry import resolve
+    from sbert.model_names import resolve
 
     encoder = Encoder.load(resolve(name_or_path), allow_pickle=allow_pickle, device=device, truncate_dim=truncate_dim)
     if backend != "torch" or precision != "fp32":

@@ -19,7 +19,7 @@ from sbert.atomic import atomic_dir, recover
 from sbert.batching import batches
 from sbert.device import resolve_device
 from sbert.errors import ModelFormatError, ModelNotFoundError
-from sbert.modes import evaluating
+from sbert.eval_mode import evaluating
 from sbert.modules.base import write_json
 from sbert.modules.folder import check_finite, check_links, read_json, refuse_remote_code, weight_files
 from sbert.modules.transformer import quiet_transformers
@@ -86,7 +86,7 @@ class CrossEncoder(nn.Module):
         """
         from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
-        from sbert.registry import resolve
+        from sbert.model_names import resolve
 
         if Path(path).expanduser().parent.is_dir():
             recover(Path(path).expanduser())  # a replace killed between its two renames hid the old version

@@ -35,7 +35,7 @@ def meta_path(out: Path) -> Path:
 def embedding_meta(model: str, encoder: Any, count: int, normalize: bool, fmt: str, prompt: str | None = None) -> dict:
     """What produced a file of embeddings: vectors from another backend or precision are not comparable
     (int8 vectors can be far from float ones; docs/cpu-inference.md), nor vectors made with another prompt."""
-    from sbert.registry import canonical_name
+    from sbert.model_names import canonical_name
     from sbert.versions import package_version
 
     return {

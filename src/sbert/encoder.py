@@ -22,7 +22,7 @@ from sbert.atomic import atomic_dir, recover
 from sbert.backends.onnx import ExportSource
 from sbert.device import resolve_device
 from sbert.errors import ModelFormatError, ModelNotFoundError
-from sbert.modes import evaluating
+from sbert.eval_mode import evaluating
 from sbert.modules import MODULE_TYPES, Module, Normalize, Pooling, StaticEmbedding, Transformer, module_class
 from sbert.modules.base import Features, write_json
 from sbert.modules.folder import check_links, check_widths, module_folder, read_json, refuse_remote_code
@@ -39,7 +39,7 @@ from sbert.pipeline import (
 )
 from sbert.progress import ENCODE_FROM, progress_bar
 from sbert.prompts import Prompts, Task, prompt_length, prompted
-from sbert.tokens import collection_paused
+from sbert.token_ids import collection_paused
 from sbert.versions import saved_versions
 
 CHUNK = 65_536  # texts tokenised at a time: bounds the memory for ids, keeps sorting near-global
@@ -396,7 +396,7 @@ class Encoder(nn.Sequential):
     @contextlib.contextmanager
     def _inference(self) -> Iterator[None]:
         """Evaluation mode without autograd, for one ``encode``; each module's mode is restored after
-        (``sbert.modes.evaluating``)."""
+        (``sbert.eval_mode.evaluating``)."""
         with evaluating(self), torch.inference_mode():
             yield
 

@@ -1,6 +1,6 @@
 """A folder's writers' lock: an exclusive ``flock`` on a file in it that holds the holder's process id.
 
-Used by the vector index (``search/store.py``) and the shard folders of ``sbert.parallel``. The kernel drops
+Used by the vector index (``search/index/store.py``) and the shard folders of ``sbert.parallel``. The kernel drops
 the lock when its holder exits, however it exits (SIGKILL included), so a killed writer never leaves a
 folder locked; the process id in the file only names the holder in messages.
 

@@ -2,7 +2,7 @@
 
 In-batch methods train ``mnrl`` on (pseudo-query, its document's text); teacher methods (``--teacher``)
 find candidates for each pseudo-query with BM25 and the student, have the teacher score them
-(``sbert.adapt.distill``) and train the student on the teacher's margins or ranking. Adding a method is
+(``sbert.adapt.teacher``) and train the student on the teacher's margins or ranking. Adding a method is
 one entry here. ``DEFAULT_METHOD`` is the one that measured best across collections in
 ``benchmarks/adapt.py`` (benchmarks/results/adapt.md; docs/adapt.md says how it was chosen).
 """

@@ -8,12 +8,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sbert.adapt.documents import read_adapt_documents
 from sbert.adapt.methods import METHODS, Method, default_method, method
 from sbert.adapt.pseudo_queries import PseudoQuery, pseudo_queries
 from sbert.atomic import check_replaceable
 from sbert.data.beir import Document
-from sbert.data.corpus import Columns
+from sbert.data.corpus import Columns, read_adapt_documents
 from sbert.errors import InputFileError
 from sbert.progress import report
 from sbert.search.auto import ADAPT_RECORD, adapt_hold_out
@@ -281,7 +280,7 @@ class TeacherScores:
     progress: bool | None = False
 
 
-SCORED = "teacher-scores.jsonl"  # in <out>.train: a teacher method's candidates and scores (sbert.adapt.distill)
+SCORED = "teacher-scores.jsonl"  # in <out>.train: a teacher method's candidates and scores (sbert.adapt.teacher)
 # The settings a teacher's kept scores were made with (a resumed run with others scores afresh).
 SCORES_DEPEND_ON = ("method", "teacher", "negatives", "seed", "hold_out", "max_seq_length")
 
@@ -296,7 +295,7 @@ def training_rows(
 ) -> tuple[list, nn.Module]:
     """The rows the method trains on and its loss: (query, positive) pairs for in-batch negatives, or
     teacher-scored candidates for the distillation objectives, of the ``trained_queries`` only
-    (``sbert.adapt.distill.scored_rows``: written to ``kept.path`` as they are scored, read back by a resumed
+    (``sbert.adapt.teacher.scored_rows``: written to ``kept.path`` as they are scored, read back by a resumed
     run with the same inputs), or each document's text for TSDAE."""
     if chosen.objective == "tsdae":
         from sbert.data.examples import Text
@@ -309,7 +308,7 @@ def training_rows(
         named = {"guide": settings.guide, "guide_margin": settings.guide_margin}
         guide = guide_from(named, settings.max_seq_length)  # it judges the text the student reads
         return [q.example() for q in queries], MultipleNegativesRankingLoss(settings.scale, guide)
-    from sbert.adapt.distill import scored_key, scored_rows
+    from sbert.adapt.teacher import scored_key, scored_rows
     from sbert.losses.distillation import DistillKLDivLoss, MarginMSELoss
 
     queries = trained_queries(queries, settings)

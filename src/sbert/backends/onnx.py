@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from sbert.atomic import atomic_file
-from sbert.modes import evaluating
+from sbert.eval_mode import evaluating
 from sbert.modules.base import Features
 from sbert.versions import package_version
 

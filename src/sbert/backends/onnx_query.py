@@ -27,7 +27,7 @@ import numpy as np
 
 from sbert.atomic import atomic_file
 from sbert.prompts import prompted
-from sbert.tokens import encode_ids
+from sbert.token_ids import encode_ids
 
 RECORD = "query-encoder.json"
 TOKENIZER = "query-tokenizer.json"

@@ -1,7 +1,8 @@
 """The ``sbert`` command: argument parsing and printing only; the work is the library's.
 
 One module per family of commands: ``embeddings`` (encode, similarity, info), ``training`` (train,
-eval), ``retrieval`` (index, search, mine, cluster), ``collection`` (make-collection), ``service`` (serve),
+eval), ``indexing`` (index build, add, delete, info), ``searching`` (search, mine, cluster), ``collection``
+(make-collection), ``service`` (serve),
 ``static`` (distill, rotate); ``common`` holds the options and error handling they share.
 """
 
@@ -16,9 +17,10 @@ import click
 from sbert.cli.adapt import adapt
 from sbert.cli.collection import make_collection
 from sbert.cli.embeddings import encode, info, similarity
+from sbert.cli.indexing import index
 from sbert.cli.negatives import mine_negatives
 from sbert.cli.plot import plot
-from sbert.cli.retrieval import cluster, index, mine, search
+from sbert.cli.searching import cluster, mine, search
 from sbert.cli.service import serve
 from sbert.cli.static import distill, rotate
 from sbert.cli.training import evaluate, train

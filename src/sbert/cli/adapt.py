@@ -126,7 +126,7 @@ def adapt(
     progress,
 ) -> None:
     from sbert.adapt import adapt as run_adapt
-    from sbert.adapt.distill import ScoringInterrupted
+    from sbert.adapt.teacher import ScoringInterrupted
     from sbert.training import TrainingInterrupted
     from sbert.training.trainer import check_out
 

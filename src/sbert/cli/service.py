@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from sbert.cli.common import MODEL_HELP, device_options, friendly_errors, load_model
-from sbert.registry import DEFAULT
+from sbert.model_names import DEFAULT
 from sbert.serve.settings import FIELD_VALUES, TORCH_WORKERS, Access, Connections, EngineSettings, Limits
 
 ENGINE, LIMITS, CONNECTIONS = EngineSettings(), Limits(), Connections()  # the defaults, shown in --help

@@ -1,6 +1,6 @@
 """Smaller and faster models: ``sbert distill``, a static model distilled from a transformer model
-(``sbert.distill``), and ``sbert rotate``, a model whose first coordinates are its best truncation
-(``sbert.rotate``)."""
+(``sbert.static.distill``), and ``sbert rotate``, a model whose first coordinates are its best truncation
+(``sbert.static.rotate``)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ _OVERWRITE = click.option("--overwrite", is_flag=True, help="Replace a model alr
 @_OVERWRITE
 @friendly_errors
 def distill(model, out, corpus, columns, dim, min_count, max_words, device, allow_pickle, overwrite) -> None:
-    from sbert.distill import distill_model
+    from sbert.static.distill import distill_model
 
     summary = distill_model(
         model,
@@ -88,7 +88,7 @@ def distill(model, out, corpus, columns, dim, min_count, max_words, device, allo
 def rotate(
     model, corpus, columns, out, truncate_dim, max_texts, batch_size, seed, device, allow_pickle, no_progress, overwrite
 ) -> None:
-    from sbert.rotate import rotate_model
+    from sbert.static.rotate import rotate_model
 
     summary = rotate_model(
         model,

@@ -29,7 +29,7 @@ class _TableChoice(click.Choice):
 
 class _WithObjectiveSettings(click.Command):
     """``sbert train``: its own options, and one per objective setting (``--<setting-name>``, read from
-    ``sbert.losses.registry.OBJECTIVES``' settings when the command's options are first looked at, so
+    ``sbert.losses.objectives.OBJECTIVES``' settings when the command's options are first looked at, so
     importing the CLI stays fast): a setting added to an objective is an option with no change here."""
 
     @property
@@ -47,7 +47,7 @@ class _WithObjectiveSettings(click.Command):
 def _setting_options(taken: set[str | None]) -> list[click.Option]:
     """One option per objective setting not already an option: its type from its default (or its choices),
     its help from ``SETTING_HELP`` plus the objectives that use it and their defaults."""
-    from sbert.losses.registry import SETTING_CHOICES, SETTING_HELP, setting_defaults
+    from sbert.losses.objectives import SETTING_CHOICES, SETTING_HELP, setting_defaults
 
     options = []
     for name, defaults in setting_defaults().items():
@@ -77,7 +77,7 @@ def _setting_options(taken: set[str | None]) -> list[click.Option]:
     help="A TOML/YAML run file (several objectives); the other options override its settings.",
 )
 @click.option("--model", "-m", default=None, help=MODEL_HELP + " [default: default]")
-@click.option("--objective", type=_TableChoice("sbert.losses.registry", "OBJECTIVES"))
+@click.option("--objective", type=_TableChoice("sbert.losses.objectives", "OBJECTIVES"))
 @click.option(
     "--train",
     "train",

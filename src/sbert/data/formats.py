@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sbert.data.beir_pairs import read_beir_pairs
-from sbert.data.distill import read_distillation, read_texts
+from sbert.data.beir_training_pairs import read_beir_pairs
 from sbert.data.examples import DistillationExample, LabeledPair, RetrievalExample, ScoredPair, Text, Triplet
+from sbert.data.label_free import read_distillation, read_texts
 from sbert.data.nli import nli_to_triplets, read_nli
 from sbert.data.ntuples import read_ntuples
 from sbert.data.sts import read_semeval_sts, read_sick, read_stsb

@@ -27,11 +27,11 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sbert.data.beir import Document
-from sbert.documents import MAX_WINDOWS
 from sbert.errors import SbertDeprecationWarning
 from sbert.search.auto import KIND as AUTO_KIND
 from sbert.search.auto import QUERIES as AUTO_QUERIES
 from sbert.search.exact import TopK
+from sbert.windows import MAX_WINDOWS
 
 Hit = tuple[str, float]  # what a retriever of your own may return: (document id, score), best first
 
@@ -333,10 +333,10 @@ class RetrievalSettings:
         return RerankRetriever(first, self.cross_encoder(), self.candidates or 100, self.batch_size)
 
     def chunking(self) -> Any:
-        """The ``sbert.documents.Chunking`` of ``chunk`` (None: documents whole)."""
+        """The ``sbert.windows.Chunking`` of ``chunk`` (None: documents whole)."""
         if not self.chunk:
             return None
-        from sbert.documents import Chunking
+        from sbert.windows import Chunking
 
         return Chunking(self.window, self.overlap, self.mode or Chunking.mode, max_windows=self.max_windows)
 
@@ -392,7 +392,7 @@ class AutoRetriever:
         name = getattr(model, "name_or_path", None) or "model"
         with reusing_vectors(model):  # the index after the choice: only the held-out documents are new to it
             if documents:  # what choosing embeds, and roughly how long it takes here: before it starts
-                from sbert.documents import Chunking
+                from sbert.windows import Chunking
 
                 plan = Chunking().plan(model, [d.joined() for d in documents], batch_size=self.settings.batch_size)
                 print(f"auto: to choose, {plan.summary(whole_too=True)}", file=sys.stderr)

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from sbert.data.beir import RetrievalCollection
-from sbert.data.pairs_from_beir import classification_pairs, drawn_queries
+from sbert.data.beir_labelled_pairs import classification_pairs, drawn_queries
 from sbert.evaluation.pair_classification import average_precision, best_f1, classification_metrics
 from sbert.evaluation.retrievers import IndexRetriever, RetrievalSettings
 from sbert.search.retrieve import LEAD_HITS, cosine, lead

@@ -6,7 +6,7 @@
 - ``MultipleNegativesRankingLoss``: in-batch negatives, cross-entropy over scaled cosine.
 - ``CachedMultipleNegativesRankingLoss``: the same with gradient caching, for batches larger than memory.
 
-Bi-encoder losses take a ``sbert.protocols.TrainableEncoder``. ``sbert.losses.registry.OBJECTIVES``
+Bi-encoder losses take a ``sbert.protocols.TrainableEncoder``. ``sbert.losses.objectives.OBJECTIVES``
 names them (the objectives of run files and ``sbert train --objective``): adding a loss is a module here
 and one entry there.
 """

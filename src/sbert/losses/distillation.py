@@ -150,7 +150,7 @@ class EmbeddingMSELoss(nn.Module):
             raise ValueError(f"target_loss {target_loss!r}: expected one of {', '.join(self.TARGET_LOSSES)}")
         self._teacher = (teacher,)
         self.target_loss = target_loss
-        self.projection = None  # sbert.distill.Projection, once prepared for a narrower student
+        self.projection = None  # sbert.static.distill.Projection, once prepared for a narrower student
         self._rows: dict[str, int] = {}
         self._targets: torch.Tensor | None = None
 
@@ -160,7 +160,7 @@ class EmbeddingMSELoss(nn.Module):
         turned (an orthogonal map: the targets' geometry is unchanged) to lie nearest the student's own
         current vectors, so that training starts from where the student is. Then each batch's targets are
         looked up, not computed."""
-        from sbert.distill import Projection, fit_pca
+        from sbert.static.distill import Projection, fit_pca
 
         texts = list(dict.fromkeys(_text_of(e) for e in examples))
         vectors = self._teacher[0].vectors(texts, torch.device(device)).cpu().numpy()

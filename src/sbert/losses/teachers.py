@@ -124,7 +124,7 @@ class Teacher:
 def teacher_folder(path: str | Path) -> Path:
     """The local folder of a teacher or guide (a folder or a shipped name); ``ModelNotFoundError`` if none."""
     from sbert.errors import ModelNotFoundError
-    from sbert.registry import resolve
+    from sbert.model_names import resolve
 
     folder = resolve(path)
     if not folder.is_dir():

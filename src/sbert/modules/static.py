@@ -37,7 +37,7 @@ from torch.nn import functional as F
 from sbert.errors import ModelFormatError
 from sbert.modules.base import Features, Module, load_weights, write_json
 from sbert.modules.folder import MAX_WIDTH, read_json
-from sbert.tokens import encode_ids
+from sbert.token_ids import encode_ids
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

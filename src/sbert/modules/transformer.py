@@ -19,7 +19,7 @@ from sbert.batching import pack_rows
 from sbert.errors import ModelFormatError
 from sbert.modules.base import Features, Module, write_json
 from sbert.modules.folder import check_finite, pickle_refusal, read_json, refuse_remote_code, weight_files
-from sbert.tokens import encode_ids
+from sbert.token_ids import encode_ids
 
 CONFIG_FILE = "sentence_bert_config.json"
 PACK_WIDTH = 64  # tokens per packed row (or the batch's longest text, if longer)

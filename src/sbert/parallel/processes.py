@@ -78,7 +78,7 @@ def encode_to_shards(
     Vectors are identical to ``Encoder.encode``'s; ``sbert.parallel.load_vectors(out_dir)`` gives them in
     input order.
     """
-    from sbert.registry import canonical_name, resolve
+    from sbert.model_names import canonical_name, resolve
 
     if processes < 1:
         raise ValueError(f"processes must be at least 1, got {processes}")

@@ -110,7 +110,7 @@ def encode_with_ray(
     bounded; each window starts its actor pool afresh (one model load per actor per window). ``options``,
     folder layout and resume rules are ``encode_to_shards``'s: finished shards are kept, not recomputed.
     """
-    from sbert.registry import canonical_name, resolve
+    from sbert.model_names import canonical_name, resolve
 
     if num_actors < 1:
         raise ValueError(f"num_actors must be at least 1, got {num_actors}")

@@ -25,7 +25,7 @@ def check_backend(backend: str) -> None:
 
 def model_label(model: Any) -> str:
     """A short name of a model for titles: the shipped name (all-MiniLM-L6-v2), else the folder's name."""
-    from sbert.registry import _SHIPPED, canonical_name, resolve
+    from sbert.model_names import _SHIPPED, canonical_name, resolve
 
     if model is None:
         return "embeddings given"

@@ -1,5 +1,5 @@
 """Search over embeddings: exact top-k, paraphrase mining, clustering (``sbert.search.cluster``) and a persistent
-index (``sbert.search.index``), all ranked best first by ``sbert.search.ranking``.
+index (``sbert.search.index.folder``), all ranked best first by ``sbert.search.ranking``.
 
 Mining (which needs torch) loads on first use: opening and searching an index does not import torch."""
 

@@ -421,8 +421,8 @@ def choose_search(
     ``default_choice`` where the best is ahead of it by no more than ``KEEP_DEFAULT_WITHIN`` standard errors.
     With ``adapted``, an encoder loaded from a folder with an ``adapt.json`` (``AdaptRecord``) has its
     pseudo-queries drawn from the documents it was not trained on (those in ``documents``)."""
-    from sbert.documents import Chunking
     from sbert.search.retrieve import SearchOptions, build_index, search_texts
+    from sbert.windows import Chunking
 
     record = AdaptRecord.of(encoder) if adapted else None
     source = record.draw_from(documents) if record else None

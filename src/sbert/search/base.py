@@ -1,8 +1,8 @@
 """What every index is: one protocol, one hit, one way to open one.
 
-Three classes keep an index and answer alike: ``VectorIndex`` (a folder, ``sbert.search.index``),
-``PgVectorIndex`` (a PostgreSQL table, ``sbert.search.pgvector``) and ``MemoryIndex`` (in memory,
-``sbert.search.memory``: what ``sbert eval`` builds). Each follows ``Index``: ``add``/``delete`` rows, and
+Three classes keep an index and answer alike: ``VectorIndex`` (a folder, ``sbert.search.index.folder``),
+``PgVectorIndex`` (a PostgreSQL table, ``sbert.search.index.postgres``) and ``MemoryIndex`` (in memory,
+``sbert.search.index.memory``: what ``sbert eval`` builds). Each follows ``Index``: ``add``/``delete`` rows, and
 ``search`` by query vectors (with the query texts for hybrid search) returning ``Hit``s best first. How
 texts become rows and queries become hits, the same for every index and every caller (the CLI, the
 service, the evaluation), is ``sbert.search.retrieve``.

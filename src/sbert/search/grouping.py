@@ -2,7 +2,7 @@
 
 A document is scored by its best window (``maxp``) or by the mean of its windows' vectors (``mean``, unit
 length for cosine); its best passage is its window closest to the query (ties: the lower row). Used by the
-indexes (``sbert.search.index_search``) and by ``sbert.documents.rank_documents``.
+indexes (``sbert.search.index.query``) and by ``sbert.windows.rank_documents``.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ from sbert.search.base import Hit, Hybrid, Index, is_database_url, split_locatio
 from sbert.search.fusion import ALPHA, CANDIDATES, DEFAULT_FUSION, FUSIONS
 
 if TYPE_CHECKING:
-    from sbert.documents import Chunking
-    from sbert.search.index_search import Documents
+    from sbert.search.index.query import Documents
+    from sbert.windows import Chunking
 
 __all__ = [
     "LEAD_HITS",
@@ -48,12 +48,12 @@ def open_index(location: str | Path, *, table: str | None = None, **options: Any
     """The index at ``location``: a ``PgVectorIndex`` for a ``postgresql://`` URL (``table``, or the URL's
     ``#fragment``), else the ``VectorIndex`` folder. ``options`` go to the folder index's ``open``."""
     if is_database_url(location):
-        from sbert.search.pgvector import PgVectorIndex
+        from sbert.search.index.postgres import PgVectorIndex
 
         return PgVectorIndex.open(*split_location(str(location), table))
     if table is not None:
         raise ValueError(f"--table applies to a postgresql:// URL, not to the folder {location}")
-    from sbert.search.index import VectorIndex
+    from sbert.search.index.folder import VectorIndex
 
     return VectorIndex.open(location, **options)
 
@@ -85,7 +85,7 @@ def embed_corpus(
     titles: Sequence[str | None] | None = None,
 ) -> Corpus:
     """Embed ``texts`` as an index keeps them: whole, with the model's document prompt (``encode_document``,
-    cut at the model's limit), or, with ``chunking``, window by window (``sbert.documents``). A
+    cut at the model's limit), or, with ``chunking``, window by window (``sbert.windows``). A
     ``prompt_name``/``prompt`` chooses another prompt than the model's document prompt. ``titles`` (one per
     text, or None) are kept beside the rows (``read_corpus`` has put each before its text already)."""
     texts = list(texts)
@@ -102,7 +102,7 @@ def embed_corpus(
         )
         kept_ids = None if ids is None else [str(i) for i in ids]
         return Corpus(np.asarray(embeddings), kept_ids, texts, titles=None if titles is None else list(titles))
-    from sbert.search.index_search import Documents
+    from sbert.search.index.query import Documents
 
     ids = [str(i) for i in ids] if ids is not None else [str(i) for i in range(len(texts))]
     resolved = chunking.resolved(encoder, prompt_name, prompt)
@@ -146,17 +146,17 @@ def build_index(
     if chunking is None and hasattr(encoder, "resolve_prompt"):  # windows record theirs in their Chunking
         common["document_prompt"] = encoder.resolve_prompt(prompt_name, prompt, task="document") or ""
     if target is None:
-        from sbert.search.memory import MemoryIndex
+        from sbert.search.index.memory import MemoryIndex
 
         return MemoryIndex.build(corpus.embeddings, documents=corpus.documents, bm25=bm25, **common)
     if isinstance(target, tuple):
-        from sbert.search.pgvector import PgVectorIndex
+        from sbert.search.index.postgres import PgVectorIndex
 
         dropped = ("ann", "lock_timeout", "titles", "document_prompt", "search")
         common = {key: value for key, value in common.items() if key not in dropped}
         return PgVectorIndex.build(target[0], corpus.embeddings, table=target[1], overwrite=overwrite, **common)
     from sbert.backends.onnx_query import record
-    from sbert.search.index import VectorIndex
+    from sbert.search.index.folder import VectorIndex
 
     built = VectorIndex.build(
         target, corpus.embeddings, overwrite=overwrite, show_progress=show_progress, documents=corpus.documents,
@@ -176,14 +176,14 @@ def _target(location, table, overwrite: bool, **settings: Any):
                 raise ValueError(
                     f"{name} applies to a folder index; an index in PostgreSQL holds texts, searched by HNSW"
                 )
-        from sbert.search.pgvector import PgVectorIndex
+        from sbert.search.index.postgres import PgVectorIndex
 
         url, table = split_location(str(location), table)
         PgVectorIndex.check_target(url, table, overwrite)
         return url, table
     if table is not None:
         raise ValueError(f"--table applies to a postgresql:// URL, not to the folder {location}")
-    from sbert.search.index import VectorIndex
+    from sbert.search.index.folder import VectorIndex
 
     VectorIndex.check_target(location, overwrite)
     return location
@@ -206,7 +206,7 @@ def add_texts(
     ``Chunking``), with the document prompt it was built with (``document_prompt``; a ``prompt_name``/
     ``prompt`` that gives another is refused), and add them; ids default to numbers after the largest
     numeric id."""
-    from sbert.documents import Chunking
+    from sbert.windows import Chunking
 
     recorded = document_prompt(index)
     if recorded is not None:
@@ -214,7 +214,7 @@ def add_texts(
         prompt_name, prompt = None, (None if index.documents else recorded)  # windows: their Chunking's
     chunking = Chunking.of(index.documents) if index.documents else None
     if chunking is not None and ids is None:
-        from sbert.search.index import next_ids
+        from sbert.search.index.folder import next_ids
 
         ids = next_ids(index.document_ids, len(texts))
     backend = getattr(encoder, "runtime", None)

@@ -18,8 +18,8 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from sbert.errors import ModelNotFoundError
+from sbert.model_names import canonical_name, known_names, resolve
 from sbert.protocols import PairScorer
-from sbert.registry import canonical_name, known_names, resolve
 from sbert.serve import errors
 from sbert.serve.access import Policy
 from sbert.serve.auth import check_api_key

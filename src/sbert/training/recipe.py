@@ -2,7 +2,7 @@
 
 ``sbert train`` fills a ``RunSpec`` (``sbert.training.spec``) from its options or a TOML/YAML file and
 calls ``run``. The data formats come from ``sbert.data.formats``, the objectives and their losses from
-``sbert.losses.registry``, the dev evaluation from ``sbert.evaluation.dev``.
+``sbert.losses.objectives``, the dev evaluation from ``sbert.evaluation.dev``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from sbert.data.formats import read_examples
 from sbert.errors import InputFileError
 from sbert.evaluation.dev import dev_evaluator
 from sbert.losses.in_batch import Dropped
-from sbert.losses.registry import OBJECTIVES, LossInputs
+from sbert.losses.objectives import OBJECTIVES, LossInputs
 from sbert.training.spec import ObjectiveSpec, RunSpec
 from sbert.training.trainer import Objective, Trainer
 

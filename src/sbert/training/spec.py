@@ -2,7 +2,7 @@
 
 Run files (TOML, YAML) and ``sbert train``'s options are turned into the same mapping of values:
 top-level ``RunSpec`` keys, a ``train`` table of ``TrainConfig`` fields and an ``objectives`` list of
-tables (objective, format, train data, and the objective's settings from ``sbert.losses.registry``).
+tables (objective, format, train data, and the objective's settings from ``sbert.losses.objectives``).
 ``run_spec`` is the one place that checks that mapping and builds the ``RunSpec``; a bad value is
 refused with its key (``train.batch_size``, ``objectives[1].margin``) and what was expected.
 """
@@ -21,7 +21,7 @@ from sbert.data.examples import ScoredPair
 from sbert.data.formats import FORMATS, data_format, formats_giving
 from sbert.errors import InputFileError
 from sbert.evaluation.dev import dev_kinds
-from sbert.losses.registry import DEFAULT_SCORE_RANGE, OBJECTIVES, objective_kind, setting_names
+from sbert.losses.objectives import DEFAULT_SCORE_RANGE, OBJECTIVES, objective_kind, setting_names
 from sbert.training.trainer import TrainConfig
 
 INITS = ("pretrained", "random")

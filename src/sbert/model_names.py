@@ -21,7 +21,7 @@ _ALIASES = {
 
 
 def known_names() -> list[str]:
-    from sbert.split_models import SPLIT_MODELS
+    from sbert.split_zip import SPLIT_MODELS
 
     return sorted({DEFAULT, *_SHIPPED, *_ALIASES, *SPLIT_MODELS})
 
@@ -43,7 +43,7 @@ def resolve(name_or_path: str | Path) -> Path:
                 f"model {name_or_path!r} ships in a package that is not installed: {install}"
             ) from err
         return Path(getattr(module, getter)())
-    from sbert.split_models import SPLIT_MODELS, model_folder
+    from sbert.split_zip import SPLIT_MODELS, model_folder
 
     if name in SPLIT_MODELS:
         return model_folder(name)

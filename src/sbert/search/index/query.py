@@ -1,6 +1,6 @@
 """How an index answers queries: rows or documents, by dense vectors alone or fused with BM25.
 
-In an index of documents (built from ``sbert.documents`` windows) every row is a window and records
+In an index of documents (built from ``sbert.windows`` windows) every row is a window and records
 its document; a search returns documents, each scored by its best window (``maxp``: the structure's
 best windows are fetched, more and more, until ``k`` documents are among them) or by the mean of its
 windows' vectors (``mean``: an exact search over the documents' mean vectors, computed once per
@@ -33,8 +33,8 @@ from sbert.search.grouping import DEFAULT_MODE, Groups, check_mode, readable_pas
 from sbert.search.lexical import BM25
 
 if TYPE_CHECKING:
-    from sbert.documents import Chunking, EncodedDocuments
-    from sbert.search.store import Snapshot
+    from sbert.search.index.store import Snapshot
+    from sbert.windows import Chunking, EncodedDocuments
 
 Rows = Callable[[int], TopK]  # the structure's best ``n`` live rows for the queries
 

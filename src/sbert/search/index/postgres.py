@@ -42,7 +42,7 @@ from sbert.errors import (
     SbertError,
 )
 from sbert.search.base import DEFAULT_TABLE, is_database_url, split_location
-from sbert.search.recorded import MIXED, RecordedModel, check_backend, precision
+from sbert.search.index.recorded_model import MIXED, RecordedModel, check_backend, precision
 
 __all__ = [
     "DEFAULT_TABLE",
@@ -80,7 +80,7 @@ class DatabaseUnavailableError(DatabaseError, IndexUnavailableError):
 def open_index(location: str | Path, *, table: str | None = None, **options):
     """Deprecated here: ``sbert.search.retrieve.open_index`` (the same, beside the other index classes)."""
     warnings.warn(
-        "sbert.search.pgvector.open_index moved to sbert.search.retrieve.open_index",
+        "sbert.search.index.postgres.open_index moved to sbert.search.retrieve.open_index",
         SbertDeprecationWarning,
         stacklevel=2,
     )
@@ -88,7 +88,7 @@ def open_index(location: str | Path, *, table: str | None = None, **options):
         return PgVectorIndex.open(*split_location(str(location), table))
     if table is not None:
         raise ValueError(f"--table applies to a postgresql:// URL, not to the folder {location}")
-    from sbert.search.index import VectorIndex
+    from sbert.search.index.folder import VectorIndex
 
     return VectorIndex.open(location, **options)
 
@@ -264,7 +264,7 @@ class PgVectorIndex(RecordedModel):
         holds an index is replaced only with ``overwrite``; a table that is not an sbert index never.
         ``build_memory`` is PostgreSQL's ``maintenance_work_mem`` for building the HNSW graph (pgvector builds
         far faster while the graph fits: about (4 * dim + 8 * hnsw_m + 100) bytes a row)."""
-        from sbert.search.index import _model_manifest, _prepare
+        from sbert.search.index.folder import _model_manifest, _prepare
 
         _check_table_name(table)
         if metric not in _OPS:
@@ -383,7 +383,7 @@ class PgVectorIndex(RecordedModel):
         table). ``method`` hnsw (default; ``ef_search`` candidates, at least ``k`` up to pgvector's largest,
         ``EF_SEARCH_MAX``) or exact (a full scan)."""
         from sbert.search.base import Hit
-        from sbert.search.index import _prepare
+        from sbert.search.index.folder import _prepare
 
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
@@ -426,7 +426,7 @@ class PgVectorIndex(RecordedModel):
     ) -> None:
         """Append rows in one transaction, after any other writer's (ids default to consecutive numbers
         after the largest numeric id). ``backend``: see ``check_backend``; mixing precisions records ``mixed``."""
-        from sbert.search.index import _prepare
+        from sbert.search.index.folder import _prepare
 
         if documents is not None:
             raise ValueError(f"index {self.path} (PostgreSQL) holds texts, not windows of documents")

@@ -58,7 +58,7 @@ class RecordedModel:
 
     def check_model(self, name_or_path: str | Path, dim: int | None = None) -> None:
         """Raise IndexMismatchError unless ``name_or_path`` (and ``dim``) is the model the index was built with."""
-        from sbert.registry import canonical_name, resolve
+        from sbert.model_names import canonical_name, resolve
 
         same = canonical_name(name_or_path) == self.model
         if not same and self.manifest.get("model_path"):

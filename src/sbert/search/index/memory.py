@@ -2,7 +2,7 @@
 
 ``MemoryIndex`` keeps what a ``VectorIndex`` keeps (vectors, ids, texts, for an index of documents each
 row's document and span, a BM25 index for hybrid search) in memory, and answers through the very code the
-folder index answers through (``sbert.search.index_search`` over the exact structure), so that a ranking
+folder index answers through (``sbert.search.index.query`` over the exact structure), so that a ranking
 measured on it (``sbert eval``) is the ranking ``sbert search`` gives for the same rows. Nothing is
 written; it lives as long as the object. Searching is exact (no HNSW or quantised structures).
 """
@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from sbert.arrays import Array, as_float32
-from sbert.search import index_search
 from sbert.search.base import Hit, Hybrid
 from sbert.search.exact import TopK
-from sbert.search.index import (
+from sbert.search.index import query as index_search
+from sbert.search.index.folder import (
     _check_documents_match,
     _check_new_documents,
     _check_rows,
@@ -29,10 +29,10 @@ from sbert.search.index import (
     _Rows,
     check_search,
 )
-from sbert.search.index_search import Documents
-from sbert.search.recorded import MIXED, RecordedModel, precision
-from sbert.search.store import METRICS
-from sbert.search.structures import EXACT
+from sbert.search.index.query import Documents
+from sbert.search.index.recorded_model import MIXED, RecordedModel, precision
+from sbert.search.index.store import METRICS
+from sbert.search.index.structures import EXACT
 
 __all__ = ["MemoryIndex"]
 

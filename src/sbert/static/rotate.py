@@ -1,7 +1,7 @@
 """Order a model's coordinates by how much they vary on a corpus, so that its first ones are the best
 truncation (``truncate_dim``, ``sbert index build --truncate-dim``), without training and without labels.
 
-The model's vectors of the corpus give the principal axes (``sbert.distill.fit_pca`` at full width: the
+The model's vectors of the corpus give the principal axes (``sbert.static.distill.fit_pca`` at full width: the
 eigenvectors of their covariance, most variance first). A ``Dense`` layer without bias or activation turns
 each vector onto those axes. It is a rotation (an orthogonal matrix, not centred), so at full width every
 cosine, dot product and length is what it was, to float rounding; cut to its first k coordinates, a vector
@@ -29,7 +29,7 @@ WIDTHS = (64, 128, 256)  # the widths whose share of the variance a summary repo
 def principal_rotation(vectors: np.ndarray) -> np.ndarray:
     """The (width, width) orthogonal matrix whose rows are the principal axes of ``vectors`` (n, width),
     most variance first, each signed as ``fit_pca`` signs it; needs at least ``width`` vectors."""
-    from sbert.distill import fit_pca
+    from sbert.static.distill import fit_pca
 
     n, width = vectors.shape
     if n < width:
@@ -80,8 +80,8 @@ def rotate_model(
     ``out`` (a model already there is refused, before any work, unless ``overwrite``); returns a summary
     (texts, width, the variance kept at 64/128/256 dimensions before and after)."""
     import sbert
-    from sbert.adapt.documents import read_adapt_documents
     from sbert.atomic import check_model_target
+    from sbert.data.corpus import read_adapt_documents
 
     check_model_target(out, overwrite)
 

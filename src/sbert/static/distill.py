@@ -33,7 +33,7 @@ import torch
 from sbert.atomic import atomic_dir
 from sbert.data.corpus import Columns, corpus_file, read_corpus
 from sbert.encoder import Encoder
-from sbert.modes import evaluating
+from sbert.eval_mode import evaluating
 from sbert.modules import Normalize, StaticEmbedding, Transformer
 from sbert.modules.static import save_model2vec
 from sbert.progress import progress_bar
@@ -245,7 +245,7 @@ def distill_model(
     added, dim)."""
     import sbert
     from sbert.atomic import check_model_target
-    from sbert.registry import canonical_name
+    from sbert.model_names import canonical_name
 
     check_model_target(out, overwrite)
 

@@ -7,7 +7,7 @@ A folder holds::
     seg-<tag>.jsonl          one {"id": ..., "text": ...} line per row of the matching .npy; in an index of
                              documents (manifest "documents") also "doc" (its document's id) and "span"
     deleted-<tag>.npy        deleted row numbers (int64), when any
-    <structure>-<tag><suffix> search structures (``sbert.search.structures``), opaque to the store
+    <structure>-<tag><suffix> search structures (``sbert.search.index.structures``), opaque to the store
     bm25-<tag>.bm25          the rows' texts for lexical search (manifest "lexical"; ``sbert.search.lexical``)
     .lock                    the writers' lock (holds the process id of the last writer)
 

@@ -1,14 +1,14 @@
 """A persistent vector index: embeddings, ids and texts on disk, searched exactly or approximately.
 
-``VectorIndex`` is the public face of three parts: the segment store (``sbert.search.store``: the
+``VectorIndex`` is the public face of three parts: the segment store (``sbert.search.index.store``: the
 folder's files and manifest, atomic writes, the writers' lock, garbage collection, damage checks), the
-search structures (``sbert.search.structures``: exact, hnsw, int8, binary) and the best-first order
+search structures (``sbert.search.index.structures``: exact, hnsw, int8, binary) and the best-first order
 they share (``sbert.search.ranking``). See the store for the folder's layout and what makes writes
 safe for readers and other writers.
 
 An index may hold windows of long documents (``documents=``; its searches return documents with their
 best passage) and a BM25 index of its texts (``bm25=True``) for hybrid search; how it answers those
-queries is ``sbert.search.index_search``.
+queries is ``sbert.search.index.query``.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ import numpy as np
 
 from sbert.arrays import Array, as_float32
 from sbert.errors import IndexFormatError, IndexMismatchError, SbertError
-from sbert.search import index_search
 from sbert.search.base import Hit, Hybrid
 from sbert.search.exact import TopK
-from sbert.search.index_search import Documents
-from sbert.search.recorded import MIXED, RecordedModel
-from sbert.search.recorded import check_backend as _check_backend
-from sbert.search.recorded import precision as _precision
-from sbert.search.store import (
+from sbert.search.index import query as index_search
+from sbert.search.index.query import Documents
+from sbert.search.index.recorded_model import MIXED, RecordedModel
+from sbert.search.index.recorded_model import check_backend as _check_backend
+from sbert.search.index.recorded_model import precision as _precision
+from sbert.search.index.store import (
     LEXICAL,
     LOCK_TIMEOUT,
     METRICS,
@@ -43,8 +43,8 @@ from sbert.search.store import (
     new_manifest,
     new_tag,
 )
-from sbert.search.store import now as _now
-from sbert.search.structures import EXACT, STORED, SUFFIX, Structure
+from sbert.search.index.store import now as _now
+from sbert.search.index.structures import EXACT, STORED, SUFFIX, Structure
 
 __all__ = ["Documents", "Hit", "Hybrid", "IndexLockedError", "VectorIndex", "backend_name"]
 
@@ -486,7 +486,7 @@ def _model_manifest(
 ) -> dict:
     """A new index's manifest for vectors of width ``dim`` made by ``model`` (a name or folder), cut to
     ``truncate_dim`` (None: not cut)."""
-    from sbert.registry import canonical_name, resolve
+    from sbert.model_names import canonical_name, resolve
 
     if truncate_dim is not None and truncate_dim != dim:
         raise ValueError(f"truncate_dim {truncate_dim} does not match the embeddings' {dim} dimensions")
