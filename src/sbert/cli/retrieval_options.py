@@ -1,4 +1,4 @@
-"""Options and helpers shared by ``sbert index`` and ``sbert search``/``mine``/``cluster``."""
+"""Options and small functions shared by ``sbert index`` and ``sbert search``/``mine``/``cluster``."""
 
 from __future__ import annotations
 
