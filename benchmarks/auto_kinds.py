@@ -12,22 +12,24 @@ the same way when it is missing). Rows are kept in ``benchmarks/results/records/
 docs/retrieval.md. The default kind is chosen on one collection and reported on the other: the table says
 which.
 
-    python benchmarks/auto_kinds.py --collections scifact --models default,title,crop,ict,simcse
+    python -m benchmarks.auto_kinds --collections scifact --models default,title,crop,ict,simcse
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
 import torch
-from adapt import KL_TEMPERATURE, TEACHER, adapted, every_choice
-from adapt import read_record as adapt_rows
-from common import (
+
+import sbert
+from benchmarks.adapt import KL_TEMPERATURE, TEACHER, adapted, every_choice
+from benchmarks.adapt import read_record as adapt_rows
+from benchmarks.lib import (
     RECORDS,
+    RESULTS,
+    command_line,
     cpu_name,
     environment_lines,
     markdown_table,
@@ -35,9 +37,7 @@ from common import (
     write_record,
     write_result,
 )
-from retrieval import test_part
-
-import sbert
+from benchmarks.retrieval import test_part
 from sbert.data.paths import data_dir
 from sbert.search.auto import (
     CHOICES,
@@ -51,7 +51,7 @@ from sbert.search.auto import (
 )
 
 RECORD = RECORDS / "auto_kinds.json"
-DOC = Path(__file__).resolve().parent / "results" / "retrieval-evidence.md"
+DOC = RESULTS / "retrieval-evidence.md"
 BEGIN, END = "<!-- auto-kinds:begin -->", "<!-- auto-kinds:end -->"
 HEADLINE = {"scifact": "ndcg@10", "openoffice-dups": "mrr@10"}
 CHOSEN_ON = "scifact"  # the collection KIND was chosen on; the other one reports it
@@ -104,7 +104,7 @@ def measure(name: str, model: str, kinds: list[str], args) -> dict:
                 "seconds": round(time.perf_counter() - began, 1),
             }
             print(f"  {kind}: chose {pick}, {test[pick]:.2f} on the test queries (best {best} {test[best]:.2f})")
-    command = " ".join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
+    command = command_line()
     return {"best": best, "best_score": test[best], "metric": HEADLINE[name], "kinds": out, "cpu": cpu_name(),
             "run": f"`{command}`"}  # fmt: skip
 

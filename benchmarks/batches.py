@@ -34,11 +34,11 @@ the student's 256 (as sentence-transformers' guide reads them): every row of the
 and only the texts longer than 256 tokens (about 7% here) would have other guide vectors.
 On an H100 (``--device cuda``) a variant trains in 15-26 s: all three at three seeds in a few minutes.
 
-    python benchmarks/batches.py [--variants plain,sampler,guide] [--guide all-mpnet-base-v2] [--seeds 42,43,44]
+    python -m benchmarks.batches [--variants plain,sampler,guide] [--guide all-mpnet-base-v2] [--seeds 42,43,44]
                                  [--guide-margins 0,-0.05,-0.1] [--margin-strategy absolute] [--device cuda]
-    python benchmarks/batches.py --dev --variants sampler,guide --guide-margins 0,-0.05,-0.1 --seeds 42,43,44
-    python benchmarks/batches.py --variants ""   # no training: the table again from the rows kept
-    python benchmarks/batches.py --quick   # 4 steps, 40 test queries: checks that it runs (no docs)
+    python -m benchmarks.batches --dev --variants sampler,guide --guide-margins 0,-0.05,-0.1 --seeds 42,43,44
+    python -m benchmarks.batches --variants ""   # no training: the table again from the rows kept
+    python -m benchmarks.batches --quick   # 4 steps, 40 test queries: checks that it runs (no docs)
 """
 
 from __future__ import annotations
@@ -54,8 +54,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from common import (
+from benchmarks.finetune_retrieval import mined_examples, split_collection, training_config
+from benchmarks.lib import (
     RECORDS,
+    ROOT,
     WORK,
     cpu_name,
     device_name,
@@ -66,10 +68,8 @@ from common import (
     write_record,
     write_result,
 )
-from finetune_retrieval import mined_examples, split_collection, training_config
-from retrieval import sample
+from benchmarks.retrieval import sample
 
-ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "benchmarks" / "results" / "retrieval-evidence.md"
 BEGIN, END = "<!-- benchmarks/batches.py: begin -->", "<!-- benchmarks/batches.py: end -->"
 DEV_BEGIN, DEV_END = "<!-- benchmarks/batches.py --dev: begin -->", "<!-- benchmarks/batches.py --dev: end -->"
@@ -151,8 +151,7 @@ def guide_teacher(path: str, examples: list, device: str):
 def adapted_base(args) -> Path:
     """The default model adapted to openoffice-dups' documents by ``sbert adapt``'s default method, at 100
     steps (``--quick``: 2) and seed 42 (``benchmarks/adapt.py``'s folder for it, made by its command when missing)."""
-    from adapt import adapted
-
+    from benchmarks.adapt import adapted
     from sbert.adapt.methods import DEFAULT_METHOD
 
     steps = 2 if args.quick else 100

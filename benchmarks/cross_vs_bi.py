@@ -9,7 +9,7 @@
     relevant sentence (sentence 2) in a corpus of every distinct STSb sentence; the bi-encoder's top 100
     are re-ranked by the cross-encoder. Reported: MRR@10 and recall@1/10 before and after, and latency.
 
-    python benchmarks/cross_vs_bi.py [--epochs 4] [--max-steps N] [--sample-pairs 2000] [--reuse]
+    python -m benchmarks.cross_vs_bi [--epochs 4] [--max-steps N] [--sample-pairs 2000] [--reuse]
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import WORK, environment_lines, markdown_table, paper_recipe, write_result
-from corpus import sentences
 
 import sbert
+from benchmarks.lib import WORK, environment_lines, markdown_table, write_result
+from benchmarks.lib.reference import paper_recipe
+from benchmarks.lib.sentences import sentences
 from sbert.cross_encoder import CrossEncoder
 from sbert.data.paths import data_dir
 from sbert.data.sts import read_stsb

@@ -28,9 +28,9 @@ import json
 import time
 from pathlib import Path
 
-from common import WORK, paper_recipe
-
 import sbert
+from benchmarks.lib import WORK
+from benchmarks.lib.reference import paper_recipe
 from sbert.data.beir import RetrievalCollection, read_beir
 from sbert.data.paths import data_dir
 

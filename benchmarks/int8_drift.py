@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import cpu_name, environment_lines, markdown_table, write_result
 from scipy.stats import spearmanr
 
 import sbert
+from benchmarks.lib import cpu_name, environment_lines, markdown_table, write_result
 from sbert.data.paths import data_dir
 from sbert.data.sts import read_stsb
 

@@ -15,7 +15,7 @@ negatives with hard negatives mined by the default model; ``--skip-train`` leave
 openoffice-dups has no train split: it is split in time (queries are numbered in the order they were
 filed): the older part trains, the newer part is the test set every row of that collection is scored on.
 
-    python benchmarks/retrieval.py [--collections scifact,openoffice-dups] [--skip-train] [--skip-st]
+    python -m benchmarks.retrieval [--collections scifact,openoffice-dups] [--skip-train] [--skip-st]
                                    [--latency-queries 200] [--data DIR]
 """
 
@@ -29,14 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from common import WORK, environment_lines, markdown_table, write_between_markers, write_result
 
 import sbert
+from benchmarks.lib import RESULTS, WORK, environment_lines, markdown_table, write_between_markers, write_result
 from sbert.data.beir import RetrievalCollection, read_beir
 from sbert.evaluation.retrieval import RetrievalEvaluator, Retriever
 from sbert.evaluation.retrievers import HybridRetriever, IndexRetriever, LexicalRetriever, RetrievalSettings
 
-DOC = Path(__file__).resolve().parent / "results" / "retrieval-evidence.md"
+DOC = RESULTS / "retrieval-evidence.md"
 BEGIN, END = "<!-- benchmarks/retrieval.py: begin -->", "<!-- benchmarks/retrieval.py: end -->"
 METRICS = ("ndcg@10", "mrr@10", "recall@100")
 COLLECTIONS = ("scifact", "openoffice-dups")
@@ -159,8 +159,7 @@ def collection_rows(name: str, args, fine_tune: Callable[[str, RetrievalCollecti
 
 def reranked_row(name: str, model, collection, args, first, seconds: float, first_name: str) -> Row:
     """The best first stage's top 100 re-scored by a cross-encoder trained for ``name`` (finetune_retrieval)."""
-    from finetune_retrieval import RERANKER_TRAINING, train_reranker
-
+    from benchmarks.finetune_retrieval import RERANKER_TRAINING, train_reranker
     from sbert.cross_encoder import CrossEncoder
     from sbert.evaluation.retrievers import RerankRetriever
 
@@ -181,7 +180,7 @@ def saved_rows(name: str) -> list[Row]:
 
 def test_part(name: str, args) -> RetrievalCollection:
     """The collection's test split; for openoffice-dups, the newer part of a split in time."""
-    from finetune_retrieval import split_collection
+    from benchmarks.finetune_retrieval import split_collection
 
     return read_beir(split_collection(name, args.data), "test")
 
@@ -258,7 +257,7 @@ def main() -> None:
     parser.add_argument("--out", default="retrieval.md")
     args = parser.parse_args()
 
-    from finetune_retrieval import fine_tune
+    from benchmarks.finetune_retrieval import fine_tune
 
     quick = any(value is not None for value in (args.queries, args.documents, args.train_steps))
     began = time.perf_counter()

@@ -13,7 +13,7 @@ Scored as today's model's vectors (embedded once, cached) times each folder's ow
 checks, on texts it evaluates, that each rotated folder's ``encode`` gives those vectors (the largest
 difference is in the table's notes), so the rotation scored is the one served.
 
-    python benchmarks/rotation.py [--max-texts 2000] [--data DIR]
+    python -m benchmarks.rotation [--max-texts 2000] [--data DIR]
 """
 
 from __future__ import annotations
@@ -25,8 +25,17 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import RECORDS, WORK, cpu_name, environment_lines, markdown_table, write_between_markers, write_record
-from static import (
+
+from benchmarks.lib import (
+    RECORDS,
+    WORK,
+    cpu_name,
+    environment_lines,
+    markdown_table,
+    write_between_markers,
+    write_record,
+)
+from benchmarks.static import (
     DOC,
     MRL_DIMS,
     Embedder,

@@ -21,7 +21,7 @@ into docs/scale.md between the benchmark's markers:
   (p50/p99), recall@10 against exact search, size on disk and in memory.
 - plan: the paper's 40 million Quora questions on a cluster, computed from the measured per-unit costs.
 
-    python benchmarks/scale.py [--texts 100000] [--vectors 1000000] [--curve 100000,300000]
+    python -m benchmarks.scale [--texts 100000] [--vectors 1000000] [--curve 100000,300000]
                                [--parts encode,ddp,vectors] [--data DIR]
 """
 
@@ -40,12 +40,20 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import WORK, cpu_name, environment_lines, markdown_table, write_between_markers, write_result
-from corpus import sentences
 
+from benchmarks.lib import (
+    RESULTS,
+    WORK,
+    cpu_name,
+    environment_lines,
+    markdown_table,
+    write_between_markers,
+    write_result,
+)
+from benchmarks.lib.sentences import sentences
 from sbert.data.paths import data_dir
 
-DOC = Path(__file__).resolve().parent / "results" / "scale-evidence.md"
+DOC = RESULTS / "scale-evidence.md"
 BEGIN, END = "<!-- benchmarks/scale.py: begin -->", "<!-- benchmarks/scale.py: end -->"
 SOURCES = ("stsb", "sick", "snli", "sts12", "senteval")
 HNSW = {"hnsw_m": 16, "ef_construction": 64}

@@ -36,8 +36,8 @@ title+crop``'s); model2vec's ``StaticModel.encode`` of the distilled folder; wor
 and query parts build the static models they lack (never the Matryoshka ones: those are their own part's,
 with its own recipe and ``--device``).
 
-    python benchmarks/static.py [--parts models,quality,speed,matryoshka,query] [--data DIR]
-    python benchmarks/static.py --quick   # tiny sizes: checks that every part runs (no docs written)
+    python -m benchmarks.static [--parts models,quality,speed,matryoshka,query] [--data DIR]
+    python -m benchmarks.static --quick   # tiny sizes: checks that every part runs (no docs written)
 """
 
 from __future__ import annotations
@@ -54,20 +54,22 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-from common import (
+
+from benchmarks.lib import (
     RECORDS,
     RESULTS,
+    ROOT,
     WORK,
     cpu_name,
     device_name,
     environment_lines,
     markdown_table,
+    source_env,
     write_between_markers,
     write_record,
     write_result,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 DOC, SCALE_DOC, RETRIEVAL_DOC = (RESULTS / f"{name}-evidence.md" for name in ("cpu", "scale", "retrieval"))
 BEGIN, END = "<!-- benchmarks/static.py: begin -->", "<!-- benchmarks/static.py: end -->"
 MRL_BEGIN, MRL_END = "<!-- benchmarks/static.py matryoshka: begin -->", "<!-- benchmarks/static.py matryoshka: end -->"
@@ -118,9 +120,8 @@ def work_dir(args) -> Path:
 # -- models ------------------------------------------------------------------------------------------
 def sbert_cli(*args: str) -> float:
     """Run ``sbert ARGS`` (this checkout's) and return its wall time; its output goes to ours."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     began = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "sbert", *args], check=True, env=env)
+    subprocess.run([sys.executable, "-m", "sbert", *args], check=True, env=source_env())
     return time.perf_counter() - began
 
 
@@ -159,8 +160,7 @@ def write_jsonl(path: Path, texts: list[str]) -> Path:
 def write_pairs(path: Path, args, collections: tuple[str, ...] = ("scifact", "openoffice-dups")) -> Path:
     """(query, positive) rows of the training parts only: STSb train pairs scored 4 or more (of 5), SciFact's
     train judgments, openoffice-dups' older 80% (benchmarks/finetune_retrieval.py's split)."""
-    from finetune_retrieval import split_collection
-
+    from benchmarks.finetune_retrieval import split_collection
     from sbert.data.beir import read_beir
     from sbert.data.paths import data_dir
     from sbert.data.sts import read_stsb
@@ -186,8 +186,7 @@ def matryoshka_pairs(args, work: Path) -> Path:
 
 def build_models(args, work: Path) -> dict:  # long: one step per model, each skipped when it is there
     """The static models (each skipped when its folder is there); what building each cost."""
-    from corpus import sentences
-
+    from benchmarks.lib.sentences import sentences
     from sbert.data.paths import data_dir
 
     models, facts = work / "models", {}
@@ -420,7 +419,7 @@ def folder_bytes(path: Path) -> int:
 # -- quality -----------------------------------------------------------------------------------------
 def collections(args) -> dict:
     """SciFact's test split and openoffice-dups' newer (test) part, sampled in quick runs."""
-    from retrieval import sample, test_part
+    from benchmarks.retrieval import sample, test_part
 
     parts = {}
     for name in ("scifact", "openoffice-dups"):
@@ -447,7 +446,7 @@ def stsb_pairs(args) -> tuple[list[str], list[float]]:
 
 
 def quality(model: Embedder, args, parts: dict) -> dict[str, float]:
-    from cpu_backends import stsb_spearman
+    from benchmarks.cpu_backends import stsb_spearman
 
     texts, gold = stsb_pairs(args)
     return {
@@ -474,8 +473,7 @@ def slug(name: str) -> str:
 
 # -- speed -------------------------------------------------------------------------------------------
 def speed_texts(args) -> list[str]:
-    from corpus import sentences
-
+    from benchmarks.lib.sentences import sentences
     from sbert.data.paths import data_dir
 
     return sentences(data_dir(args.data), ("stsb", "sick"))[: args.speed_texts]
@@ -499,7 +497,8 @@ def speed_part(args, work: Path) -> tuple[list[str], dict]:
     import statistics
 
     import torch
-    from cpu_backends import latency_ms
+
+    from benchmarks.lib import latency_ms
 
     texts, facts = speed_texts(args), {}
     loaded = {name: load_row(name, work) for name in ROWS}
@@ -592,9 +591,8 @@ def matryoshka_part(args, work: Path) -> tuple[list[str], dict]:
 
 # -- query latency -----------------------------------------------------------------------------------
 def query_part(args, work: Path) -> tuple[list[str], dict]:
-    from retrieval import sample, test_part
-
     import sbert
+    from benchmarks.retrieval import sample, test_part
     from sbert.evaluation.retrievers import RetrievalSettings
 
     settings = RetrievalSettings(chunk=True, window=args.window, hybrid=True)  # fusion, alpha: sbert's defaults
@@ -666,7 +664,7 @@ def retrieval_lines(facts: dict, lines: dict) -> list[str]:
         if (q := quality_facts.get(name))
     ]
     header = ["model (dense, documents cut at its limit)", "SciFact NDCG@10", "openoffice MRR@10", "sentences/s"]
-    out = [f"Measured by `python benchmarks/static.py` on {cpu_name()} (the whole table, with STSb and sizes:", ""]
+    out = [f"Measured by `python -m benchmarks.static` on {cpu_name()} (the whole table, with STSb and sizes:", ""]
     out[0] += " [static.md](static.md))."
     out += [*markdown_table(header, rows), ""] if rows else ["(quality not measured yet)", ""]
     if "query" in lines:

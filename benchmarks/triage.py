@@ -22,7 +22,7 @@ they are on disk (benchmarks/.work; this script trains none), the default model 
 .../openoffice-dups --out benchmarks/.work/adapt/openoffice-dups/title-100``), adapted with the teacher
 (``distill-margin``), and fine-tuned on the older reports' labels (benchmarks/retrieval.py).
 
-    python benchmarks/triage.py [--negatives 1] [--data DIR] [--no-scifact]
+    python -m benchmarks.triage [--negatives 1] [--data DIR] [--no-scifact]
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import WORK, environment_lines, markdown_table, write_between_markers, write_result
-from finetune_retrieval import split_collection
 
 import sbert
+from benchmarks.finetune_retrieval import split_collection
+from benchmarks.lib import RESULTS, WORK, environment_lines, markdown_table, write_between_markers, write_result
 from sbert.data.beir import RetrievalCollection, read_beir
 from sbert.data.beir_labelled_pairs import drawn_queries
 from sbert.evaluation.pair_classification import average_precision, best_f1
@@ -45,7 +45,7 @@ from sbert.evaluation.retrievers import IndexRetriever, RetrievalSettings
 from sbert.evaluation.triage import TriageEvaluator, TriageScores
 from sbert.search.retrieve import LEAD_HITS, lead
 
-DOC = Path(__file__).resolve().parent / "results" / "retrieval-evidence.md"
+DOC = RESULTS / "retrieval-evidence.md"
 BEGIN, END = "<!-- benchmarks/triage.py: begin -->", "<!-- benchmarks/triage.py: end -->"
 ADAPTED = WORK / "adapt" / "openoffice-dups"
 MODELS = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from common import WORK
 
+from benchmarks.lib.paths import WORK
 from sbert.data.nli import read_nli
 from sbert.data.sts import read_semeval_sts, read_sick, read_stsb
 from sbert.data.transfer import TASKS, read_transfer_task
