@@ -56,6 +56,7 @@ from benchmarks.lib import (
     cpu_name,
     device_name,
     environment_lines,
+    load_record,
     markdown_table,
     rows_lost,
     write_between_markers,
@@ -264,8 +265,7 @@ def read_record(name: str) -> tuple[list[Row], list[str]]:
 
 
 def _record(name: str) -> dict:
-    path = record_path(name)
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return load_record(record_path(name))
 
 
 def keep_rows(name: str, rows: list[Row], run: str) -> tuple[list[Row], list[str]]:
@@ -380,7 +380,7 @@ def timed_run(command: list[str], record: Path, args, load: float | None = None,
     the run that resumes it adds that in: a resumed row's wall time is its parts' sum (``parts`` counts them),
     its peak the largest part's, its load before the first part's."""
     partial = record.with_name(record.name + ".partial")
-    done = json.loads(partial.read_text()) if partial.is_file() else {"seconds": 0.0, "peak_rss_gib": 0.0, "parts": 0}
+    done = load_record(partial, {"seconds": 0.0, "peak_rss_gib": 0.0, "parts": 0})
     load = os.getloadavg()[0] if load is None else load
     began, peak = time.perf_counter(), 0.0
     try:

@@ -27,7 +27,7 @@ import torch
 
 import sbert
 from benchmarks.adapt import COLLECTIONS, HEADLINE, adapt_key, adapted, every_choice, machine
-from benchmarks.lib import RECORDS, environment_lines, markdown_table, write_record, write_result
+from benchmarks.lib import RECORDS, environment_lines, load_record, markdown_table, write_record, write_result
 from benchmarks.retrieval import test_part
 from sbert.adapt.methods import DEFAULT_METHOD
 from sbert.search.auto import QUERIES, choose_search, reusing_vectors
@@ -167,7 +167,6 @@ def side_by_side(records: list[dict]) -> list[str]:
 
 
 def main() -> None:
-    import json
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--collections", default=",".join(COLLECTIONS))
@@ -179,7 +178,7 @@ def main() -> None:
     began = time.perf_counter()
     for name in [] if args.assemble else args.collections.split(","):
         write_record(record_path(name), measure(name, args))
-    records = [json.loads(record_path(n).read_text()) for n in COLLECTIONS if record_path(n).is_file()]
+    records = [load_record(record_path(n)) for n in COLLECTIONS if record_path(n).is_file()]
     ran = (
         "assembled from the records kept (nothing run; each names the command that measured it, above)"
         if args.assemble

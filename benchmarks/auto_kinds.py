@@ -18,7 +18,6 @@ which.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import torch
@@ -32,6 +31,7 @@ from benchmarks.lib import (
     command_line,
     cpu_name,
     environment_lines,
+    load_record,
     markdown_table,
     write_between_markers,
     write_record,
@@ -111,7 +111,7 @@ def measure(name: str, model: str, kinds: list[str], args) -> dict:
 
 def read_record() -> dict:
     """The rows measured so far: collection -> model label -> row."""
-    return json.loads(RECORD.read_text()) if RECORD.is_file() else {}
+    return load_record(RECORD)
 
 
 def table_lines(record: dict) -> list[str]:

@@ -18,7 +18,6 @@ import argparse
 import json
 import math
 import random
-import statistics
 import time
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import numpy as np
 import torch
 
 import sbert
-from benchmarks.lib import WORK, environment_lines, markdown_table, write_result
+from benchmarks.lib import WORK, environment_lines, markdown_table, throughput, write_result
 from benchmarks.lib.reference import paper_recipe
 from benchmarks.lib.sentences import sentences
 from sbert.cross_encoder import CrossEncoder
@@ -82,16 +81,6 @@ def _summary(out: Path) -> dict | None:
         return None
     rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     return next((r["summary"] for r in reversed(rows) if "summary" in r), None)
-
-
-def rate(fn, n: int, rounds: int = 3) -> float:
-    fn()
-    times = []
-    for _ in range(rounds):
-        began = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - began)
-    return n / statistics.median(times)
 
 
 def retrieval(cross, bi, data, candidates: int, limit: int) -> tuple[list[list[str]], dict]:
@@ -154,8 +143,8 @@ def main() -> None:
     texts = random.Random(0).sample(pool, min(args.mining_sentences, len(pool)))
     n = len(texts)
     pairs = [(texts[i], texts[i + 1]) for i in range(0, min(2 * args.sample_pairs, n) - 1, 2)]
-    pairs_per_s = rate(lambda: cross.predict(pairs, batch_size=32), len(pairs))
-    sents_per_s = rate(lambda: bi.encode(texts[:2000], batch_size=32), 2000)
+    pairs_per_s = throughput({"cross": lambda: cross.predict(pairs, batch_size=32)}, len(pairs), 3)["cross"]
+    sents_per_s = throughput({"bi": lambda: bi.encode(texts[:2000], batch_size=32)}, 2000, 3)["bi"]
     began = time.perf_counter()
     mined = paraphrase_mining(bi.encode(texts, batch_size=32), top_k=10)
     bi_route = time.perf_counter() - began

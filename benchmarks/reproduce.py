@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 import sbert
-from benchmarks.lib import WORK, command_line, environment_lines
+from benchmarks.lib import WORK, command_line, environment_lines, load_record
 from benchmarks.lib.reference import STCrossEncoder, STEncoder, paper_recipe, st_train, st_train_cross
 from sbert.atomic import atomic_file
 from sbert.cross_encoder import CrossEncoder
@@ -34,7 +34,7 @@ from sbert.data.paths import data_dir
 from sbert.data.sts import read_stsb
 from sbert.errors import InputFileError
 from sbert.evaluation.baselines import WordVectorAverage, raw_encoder
-from sbert.evaluation.tasks import TRANSFER, headline, make_evaluator
+from sbert.evaluation.tasks import TRANSFER, headline, task_evaluator
 from sbert.losses import CosineRegressionLoss, SoftmaxLoss
 from sbert.losses.cross_encoder import CrossEncoderClassificationLoss, CrossEncoderScoreLoss
 from sbert.training import Objective, TrainConfig, Trainer
@@ -58,7 +58,7 @@ class Cache:
 
     def __init__(self, path: Path, force: bool) -> None:
         self.path, self.force = path, force
-        self.data = json.loads(path.read_text()) if path.is_file() else {}
+        self.data = load_record(path)
 
     def get(self, key: str, compute: Callable[[], dict]) -> dict:
         if key in self.data and not self.force:
@@ -240,7 +240,7 @@ class Reproduction:
 
     def _evaluator(self, task: str):
         if task not in self._evaluators:
-            self._evaluators[task] = make_evaluator(task, self.data, inner_folds=self.args.inner_folds)
+            self._evaluators[task] = task_evaluator(task, self.data, inner_folds=self.args.inner_folds)
         return self._evaluators[task]
 
     # -- tables ----------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from benchmarks.lib import (
     WORK,
     cpu_name,
     environment_lines,
+    load_record,
     markdown_table,
     write_between_markers,
     write_record,
@@ -183,7 +184,7 @@ def row_label(prefix: str, label: str) -> str:
 
 
 def lines(record: dict) -> list[str]:
-    matryoshka = json.loads(MATRYOSHKA.read_text())["facts"] if MATRYOSHKA.is_file() else {}
+    matryoshka = load_record(MATRYOSHKA, {"facts": {}})["facts"]
     header = ["model", "dims", "STSb Spearman", "SciFact NDCG@10", "openoffice MRR@10", "measured"]
     table = [
         [label, dim, *(f"{scores[m]:.2f}" for m in METRICS), "this run"]

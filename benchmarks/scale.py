@@ -51,6 +51,7 @@ from benchmarks.lib import (
     write_result,
 )
 from benchmarks.lib.sentences import sentences
+from benchmarks.search import recall
 from sbert.data.paths import data_dir
 
 DOC = RESULTS / "scale-evidence.md"
@@ -221,10 +222,6 @@ def exact_top(base: np.ndarray, queries: np.ndarray, k: int = 10) -> np.ndarray:
         keep = np.argsort(-s, axis=1)[:, :k]
         best_s, best_i = np.take_along_axis(s, keep, 1), np.take_along_axis(i, keep, 1)
     return best_i
-
-
-def recall(found: list[list[int]], truth: np.ndarray) -> float:
-    return float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found, truth.tolist(), strict=True)]))
 
 
 def latency_rows(name: str, search, queries: np.ndarray, truth: np.ndarray, settings=EF_SEARCH) -> list[list[str]]:

@@ -58,7 +58,8 @@ def latencies(search_one, queries: np.ndarray) -> tuple[np.ndarray, float, float
     return np.vstack(rows), float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
 
 
-def recall(found: np.ndarray, exact: np.ndarray) -> float:
+def recall(found, exact: np.ndarray) -> float:
+    """Recall@k: the share of each row of ``exact`` (the true k neighbours) found in ``found``'s row, averaged."""
     return float(np.mean([len(set(a) & set(b)) / len(b) for a, b in zip(found, exact, strict=True)]))
 
 

@@ -63,6 +63,7 @@ from benchmarks.lib import (
     cpu_name,
     device_name,
     environment_lines,
+    load_record,
     markdown_table,
     source_env,
     write_between_markers,
@@ -564,7 +565,7 @@ def matryoshka_part(args, work: Path) -> tuple[list[str], dict]:
     summary = json.loads(log[-1])["summary"]
     steps = summary["steps"]
     made = work / "models" / "mrl-recipe.json"  # absent for models built before it was written: the defaults
-    recipe = json.loads(made.read_text()) if made.is_file() else {"pairs": "stsb", "epochs": 1, "max_steps": 1000}
+    recipe = load_record(made, {"pairs": "stsb", "epochs": 1, "max_steps": 1000})
     intro = (
         f"The default model cut to each width (and re-normalised), against the default model trained {steps} "
         f"steps ({recipe['epochs']} epoch(s), at most {recipe['max_steps']}) with "
@@ -673,6 +674,7 @@ def retrieval_lines(facts: dict, lines: dict) -> list[str]:
 
 
 def retrieval_mean(q: dict) -> float:
+    """The mean of SciFact's NDCG@10 and openoffice-dups' MRR@10 (the plot's retrieval axis)."""
     return (q["scifact_ndcg10"] + q["openoffice_mrr10"]) / 2
 
 
@@ -690,10 +692,7 @@ def plot(facts: dict, path: Path) -> bool:
         axes,
         (
             ("STSb test Spearman x 100", lambda q: q["stsb"]),
-            (
-                "retrieval: mean of SciFact NDCG@10\nand openoffice MRR@10",
-                lambda q: (q["scifact_ndcg10"] + q["openoffice_mrr10"]) / 2,
-            ),
+            ("retrieval: mean of SciFact NDCG@10\nand openoffice MRR@10", retrieval_mean),
         ),
         strict=True,
     ):
@@ -753,8 +752,7 @@ def part_record(args, work: Path, name: str) -> Path:
 
 def part_facts(args, work: Path, name: str) -> dict:
     """The facts an earlier run of a part kept ({} when none has run)."""
-    saved = part_record(args, work, name)
-    return json.loads(saved.read_text())["facts"] if saved.is_file() else {}
+    return load_record(part_record(args, work, name), {"facts": {}})["facts"]
 
 
 def run_parts(args, work: Path) -> tuple[dict, dict]:

@@ -7,7 +7,7 @@ sentence-transformers side of side-by-side rows, and the paper's recipe) and ``b
 
 from benchmarks.lib.environment import command_line, cpu_name, device_name, environment_lines, source_env, versions
 from benchmarks.lib.paths import RECORDS, RESULTS, ROOT, WORK
-from benchmarks.lib.records import read_record, write_record
+from benchmarks.lib.records import load_record, write_record
 from benchmarks.lib.tables import markdown_table, row_names, rows_lost, write_between_markers, write_result
 from benchmarks.lib.timing import latency_ms, throughput, timings
 
@@ -21,8 +21,8 @@ __all__ = [
     "device_name",
     "environment_lines",
     "latency_ms",
+    "load_record",
     "markdown_table",
-    "read_record",
     "row_names",
     "rows_lost",
     "source_env",

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 
-def read_record(path: Path, missing: dict | None = None) -> dict:
+def load_record(path: Path, missing: dict | None = None) -> dict:
     """The record at ``path``, or ``missing`` (an empty dict unless given) when there is none yet."""
     if not path.is_file():
         return {} if missing is None else missing
