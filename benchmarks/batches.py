@@ -121,8 +121,8 @@ def train_variant(variant: str, examples: list, args, out: Path) -> dict:
 
 def guide_teacher(path: str, examples: list, device: str):
     """One frozen guide per model for the whole run, already holding the vector of every text of ``examples``:
-    read back from ``.work/guide-vectors/`` where an earlier run embedded them (on this machine, in any
-    session), else embedded once and kept there. Rows at other margins and seeds, and later runs, cost the
+    read back from ``.work/guide-vectors/`` where an earlier run on this machine embedded them, else embedded
+    once and kept there. Rows at other margins and seeds, and later runs, cost the
     guide nothing more."""
     import torch
 
@@ -307,7 +307,7 @@ def missing_lines(rows: list[dict], kept: Path, dev: bool) -> list[str]:
 def choice_lines(rows: list[dict]) -> list[str]:
     """``--dev``: per device, the guide's margin (of ``DEV_MARGINS``) whose rows score best on the dev queries
     (mean dense MRR@10 over ``DEV_SEEDS``), beside the sampler's: what the test split then runs. Chosen only
-    once the sweep is whole on that device (rows from several sessions fill it in)."""
+    once the sweep is whole on that device (rows from several runs fill it in)."""
     lines = []
     for device in dict.fromkeys(r["device"] for r in rows):
         kept = {_sweep_key(r): r for r in rows if r["device"] == device}

@@ -502,7 +502,7 @@ def main() -> None:
         body += [
             "## Cells not run yet",
             "",
-            "These cells are '–' because their model was not trained or scored in the sessions so far "
+            "These cells are '–' because their model was not trained or scored in the runs so far "
             "(a long training run did not fit); `python -m benchmarks.reproduce` computes exactly what is "
             "missing: " + ", ".join(f"`{k}`" for k in rep.not_run) + ".",
             "",

@@ -12,7 +12,7 @@ benchmarks/.work/static-latency). Rows, all encoding the same folder:
 Each row is timed in turn, ``--rounds`` times round-robin, and reported as the median of its rounds, so load
 from another process on the shared cores lowers one round of every row rather than all rounds of one. Latency:
 one STSb/SICK sentence per call, p50 over ``--latency`` calls a round; throughput: ``--texts`` sentences at
-batch 32. Results only compare within one run (the machine behind "AMD EPYC" changes between sessions).
+batch 32. Results only compare within one run (the machine behind "AMD EPYC" changes between runs).
 
     python -m benchmarks.static_latency [--rounds 5] [--latency 2000] [--texts 10000] [--data DIR]
 """

@@ -3,6 +3,7 @@ the committed records rebuilding the committed tables, and benchmarks/results/RE
 command."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -321,10 +322,9 @@ def test_a_batches_row_stopped_by_a_signal_says_where_it_goes_on_and_exits_143(m
     import signal
     import types
 
-    from benchmarks import batches
-
     import sbert.training
     import sbert.training.recipe
+    from benchmarks import batches
     from sbert.training import TrainingInterrupted
 
     class Stopped:  # a Trainer whose run the first SIGTERM stopped after step 7 of 100
@@ -346,3 +346,41 @@ def test_a_batches_row_stopped_by_a_signal_says_where_it_goes_on_and_exits_143(m
         f"sampler: stopped by SIGTERM after step 7 of 100; checkpoint {tmp_path / 'row' / 'checkpoint.pt'}; "
         "the same command goes on from there"
     )
+
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+RESULTS = BENCHMARKS / "results"
+_COMMAND = re.compile(r"`(?:flock \S+ )?python -m benchmarks\.([a-z0-9_]+)")
+
+
+def _index_rows() -> list[tuple[str, str]]:
+    """(linked file, command cell) of each table row of benchmarks/results/README.md."""
+    rows = []
+    for line in (RESULTS / "README.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("| ["):
+            cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+            rows.append((re.search(r"\]\(([^)#]+)", cells[0]).group(1), cells[1]))
+    return rows
+
+
+def test_the_results_index_lists_every_table_with_the_command_that_writes_it():
+    rows = _index_rows()
+    assert {p.name for p in RESULTS.glob("*.md")} - {"README.md"} <= {link for link, _ in rows}
+    for link, command in rows:
+        assert (RESULTS / link).is_file(), link
+        if command != "as stated per note":
+            scripts = _COMMAND.findall(command)
+            assert scripts and all((BENCHMARKS / f"{s}.py").is_file() for s in scripts), (link, command)
+
+
+def test_every_written_table_states_its_command_and_every_script_writes_or_serves_one():
+    """A table a script writes whole names the script (``- command: `python -m benchmarks.NAME ...```); a
+    script is the command of a listed table, or a part another script imports or runs."""
+    for path in RESULTS.glob("*.md"):
+        if path.name != "README.md" and not path.name.endswith("-evidence.md"):
+            found = _COMMAND.findall(path.read_text(encoding="utf-8"))
+            assert found and all((BENCHMARKS / f"{s}.py").is_file() for s in found), path.name
+    listed = {s for _, command in _index_rows() for s in _COMMAND.findall(command)}
+    texts = {p.stem: p.read_text(encoding="utf-8") for p in BENCHMARKS.glob("*.py") if p.stem != "__init__"}
+    used = {s for s in texts for other, text in texts.items() if other != s and f"benchmarks.{s}" in text}
+    assert set(texts) - listed - used == set(), "scripts whose table is not in benchmarks/results/README.md"

@@ -1,4 +1,4 @@
-"""Prepare ``.devrun/``: what a lent GPU machine (the ``device`` tool) needs to run sbert's benchmarks.
+"""Prepare ``.devrun/``: what a remote machine with a GPU needs to run sbert's benchmarks (README.md here).
 
 That machine has torch, transformers and sentence-transformers but not sbert's other needs, no network,
 and takes at most 64 MiB per call. So the default model travels with its weights rounded to float16
