@@ -63,7 +63,7 @@ from benchmarks.lib import (
     write_record,
     write_result,
 )
-from benchmarks.retrieval import sample, test_part
+from benchmarks.lib.retrieval_data import sample, test_part
 from sbert.adapt.methods import DEFAULT_METHOD, METHODS
 from sbert.adapt.recipe import AdaptSettings
 from sbert.data.beir import RetrievalCollection
@@ -328,7 +328,8 @@ def fine_tuned(name: str, base: str, key: str, quick: bool, args) -> tuple[Path,
     benchmarks/finetune_retrieval.py's recipe, run as the commands its docstring documents (``sbert
     mine-negatives`` with the default model, once per collection; then ``sbert train``); cached. Its cost:
     the training's (``mining_seconds`` beside it)."""
-    from benchmarks.finetune_retrieval import RECIPE, split_collection, training
+    from benchmarks.finetune_retrieval import RECIPE, training
+    from benchmarks.lib.retrieval_data import split_collection
 
     out = WORK / "adapt" / name / key
     record = out.with_name(key + ".json")

@@ -28,7 +28,7 @@ import torch
 import sbert
 from benchmarks.adapt import COLLECTIONS, HEADLINE, adapt_key, adapted, every_choice, machine
 from benchmarks.lib import RECORDS, environment_lines, load_record, markdown_table, write_record, write_result
-from benchmarks.retrieval import test_part
+from benchmarks.lib.retrieval_data import test_part
 from sbert.adapt.methods import DEFAULT_METHOD
 from sbert.search.auto import QUERIES, choose_search, reusing_vectors
 

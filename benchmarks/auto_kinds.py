@@ -37,7 +37,7 @@ from benchmarks.lib import (
     write_record,
     write_result,
 )
-from benchmarks.retrieval import test_part
+from benchmarks.lib.retrieval_data import test_part
 from sbert.data.paths import data_dir
 from sbert.search.auto import (
     CHOICES,

@@ -54,9 +54,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from benchmarks.finetune_retrieval import mined_examples, split_collection, training_config
+from benchmarks.finetune_retrieval import mined_examples, training_config
 from benchmarks.lib import (
     RECORDS,
+    RESULTS,
     ROOT,
     WORK,
     cpu_name,
@@ -68,9 +69,9 @@ from benchmarks.lib import (
     write_record,
     write_result,
 )
-from benchmarks.retrieval import sample
+from benchmarks.lib.retrieval_data import sample, split_collection
 
-DOC = ROOT / "benchmarks" / "results" / "retrieval-evidence.md"
+DOC = RESULTS / "retrieval-evidence.md"
 BEGIN, END = "<!-- benchmarks/batches.py: begin -->", "<!-- benchmarks/batches.py: end -->"
 DEV_BEGIN, DEV_END = "<!-- benchmarks/batches.py --dev: begin -->", "<!-- benchmarks/batches.py --dev: end -->"
 VARIANTS = ("plain", "sampler", "guide", "adapted")

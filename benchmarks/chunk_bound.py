@@ -22,7 +22,8 @@ import torch
 
 import sbert
 from benchmarks.lib import environment_lines, markdown_table, write_result
-from benchmarks.retrieval import Indexed, test_part
+from benchmarks.lib.retrieval_data import test_part
+from benchmarks.retrieval import Indexed
 from sbert.evaluation.retrieval import RetrievalEvaluator
 from sbert.evaluation.retrievers import IndexRetriever, RetrievalSettings
 from sbert.windows import MAX_WINDOWS, Chunking

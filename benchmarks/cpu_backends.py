@@ -10,16 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy.stats import spearmanr
 
 import sbert
 from benchmarks.lib import ROOT, latency_ms, markdown_table, throughput
-
-
-def stsb_spearman(emb: np.ndarray, gold: list[float]) -> float:
-    a, b = emb[0::2], emb[1::2]
-    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-    return 100 * spearmanr(cos, gold).statistic
+from benchmarks.lib.sentences import stsb_spearman
 
 
 def st_onnx(python: str, model: Path, texts: list[str], args) -> tuple[dict, str]:

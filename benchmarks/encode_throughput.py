@@ -19,14 +19,9 @@ import torch
 
 import sbert
 from benchmarks.lib import WORK, environment_lines, markdown_table, timings, write_result
+from benchmarks.lib.sentences import stsb_test_sentences
 from sbert.batching import padding_ratio
 from sbert.data.paths import data_dir
-from sbert.data.sts import read_stsb
-
-
-def stsb_test_sentences(folder) -> list[str]:
-    pairs = read_stsb(folder / "stsbenchmark" / "sts-test.csv")
-    return [s for p in pairs for s in (p.sentence1, p.sentence2)]
 
 
 def main() -> None:

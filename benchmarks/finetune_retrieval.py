@@ -31,8 +31,8 @@ from pathlib import Path
 import sbert
 from benchmarks.lib import WORK
 from benchmarks.lib.reference import paper_recipe
+from benchmarks.lib.retrieval_data import split_collection
 from sbert.data.beir import RetrievalCollection, read_beir
-from sbert.data.paths import data_dir
 
 RECIPE = {"num_negatives": 1, "range_min": 10, "range_max": 50, "relative_margin": 0.05}
 TRAINING = {"objective": "mnrl", "batch_size": 32, "epochs": 1}
@@ -42,20 +42,6 @@ TRAINING_FOR = {"openoffice-dups": {"epochs": 2}}  # per collection, over TRAINI
 def training(name: str) -> dict:
     """The training settings for collection ``name``."""
     return {**TRAINING, **TRAINING_FOR.get(name, {})}
-
-
-def split_collection(name: str, data: str | None) -> Path:
-    """The folder whose ``train`` split trains and whose ``test`` split is scored (openoffice-dups: cut in time)."""
-    folder = data_dir(data) / "retrieval" / name
-    if name != "openoffice-dups":
-        return folder
-    from sbert.data.time_split import split_by_time
-
-    out = WORK / "retrieval" / "openoffice-dups-time-split"
-    if not (out / "split.json").is_file():
-        info = split_by_time(folder, out, split="test", train_fraction=0.8)
-        print(f"openoffice-dups split in time at {info.cutoff}: {info.train_queries} train / {info.test_queries} test")
-    return out
 
 
 def mined_examples(name: str, data: str | None, device: str = "cpu", folder: Path | None = None) -> list:

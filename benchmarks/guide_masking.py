@@ -27,10 +27,11 @@ import os
 import statistics
 import time
 
-from benchmarks.finetune_retrieval import mined_examples, split_collection, training
-from benchmarks.lib import ROOT, environment_lines, markdown_table, write_between_markers, write_result
+from benchmarks.finetune_retrieval import mined_examples, training
+from benchmarks.lib import RESULTS, environment_lines, markdown_table, write_between_markers, write_result
+from benchmarks.lib.retrieval_data import split_collection
 
-DOC = ROOT / "benchmarks" / "results" / "retrieval-evidence.md"
+DOC = RESULTS / "retrieval-evidence.md"
 BEGIN, END = "<!-- benchmarks/guide_masking.py: begin -->", "<!-- benchmarks/guide_masking.py: end -->"
 NAME = "openoffice-dups"
 

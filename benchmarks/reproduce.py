@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 import sbert
-from benchmarks.lib import WORK, command_line, environment_lines, load_record
+from benchmarks.lib import RESULTS, WORK, command_line, environment_lines, load_record
 from benchmarks.lib.reference import STCrossEncoder, STEncoder, paper_recipe, st_train, st_train_cross
 from sbert.atomic import atomic_file
 from sbert.cross_encoder import CrossEncoder
@@ -40,10 +40,9 @@ from sbert.losses.cross_encoder import CrossEncoderClassificationLoss, CrossEnco
 from sbert.training import Objective, TrainConfig, Trainer
 from sbert.training.recipe import build_encoder
 
-HERE = Path(__file__).resolve().parent
-CACHE = HERE / "results" / "reproduction.json"
-DOC = HERE / "results" / "reproduction.md"
-PAPER = json.loads((HERE / "paper_tables.json").read_text())
+CACHE = RESULTS / "reproduction.json"
+DOC = RESULTS / "reproduction.md"
+PAPER = json.loads((Path(__file__).with_name("paper_tables.json")).read_text())  # transcribed from the paper
 STS_COLUMNS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sick-r")
 SENTEVAL_COLUMNS = tuple(TRANSFER)  # mr, cr, subj, mpqa, sst2, trec, mrpc
 CONCATS = ("u,v", "|u-v|", "u*v", "|u-v|,u*v", "u,v,u*v", "u,v,|u-v|", "u,v,|u-v|,u*v")
@@ -411,8 +410,8 @@ class Reproduction:
     def table7(self) -> list[str]:
         if self.args.cached_only and "speed/table7" not in self.cache.data:
             return ["Not measured yet: run `python -m benchmarks.reproduce --tables 7` on an otherwise idle machine."]
-        from benchmarks.encode_throughput import stsb_test_sentences
         from benchmarks.lib import throughput
+        from benchmarks.lib.sentences import stsb_test_sentences
 
         texts = stsb_test_sentences(self.data)
         ours = sbert.load("default", device="cpu")

@@ -32,7 +32,8 @@ import torch
 
 import sbert
 from benchmarks.lib import RESULTS, WORK, environment_lines, markdown_table, write_between_markers, write_result
-from sbert.data.beir import RetrievalCollection, read_beir
+from benchmarks.lib.retrieval_data import sample, test_part
+from sbert.data.beir import RetrievalCollection
 from sbert.evaluation.retrieval import RetrievalEvaluator, Retriever
 from sbert.evaluation.retrievers import HybridRetriever, IndexRetriever, LexicalRetriever, RetrievalSettings
 
@@ -176,28 +177,6 @@ def saved_rows(name: str) -> list[Row]:
     if not path.is_file():
         raise SystemExit(f"{path} is missing: run this script on {name} without --reuse-default first")
     return [Row(**row) for row in json.loads(path.read_text())]
-
-
-def test_part(name: str, args) -> RetrievalCollection:
-    """The collection's test split; for openoffice-dups, the newer part of a split in time."""
-    from benchmarks.finetune_retrieval import split_collection
-
-    return read_beir(split_collection(name, args.data), "test")
-
-
-def sample(collection: RetrievalCollection, queries: int | None, documents: int | None) -> RetrievalCollection:
-    """For quick runs: the first ``queries`` judged queries; their relevant documents and ``documents`` others."""
-    import random
-
-    if queries is None and documents is None:
-        return collection
-    kept = {q: t for q, t in list(collection.queries.items())[:queries] if collection.relevant(q)}
-    relevant = {d for q in kept for d in collection.relevant(q)}
-    others = sorted(set(collection.corpus) - relevant)
-    chosen = relevant | set(random.Random(0).sample(others, min(documents or len(others), len(others))))
-    corpus = {d: doc for d, doc in collection.corpus.items() if d in chosen}
-    qrels = {q: collection.qrels[q] for q in kept}
-    return RetrievalCollection(collection.name, collection.split, corpus, kept, qrels)
 
 
 def table(rows: list[Row]) -> list[str]:

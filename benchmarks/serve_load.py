@@ -53,8 +53,8 @@ import orjson
 import torch
 
 import sbert
-from benchmarks.encode_throughput import stsb_test_sentences
 from benchmarks.lib import environment_lines, markdown_table, write_result
+from benchmarks.lib.sentences import stsb_test_sentences
 from sbert.data.paths import data_dir
 
 FORMAT = "base64"  # what the official openai client asks for by default

@@ -19,7 +19,7 @@ a part re-run on another machine replaces only its own; quick runs keep theirs i
   is trained when its folder under benchmarks/.work/static/models is missing; delete it to train it again
   (vectors are cached by the model folder's files: a model built again is embedded again).
 - quality: per row, STSb test Spearman x 100 (cosine), SciFact test NDCG@10, openoffice-dups MRR@10 (the
-  newer part of its split in time: benchmarks/retrieval.py's ``test_part``), documents cut at each model's
+  newer part of its split in time: ``benchmarks.lib.retrieval_data.test_part``), documents cut at each model's
   limit (``RetrievalEvaluator`` + ``IndexRetriever``).
 - speed: sentences per second (batch 32, STSb/SICK sentences), batch-1 latency p50, size on disk, and the
   index size at 1M vectors (1M x dim x 4 bytes float32, x 1 byte int8: computed).
@@ -160,8 +160,8 @@ def write_jsonl(path: Path, texts: list[str]) -> Path:
 
 def write_pairs(path: Path, args, collections: tuple[str, ...] = ("scifact", "openoffice-dups")) -> Path:
     """(query, positive) rows of the training parts only: STSb train pairs scored 4 or more (of 5), SciFact's
-    train judgments, openoffice-dups' older 80% (benchmarks/finetune_retrieval.py's split)."""
-    from benchmarks.finetune_retrieval import split_collection
+    train judgments, openoffice-dups' older 80% (``benchmarks.lib.retrieval_data``'s split)."""
+    from benchmarks.lib.retrieval_data import split_collection
     from sbert.data.beir import read_beir
     from sbert.data.paths import data_dir
     from sbert.data.sts import read_stsb
@@ -420,7 +420,7 @@ def folder_bytes(path: Path) -> int:
 # -- quality -----------------------------------------------------------------------------------------
 def collections(args) -> dict:
     """SciFact's test split and openoffice-dups' newer (test) part, sampled in quick runs."""
-    from benchmarks.retrieval import sample, test_part
+    from benchmarks.lib.retrieval_data import sample, test_part
 
     parts = {}
     for name in ("scifact", "openoffice-dups"):
@@ -447,7 +447,7 @@ def stsb_pairs(args) -> tuple[list[str], list[float]]:
 
 
 def quality(model: Embedder, args, parts: dict) -> dict[str, float]:
-    from benchmarks.cpu_backends import stsb_spearman
+    from benchmarks.lib.sentences import stsb_spearman
 
     texts, gold = stsb_pairs(args)
     return {
@@ -593,7 +593,7 @@ def matryoshka_part(args, work: Path) -> tuple[list[str], dict]:
 # -- query latency -----------------------------------------------------------------------------------
 def query_part(args, work: Path) -> tuple[list[str], dict]:
     import sbert
-    from benchmarks.retrieval import sample, test_part
+    from benchmarks.lib.retrieval_data import sample, test_part
     from sbert.evaluation.retrievers import RetrievalSettings
 
     settings = RetrievalSettings(chunk=True, window=args.window, hybrid=True)  # fusion, alpha: sbert's defaults

@@ -19,8 +19,8 @@ import time
 import torch
 
 import sbert
-from benchmarks.encode_throughput import stsb_test_sentences
 from benchmarks.lib import environment_lines, markdown_table, write_result
+from benchmarks.lib.sentences import stsb_test_sentences
 from sbert.data.paths import data_dir
 
 SETTINGS = {

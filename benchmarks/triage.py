@@ -36,8 +36,8 @@ import numpy as np
 import torch
 
 import sbert
-from benchmarks.finetune_retrieval import split_collection
 from benchmarks.lib import RESULTS, WORK, environment_lines, markdown_table, write_between_markers, write_result
+from benchmarks.lib.retrieval_data import split_collection
 from sbert.data.beir import RetrievalCollection, read_beir
 from sbert.data.beir_labelled_pairs import drawn_queries
 from sbert.evaluation.pair_classification import average_precision, best_f1
