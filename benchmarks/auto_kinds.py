@@ -9,7 +9,7 @@ only each kind's held-out documents are new). Models: ``default`` (the default m
 whose model benchmarks/adapt.py left in ``.work/adapt/<collection>/<method>-100`` (this script adapts it
 the same way when it is missing). Rows are kept in ``benchmarks/results/records/auto_kinds.json``
 (a re-measured row replaces itself); the table goes to ``benchmarks/results/auto_kinds.md`` and
-docs/retrieval.md. The default kind is chosen on one collection and reported on the other: the table says
+docs/search.md. The default kind is chosen on one collection and reported on the other: the table says
 which.
 
     python -m benchmarks.auto_kinds --collections scifact --models default,title,crop,ict,simcse
@@ -141,7 +141,7 @@ def table_lines(record: dict) -> list[str]:
         f"Each cell: the best way of searching on 200 pseudo-queries of that kind, its score on the "
         f"test queries (NDCG@10 on SciFact, MRR@10 on openoffice-dups' newest 20%), and its gap to the best "
         f"chosen with the test labels. The default kind (`{KIND}`) was chosen on {CHOSEN_ON}'s test queries; "
-        f"the other collection's rows are the evidence that counts (docs/retrieval.md weighs both)."
+        f"the other collection's rows are the evidence that counts (docs/search.md weighs both)."
     )
     notes = sorted(
         {f"{name}: {row['run']}" for name, models in record.items() for row in models.values() if "run" in row}

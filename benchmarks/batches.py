@@ -2,10 +2,10 @@
 
 The recipe of benchmarks/finetune_retrieval.py (negatives mined by the default model, ``mnrl`` at batch
 32, two epochs, lr 2e-5, 10% warm-up, seed 42) on the older 80% of openoffice-dups' queries, scored on
-the newest 20% (MRR@10, the headline; NDCG@10; dense, as the fine-tuned row of docs/retrieval.md, and
+the newest 20% (MRR@10, the headline; NDCG@10; dense, as the fine-tuned row of results/retrieval.md, and
 as a default index is searched: + BM25, weighted, alpha 0.7). Variants (``--variants``):
 
-- ``plain``: shuffled batches, nothing kept apart (what the 66.93 of docs/retrieval.md trained on);
+- ``plain``: shuffled batches, nothing kept apart (what the fine-tuned row of results/retrieval.md trained on);
 - ``sampler``: ``NoDuplicatesBatchSampler`` (the default): no batch holds a text twice, so a master
   report that several duplicates point to is never another row's in-batch negative;
 - ``guide``: the sampler and GISTEmbed's guided masking, the guide all-mpnet-base-v2 (``--guide``):
@@ -18,21 +18,21 @@ The guide's margin is GISTEmbed's (absolute, 0: a candidate the guide scores abo
 dropped) unless ``--guide-margins`` lists others (one row each; below 0 drops fewer). A margin is chosen
 with ``--dev``, never on the test queries: the training queries are cut again in time, the model trains
 on their older 80% and is scored on their newest 20% (rows in benchmarks/results/records/batches-dev,
-table between its own markers of docs/retrieval.md); the margin chosen there then runs on the test split.
+table between its own markers of results/retrieval-evidence.md); the margin chosen there then runs on the test split.
 
-Each row is kept, committed, in benchmarks/results/records/batches (``<variant>.json`` for the CPU at seed
-42, else ``<variant>-seed<N>-<cpu|gpu>.json``). A row kept already is skipped unless ``--again``, and a row
+Each row is kept, committed, in benchmarks/results/records/batches (``<variant>.json`` for the CPU at seed 42,
+else ``<variant>-seed<N>-<cpu|gpu>.json``). A row kept already is skipped unless ``--again``, and a row
 stopped by SIGTERM or Ctrl-C goes on from its checkpoint, so the same command run again goes on where it
-stopped. Every row kept is tabled, with means over seeds per device; a CPU row names its processor.
-The table goes to benchmarks/results/batches.md and docs/retrieval.md. Cost on 2 CPU cores: mining ~4
-minutes, then ~15-27 s a step (Intel Xeon / AMD EPYC; query, duplicate and negative at 256 tokens, batch
-32), 124 steps: 30-60 minutes a variant on a quiet machine. The guide (all-mpnet-base-v2) first embeds every
-text of the training rows (the dev split's 3,225 in 5-9 minutes on 2 cores) and keeps the vectors in
-``.work/guide-vectors/`` for later runs; one guide serves every row of a run, so a guide row then costs
-what a sampler row costs. It reads texts at its own 384 tokens, where ``sbert train --guide`` cuts them to
-the student's 256 (as sentence-transformers' guide reads them): every row of these tables was measured so,
-and only the texts longer than 256 tokens (about 7% here) would have other guide vectors.
-On an H100 (``--device cuda``) a variant trains in 15-26 s: all three at three seeds in a few minutes.
+stopped. Every row kept is tabled, with means over seeds per device; a CPU row names its processor. The table
+goes to benchmarks/results/batches.md and between markers in results/retrieval-evidence.md. Cost on 2 CPU
+cores: mining ~4 minutes, then ~15-27 s a step (Intel Xeon / AMD EPYC; query, duplicate and negative at 256
+tokens, batch 32), 124 steps: 30-60 minutes a variant on a quiet machine. The guide (all-mpnet-base-v2) first
+embeds every text of the training rows (the dev split's 3,225 in 5-9 minutes on 2 cores) and keeps the vectors
+in ``.work/guide-vectors/`` for later runs; one guide serves every row of a run, so a guide row then costs
+what a sampler row costs. It reads texts at its own 384 tokens, where ``sbert train --guide`` cuts them to the
+student's 256 (as sentence-transformers' guide reads them): every row of these tables was measured so, and
+only the texts longer than 256 tokens (about 7% here) would have other guide vectors. On an H100 (``--device
+cuda``) a variant trains in 15-26 s: all three at three seeds in a few minutes.
 
     python -m benchmarks.batches [--variants plain,sampler,guide] [--guide all-mpnet-base-v2] [--seeds 42,43,44]
                                  [--guide-margins 0,-0.05,-0.1] [--margin-strategy absolute] [--device cuda]
@@ -77,7 +77,7 @@ DEV_BEGIN, DEV_END = "<!-- benchmarks/batches.py --dev: begin -->", "<!-- benchm
 VARIANTS = ("plain", "sampler", "guide", "adapted")
 NAME = "openoffice-dups"
 GUIDES: dict = {}  # guide model -> its Teacher, for the whole run
-DEV_MARGINS, DEV_SEEDS = (0.0, -0.05, -0.1), (42, 43, 44)  # the --dev sweep (docs/retrieval.md; gpu_session call a)
+DEV_MARGINS, DEV_SEEDS = (0.0, -0.05, -0.1), (42, 43, 44)  # the --dev sweep (results/batches-dev.md)
 
 
 def train_variant(variant: str, examples: list, args, out: Path) -> dict:
@@ -296,8 +296,8 @@ def missing_lines(rows: list[dict], kept: Path, dev: bool) -> list[str]:
     if not missing:
         return []
     note = (
-        "; the plain recipe's own earlier run is docs/retrieval.md's row 'fine-tuned, truncated at 256 tokens' "
-        "(benchmarks/retrieval.py), dense, same split and recipe"
+        "; the plain recipe's own earlier run is results/retrieval.md's row 'fine-tuned, truncated at 256 tokens' "
+        "(python -m benchmarks.retrieval), dense, same split and recipe"
         if "plain" in missing and not dev
         else ""
     )

@@ -8,12 +8,12 @@
 3. In-batch negatives with the mined negative (``mnrl``, batch 32: every other row's positive and
    negative are negatives too), the paper's schedule (AdamW, lr 2e-5, 10% linear warm-up), one epoch;
    two for openoffice-dups, whose ~2,000 training queries give only 62 steps an epoch (one epoch reached
-   +4.80 MRR@10 over the default model, two are measured in docs/retrieval.md).
+   +4.80 MRR@10 over the default model, two are measured in benchmarks/results/retrieval.md).
    (``cached-mnrl`` takes the same steps in less memory, for larger batches; at batch 32 plain ``mnrl``
    fits in memory and saves GradCache's extra forward pass, which matters on 2 CPU cores.)
 
 The same on the command line (DIR: a BEIR folder with a train split; for openoffice-dups the folder
-``split_by_time`` writes, see docs/retrieval.md; ``--epochs 2`` there, 1 for SciFact):
+``split_by_time`` writes, see docs/training.md; ``--epochs 2`` there, 1 for SciFact):
 
     sbert mine-negatives DIR --split train --num-negatives 1 --range-min 10 --range-max 50 \\
         --relative-margin 0.05 --keep-incomplete --out negatives.jsonl

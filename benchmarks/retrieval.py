@@ -210,11 +210,6 @@ def provenance(name: str, measured: list[str], args) -> list[str]:
     return []
 
 
-def write_doc(lines: list[str]) -> None:
-    """Put the tables into the doc between the benchmark's markers (atomically)."""
-    write_between_markers(DOC, BEGIN, END, lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--collections", default=",".join(COLLECTIONS), help="measured; others: last run's rows")
@@ -264,7 +259,7 @@ def main() -> None:
     ]
     write_result(args.out, lines)
     if not quick:
-        write_doc(lines[2:])
+        write_between_markers(DOC, BEGIN, END, lines[2:])
 
 
 if __name__ == "__main__":

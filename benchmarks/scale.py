@@ -438,11 +438,6 @@ def _int_keys(facts: dict) -> dict:
     return {k: {int(n): t for n, t in v.items()} if k.endswith("_builds") else v for k, v in facts.items()}
 
 
-def write_doc(lines: list[str]) -> None:
-    """Put the tables into the doc between the benchmark's markers (atomically)."""
-    write_between_markers(DOC, BEGIN, END, lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--texts", type=int, default=100_000)
@@ -453,7 +448,7 @@ def main() -> None:
     parser.add_argument("--ddp-steps", type=int, default=12)
     parser.add_argument("--data", default=None)
     parser.add_argument("--out", default="scale.md")
-    parser.add_argument("--no-doc", action="store_true", help="do not write docs/scale.md (quick runs)")
+    parser.add_argument("--no-doc", action="store_true", help="leave results/scale-evidence.md as it is (quick runs)")
     args = parser.parse_args()
     data, parts = data_dir(args.data), args.parts.split(",")
     work = WORK / "scale"
@@ -495,7 +490,7 @@ def main() -> None:
     ]
     write_result(args.out, lines)
     if not args.no_doc:
-        write_doc(lines[2:])
+        write_between_markers(DOC, BEGIN, END, lines[2:])
 
 
 if __name__ == "__main__":

@@ -656,7 +656,7 @@ def main_table(facts: dict) -> list[str]:
 
 
 def retrieval_lines(facts: dict, lines: dict) -> list[str]:
-    """docs/retrieval.md's part: each row's retrieval scores and speed, and the query latency table."""
+    """retrieval-evidence.md's part: each row's retrieval scores and speed, and the query latency table."""
     quality_facts, speed_facts = facts.get("quality", {}), facts.get("speed", {})
     rows = [
         [name, f"{q['scifact_ndcg10']:.2f}", f"{q['openoffice_mrr10']:.2f}"]
