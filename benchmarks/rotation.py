@@ -152,7 +152,7 @@ def measure(args, work: Path) -> dict:
     rows, notes = {}, {}
     for prefix, (name, fits) in BASES.items():
         if name != "default" and not Path(name).is_dir():
-            print(f"rotation: {name} is not built (benchmarks/static.py --parts matryoshka): its rows are skipped")
+            print(f"rotation: {name} is not built (python -m benchmarks.static --parts matryoshka): rows skipped")
             continue
         model = sbert.load(name, device="cpu")
         cache = work / "vectors" if name == "default" else vector_cache(work, prefix, Path(name))

@@ -18,7 +18,7 @@ Every threshold is chosen (best F1) on the older 80% of reports (SciFact: train 
 unchanged to the newer 20% (what a tracker's triage would do with the reports it has); the newer part's own
 best threshold is shown beside it for the pairs, marked, as a bound. Models: the default model, and where
 they are on disk (benchmarks/.work; this script trains none), the default model adapted without labels by
-``sbert adapt``'s default method (``benchmarks/adapt.py --methods title``, or ``sbert adapt default --corpus
+``sbert adapt``'s default method (``python -m benchmarks.adapt --methods title``, or ``sbert adapt default --corpus
 .../openoffice-dups --out benchmarks/.work/adapt/openoffice-dups/title-100``), adapted with the teacher
 (``distill-margin``), and fine-tuned on the older reports' labels (benchmarks/retrieval.py).
 
