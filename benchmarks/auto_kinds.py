@@ -9,8 +9,8 @@ only each kind's held-out documents are new). Models: ``default`` (the default m
 whose model benchmarks/adapt.py left in ``.work/adapt/<collection>/<method>-100`` (this script adapts it
 the same way when it is missing). Rows are kept in ``benchmarks/results/records/auto_kinds.json``
 (a re-measured row replaces itself); the table goes to ``benchmarks/results/auto_kinds.md`` and
-docs/search.md. The default kind is chosen on one collection and reported on the other: the table says
-which.
+between markers in results/retrieval-evidence.md. The default kind is chosen on one collection and
+reported on the other: the table says which.
 
     python -m benchmarks.auto_kinds --collections scifact --models default,title,crop,ict,simcse
 """

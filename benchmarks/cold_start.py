@@ -4,7 +4,7 @@ tokenizers, no torch, no transformers) against one built with torch (the model l
 Each run is a new process (``python -m sbert search IX "query"``), timed end to end; the table gives the
 median wall time of --repeats runs, the load average around them, and the largest entries of
 ``python -X importtime`` for each path. Writes benchmarks/results/cold_start.md and the table between the
-markers in docs/search.md. The machine may be shared: the load average is printed beside the figures.
+markers in results/search-evidence.md. The machine may be shared: the load average is printed beside the figures.
 
     python -m benchmarks.cold_start [--repeats 5] [--rows 1000]
 """

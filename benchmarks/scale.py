@@ -1,7 +1,7 @@
 """Scale: encoding with many processes and on Ray, data-parallel training, and pgvector against FAISS.
 
 Three parts, each a table (``--parts encode,ddp,vectors``), written to benchmarks/results/scale.md and
-into docs/scale.md between the benchmark's markers:
+into results/scale-evidence.md between the benchmark's markers:
 
 - encode: the same ``--texts`` distinct sentences of the shared data (STSb, SICK, SNLI, STS12, SentEval)
   embedded by the default model: sbert in one call, ``encode_to_shards`` with 1 and 2 processes, Ray

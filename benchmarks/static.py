@@ -722,7 +722,7 @@ def speed_rounds(facts: dict) -> str:
 
 
 def scale_lines(facts: dict) -> list[str]:
-    """The static row of docs/scale.md's 40M plan, from the measured rates."""
+    """The static row of scale-evidence.md's 40M plan, from the measured rates."""
     speed = facts.get("speed", {})
     static, torch_row = speed.get(list(ROWS)[6]), speed.get("sbert torch")
     if not static or not torch_row:
