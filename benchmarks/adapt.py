@@ -16,17 +16,17 @@ rows to them (a row measured again replaces its earlier self) and the tables are
 them, so a run of one method on a fresh machine keeps every other row (``--assemble``: run nothing).
 Beside them, for openoffice-dups, the rows that use its training labels (the older 80% of queries), kept by
 ``benchmarks/batches.py``: fine-tuned from the default model, and from the adapted model (supervised after
-adapt; ``python benchmarks/batches.py --variants adapted``).
+adapt; ``python -m benchmarks.batches --variants adapted``).
 
 Choosing without fooling ourselves: for each collection, the method the OTHER collection's test queries
 would have chosen, and its score here: that is the figure a user with a new collection can expect.
 Where the two choose apart, the default is the method whose gain averaged over the collections is highest
 (the lines under the table).
 
-    python benchmarks/adapt.py [--collections scifact,openoffice-dups] [--methods title,crop,title+crop]
+    python -m benchmarks.adapt [--collections scifact,openoffice-dups] [--methods title,crop,title+crop]
                                [--steps 100] [--teacher all-mpnet-base-v2] [--queries N --documents N]
                                [--temperature 1] [--device cuda]
-    python benchmarks/adapt.py --assemble   # run nothing: the tables again from the rows kept
+    python -m benchmarks.adapt --assemble   # run nothing: the tables again from the rows kept
     (a method as METHOD@SEED: another seed than 42; METHOD/N: adapted with ``--hold-out N``, the documents
     ``--auto`` draws its N pseudo-queries from left out of training; METHOD/default: with sbert adapt's
     default hold-out; a method without /: ``--hold-out 0``, every document trained on, as the rows were first
@@ -47,21 +47,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from common import (
+
+import sbert
+from benchmarks.lib import (
     RECORDS,
+    RESULTS,
     WORK,
     cpu_name,
     device_name,
     environment_lines,
+    load_record,
     markdown_table,
     rows_lost,
     write_between_markers,
     write_record,
     write_result,
 )
-from retrieval import sample, test_part
-
-import sbert
+from benchmarks.lib.retrieval_data import sample, test_part
 from sbert.adapt.methods import DEFAULT_METHOD, METHODS
 from sbert.adapt.recipe import AdaptSettings
 from sbert.data.beir import RetrievalCollection
@@ -75,7 +77,7 @@ from sbert.search.auto import CHOICES, SearchChoice, choose_search
 AUTO_KIND = "title"  # the --auto rows' pseudo-queries, as first measured (benchmarks/auto_kinds.py: the others)
 KEEP_DEFAULT = False  # and the best on them, as first measured (before --auto kept the default within a standard error)
 
-DOC = Path(__file__).resolve().parent / "results" / "retrieval-evidence.md"
+DOC = RESULTS / "retrieval-evidence.md"
 BEGIN, END = "<!-- benchmarks/adapt.py: begin -->", "<!-- benchmarks/adapt.py: end -->"
 METRICS = ("ndcg@10", "mrr@10", "recall@100")
 # distill-kl's rows without a temperature in their name were measured at 0.05 (sbert adapt's default before
@@ -263,8 +265,7 @@ def read_record(name: str) -> tuple[list[Row], list[str]]:
 
 
 def _record(name: str) -> dict:
-    path = record_path(name)
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return load_record(record_path(name))
 
 
 def keep_rows(name: str, rows: list[Row], run: str) -> tuple[list[Row], list[str]]:
@@ -327,7 +328,8 @@ def fine_tuned(name: str, base: str, key: str, quick: bool, args) -> tuple[Path,
     benchmarks/finetune_retrieval.py's recipe, run as the commands its docstring documents (``sbert
     mine-negatives`` with the default model, once per collection; then ``sbert train``); cached. Its cost:
     the training's (``mining_seconds`` beside it)."""
-    from finetune_retrieval import RECIPE, split_collection, training
+    from benchmarks.finetune_retrieval import RECIPE, training
+    from benchmarks.lib.retrieval_data import split_collection
 
     out = WORK / "adapt" / name / key
     record = out.with_name(key + ".json")
@@ -379,7 +381,7 @@ def timed_run(command: list[str], record: Path, args, load: float | None = None,
     the run that resumes it adds that in: a resumed row's wall time is its parts' sum (``parts`` counts them),
     its peak the largest part's, its load before the first part's."""
     partial = record.with_name(record.name + ".partial")
-    done = json.loads(partial.read_text()) if partial.is_file() else {"seconds": 0.0, "peak_rss_gib": 0.0, "parts": 0}
+    done = load_record(partial, {"seconds": 0.0, "peak_rss_gib": 0.0, "parts": 0})
     load = os.getloadavg()[0] if load is None else load
     began, peak = time.perf_counter(), 0.0
     try:
@@ -704,7 +706,7 @@ def main() -> None:
         "assembled from the rows kept (nothing run)"
         if args.assemble
         else (
-            f"`python benchmarks/adapt.py --collections {args.collections} {run_options(args)}`; wall time of "
+            f"`python -m benchmarks.adapt --collections {args.collections} {run_options(args)}`; wall time of "
             f"this run {time.perf_counter() - began:.0f} s"
         )
     )

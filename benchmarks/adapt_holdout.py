@@ -12,8 +12,8 @@ model's draw takes the documents its adapt.json names, which are the documents, 
 other model's draw takes: the one difference is whether the model trained on them. Every way of searching is
 scored on the test queries (``adapt.every_choice``), so each choice's test score is read off beside the best.
 
-    python benchmarks/adapt_holdout.py [--collections scifact,openoffice-dups] [--device cpu]
-    python benchmarks/adapt_holdout.py --assemble   # run nothing: the table from the records kept
+    python -m benchmarks.adapt_holdout [--collections scifact,openoffice-dups] [--device cpu]
+    python -m benchmarks.adapt_holdout --assemble   # run nothing: the table from the records kept
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import time
 from copy import copy
 
 import torch
-from adapt import COLLECTIONS, HEADLINE, adapt_key, adapted, every_choice, machine
-from common import RECORDS, environment_lines, markdown_table, write_record, write_result
-from retrieval import test_part
 
 import sbert
+from benchmarks.adapt import COLLECTIONS, HEADLINE, adapt_key, adapted, every_choice, machine
+from benchmarks.lib import RECORDS, environment_lines, load_record, markdown_table, write_record, write_result
+from benchmarks.lib.retrieval_data import test_part
 from sbert.adapt.methods import DEFAULT_METHOD
 from sbert.search.auto import QUERIES, choose_search, reusing_vectors
 
@@ -65,7 +65,7 @@ def measure(name: str, args) -> dict:
         models.append({"label": label, "key": adapt_key(DEFAULT_METHOD, one), "adapt": cost, "draws": draws})
         models[-1]["test"] = scores
     run = f"{time.strftime('%Y-%m-%d')}, {machine(args)}, load {os.getloadavg()[0]:.2f} at the end"
-    command = f"python benchmarks/adapt_holdout.py --collections {args.collections} --device {args.device}"
+    command = f"python -m benchmarks.adapt_holdout --collections {args.collections} --device {args.device}"
     return {"collection": name, "method": DEFAULT_METHOD, "run": run, "command": command, "models": models}
 
 
@@ -167,7 +167,6 @@ def side_by_side(records: list[dict]) -> list[str]:
 
 
 def main() -> None:
-    import json
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--collections", default=",".join(COLLECTIONS))
@@ -179,11 +178,11 @@ def main() -> None:
     began = time.perf_counter()
     for name in [] if args.assemble else args.collections.split(","):
         write_record(record_path(name), measure(name, args))
-    records = [json.loads(record_path(n).read_text()) for n in COLLECTIONS if record_path(n).is_file()]
+    records = [load_record(record_path(n)) for n in COLLECTIONS if record_path(n).is_file()]
     ran = (
         "assembled from the records kept (nothing run; each names the command that measured it, above)"
         if args.assemble
-        else f"`python benchmarks/adapt_holdout.py --collections {args.collections} --device {args.device}`, "
+        else f"`python -m benchmarks.adapt_holdout --collections {args.collections} --device {args.device}`, "
         f"{time.perf_counter() - began:.0f} s"
     )
     write_result("adapt_holdout.md", lines_of(records, ran))

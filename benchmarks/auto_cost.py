@@ -10,7 +10,7 @@ from random vectors is then BM25's, whole documents); and, with ``--time``, the 
 model for both, one after the other in one process, on the collections named there. Writes
 ``benchmarks/results/auto_cost.md``.
 
-    python benchmarks/auto_cost.py [--collections scifact,openoffice-dups] [--time openoffice-dups]
+    python -m benchmarks.auto_cost [--collections scifact,openoffice-dups] [--time openoffice-dups]
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import time
 from collections.abc import Iterator
 
 import torch
-from common import environment_lines, markdown_table, write_result
 
 import sbert
 import sbert.search.auto as auto
+from benchmarks.lib import environment_lines, markdown_table, write_result
 from sbert.data.beir import read_beir
 from sbert.data.paths import data_dir
 from sbert.evaluation.retrievers import RetrievalSettings

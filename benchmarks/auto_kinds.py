@@ -9,35 +9,35 @@ only each kind's held-out documents are new). Models: ``default`` (the default m
 whose model benchmarks/adapt.py left in ``.work/adapt/<collection>/<method>-100`` (this script adapts it
 the same way when it is missing). Rows are kept in ``benchmarks/results/records/auto_kinds.json``
 (a re-measured row replaces itself); the table goes to ``benchmarks/results/auto_kinds.md`` and
-docs/retrieval.md. The default kind is chosen on one collection and reported on the other: the table says
-which.
+between markers in results/retrieval-evidence.md. The default kind is chosen on one collection and
+reported on the other: the table says which.
 
-    python benchmarks/auto_kinds.py --collections scifact --models default,title,crop,ict,simcse
+    python -m benchmarks.auto_kinds --collections scifact --models default,title,crop,ict,simcse
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
-from pathlib import Path
 
 import torch
-from adapt import KL_TEMPERATURE, TEACHER, adapted, every_choice
-from adapt import read_record as adapt_rows
-from common import (
+
+import sbert
+from benchmarks.adapt import KL_TEMPERATURE, TEACHER, adapted, every_choice
+from benchmarks.adapt import read_record as adapt_rows
+from benchmarks.lib import (
     RECORDS,
+    RESULTS,
+    command_line,
     cpu_name,
     environment_lines,
+    load_record,
     markdown_table,
     write_between_markers,
     write_record,
     write_result,
 )
-from retrieval import test_part
-
-import sbert
+from benchmarks.lib.retrieval_data import test_part
 from sbert.data.paths import data_dir
 from sbert.search.auto import (
     CHOICES,
@@ -51,7 +51,7 @@ from sbert.search.auto import (
 )
 
 RECORD = RECORDS / "auto_kinds.json"
-DOC = Path(__file__).resolve().parent / "results" / "retrieval-evidence.md"
+DOC = RESULTS / "retrieval-evidence.md"
 BEGIN, END = "<!-- auto-kinds:begin -->", "<!-- auto-kinds:end -->"
 HEADLINE = {"scifact": "ndcg@10", "openoffice-dups": "mrr@10"}
 CHOSEN_ON = "scifact"  # the collection KIND was chosen on; the other one reports it
@@ -104,14 +104,14 @@ def measure(name: str, model: str, kinds: list[str], args) -> dict:
                 "seconds": round(time.perf_counter() - began, 1),
             }
             print(f"  {kind}: chose {pick}, {test[pick]:.2f} on the test queries (best {best} {test[best]:.2f})")
-    command = " ".join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
+    command = command_line()
     return {"best": best, "best_score": test[best], "metric": HEADLINE[name], "kinds": out, "cpu": cpu_name(),
             "run": f"`{command}`"}  # fmt: skip
 
 
 def read_record() -> dict:
     """The rows measured so far: collection -> model label -> row."""
-    return json.loads(RECORD.read_text()) if RECORD.is_file() else {}
+    return load_record(RECORD)
 
 
 def table_lines(record: dict) -> list[str]:
@@ -141,7 +141,7 @@ def table_lines(record: dict) -> list[str]:
         f"Each cell: the best way of searching on 200 pseudo-queries of that kind, its score on the "
         f"test queries (NDCG@10 on SciFact, MRR@10 on openoffice-dups' newest 20%), and its gap to the best "
         f"chosen with the test labels. The default kind (`{KIND}`) was chosen on {CHOSEN_ON}'s test queries; "
-        f"the other collection's rows are the evidence that counts (docs/retrieval.md weighs both)."
+        f"the other collection's rows are the evidence that counts (docs/search.md weighs both)."
     )
     notes = sorted(
         {f"{name}: {row['run']}" for name, models in record.items() for row in models.values() if "run" in row}

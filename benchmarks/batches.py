@@ -2,10 +2,10 @@
 
 The recipe of benchmarks/finetune_retrieval.py (negatives mined by the default model, ``mnrl`` at batch
 32, two epochs, lr 2e-5, 10% warm-up, seed 42) on the older 80% of openoffice-dups' queries, scored on
-the newest 20% (MRR@10, the headline; NDCG@10; dense, as the fine-tuned row of docs/retrieval.md, and
+the newest 20% (MRR@10, the headline; NDCG@10; dense, as the fine-tuned row of results/retrieval.md, and
 as a default index is searched: + BM25, weighted, alpha 0.7). Variants (``--variants``):
 
-- ``plain``: shuffled batches, nothing kept apart (what the 66.93 of docs/retrieval.md trained on);
+- ``plain``: shuffled batches, nothing kept apart (what the fine-tuned row of results/retrieval.md trained on);
 - ``sampler``: ``NoDuplicatesBatchSampler`` (the default): no batch holds a text twice, so a master
   report that several duplicates point to is never another row's in-batch negative;
 - ``guide``: the sampler and GISTEmbed's guided masking, the guide all-mpnet-base-v2 (``--guide``):
@@ -18,27 +18,27 @@ The guide's margin is GISTEmbed's (absolute, 0: a candidate the guide scores abo
 dropped) unless ``--guide-margins`` lists others (one row each; below 0 drops fewer). A margin is chosen
 with ``--dev``, never on the test queries: the training queries are cut again in time, the model trains
 on their older 80% and is scored on their newest 20% (rows in benchmarks/results/records/batches-dev,
-table between its own markers of docs/retrieval.md); the margin chosen there then runs on the test split.
+table between its own markers of results/retrieval-evidence.md); the margin chosen there then runs on the test split.
 
-Each row is kept, committed, in benchmarks/results/records/batches (``<variant>.json`` for the CPU at seed
-42, else ``<variant>-seed<N>-<cpu|gpu>.json``). A row kept already is skipped unless ``--again``, and a row
+Each row is kept, committed, in benchmarks/results/records/batches (``<variant>.json`` for the CPU at seed 42,
+else ``<variant>-seed<N>-<cpu|gpu>.json``). A row kept already is skipped unless ``--again``, and a row
 stopped by SIGTERM or Ctrl-C goes on from its checkpoint, so the same command run again goes on where it
-stopped. Every row kept is tabled, with means over seeds per device; a CPU row names its processor.
-The table goes to benchmarks/results/batches.md and docs/retrieval.md. Cost on 2 CPU cores: mining ~4
-minutes, then ~15-27 s a step (Intel Xeon / AMD EPYC; query, duplicate and negative at 256 tokens, batch
-32), 124 steps: 30-60 minutes a variant on a quiet machine. The guide (all-mpnet-base-v2) first embeds every
-text of the training rows (the dev split's 3,225 in 5-9 minutes on 2 cores) and keeps the vectors in
-``.work/guide-vectors/`` for later runs; one guide serves every row of a run, so a guide row then costs
-what a sampler row costs. It reads texts at its own 384 tokens, where ``sbert train --guide`` cuts them to
-the student's 256 (as sentence-transformers' guide reads them): every row of these tables was measured so,
-and only the texts longer than 256 tokens (about 7% here) would have other guide vectors.
-On an H100 (``--device cuda``) a variant trains in 15-26 s: all three at three seeds in a few minutes.
+stopped. Every row kept is tabled, with means over seeds per device; a CPU row names its processor. The table
+goes to benchmarks/results/batches.md and between markers in results/retrieval-evidence.md. Cost on 2 CPU
+cores: mining ~4 minutes, then ~15-27 s a step (Intel Xeon / AMD EPYC; query, duplicate and negative at 256
+tokens, batch 32), 124 steps: 30-60 minutes a variant on a quiet machine. The guide (all-mpnet-base-v2) first
+embeds every text of the training rows (the dev split's 3,225 in 5-9 minutes on 2 cores) and keeps the vectors
+in ``.work/guide-vectors/`` for later runs; one guide serves every row of a run, so a guide row then costs
+what a sampler row costs. It reads texts at its own 384 tokens, where ``sbert train --guide`` cuts them to the
+student's 256 (as sentence-transformers' guide reads them): every row of these tables was measured so, and
+only the texts longer than 256 tokens (about 7% here) would have other guide vectors. On an H100 (``--device
+cuda``) a variant trains in 15-26 s: all three at three seeds in a few minutes.
 
-    python benchmarks/batches.py [--variants plain,sampler,guide] [--guide all-mpnet-base-v2] [--seeds 42,43,44]
+    python -m benchmarks.batches [--variants plain,sampler,guide] [--guide all-mpnet-base-v2] [--seeds 42,43,44]
                                  [--guide-margins 0,-0.05,-0.1] [--margin-strategy absolute] [--device cuda]
-    python benchmarks/batches.py --dev --variants sampler,guide --guide-margins 0,-0.05,-0.1 --seeds 42,43,44
-    python benchmarks/batches.py --variants ""   # no training: the table again from the rows kept
-    python benchmarks/batches.py --quick   # 4 steps, 40 test queries: checks that it runs (no docs)
+    python -m benchmarks.batches --dev --variants sampler,guide --guide-margins 0,-0.05,-0.1 --seeds 42,43,44
+    python -m benchmarks.batches --variants ""   # no training: the table again from the rows kept
+    python -m benchmarks.batches --quick   # 4 steps, 40 test queries: checks that it runs (no docs)
 """
 
 from __future__ import annotations
@@ -54,8 +54,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from common import (
+from benchmarks.finetune_retrieval import mined_examples, training_config
+from benchmarks.lib import (
     RECORDS,
+    RESULTS,
+    ROOT,
     WORK,
     cpu_name,
     device_name,
@@ -66,17 +69,15 @@ from common import (
     write_record,
     write_result,
 )
-from finetune_retrieval import mined_examples, split_collection, training_config
-from retrieval import sample
+from benchmarks.lib.retrieval_data import sample, split_collection
 
-ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "benchmarks" / "results" / "retrieval-evidence.md"
+DOC = RESULTS / "retrieval-evidence.md"
 BEGIN, END = "<!-- benchmarks/batches.py: begin -->", "<!-- benchmarks/batches.py: end -->"
 DEV_BEGIN, DEV_END = "<!-- benchmarks/batches.py --dev: begin -->", "<!-- benchmarks/batches.py --dev: end -->"
 VARIANTS = ("plain", "sampler", "guide", "adapted")
 NAME = "openoffice-dups"
 GUIDES: dict = {}  # guide model -> its Teacher, for the whole run
-DEV_MARGINS, DEV_SEEDS = (0.0, -0.05, -0.1), (42, 43, 44)  # the --dev sweep (docs/retrieval.md; gpu_session call a)
+DEV_MARGINS, DEV_SEEDS = (0.0, -0.05, -0.1), (42, 43, 44)  # the --dev sweep (results/batches-dev.md)
 
 
 def train_variant(variant: str, examples: list, args, out: Path) -> dict:
@@ -121,8 +122,8 @@ def train_variant(variant: str, examples: list, args, out: Path) -> dict:
 
 def guide_teacher(path: str, examples: list, device: str):
     """One frozen guide per model for the whole run, already holding the vector of every text of ``examples``:
-    read back from ``.work/guide-vectors/`` where an earlier run embedded them (on this machine, in any
-    session), else embedded once and kept there. Rows at other margins and seeds, and later runs, cost the
+    read back from ``.work/guide-vectors/`` where an earlier run on this machine embedded them, else embedded
+    once and kept there. Rows at other margins and seeds, and later runs, cost the
     guide nothing more."""
     import torch
 
@@ -151,8 +152,7 @@ def guide_teacher(path: str, examples: list, device: str):
 def adapted_base(args) -> Path:
     """The default model adapted to openoffice-dups' documents by ``sbert adapt``'s default method, at 100
     steps (``--quick``: 2) and seed 42 (``benchmarks/adapt.py``'s folder for it, made by its command when missing)."""
-    from adapt import adapted
-
+    from benchmarks.adapt import adapted
     from sbert.adapt.methods import DEFAULT_METHOD
 
     steps = 2 if args.quick else 100
@@ -296,8 +296,8 @@ def missing_lines(rows: list[dict], kept: Path, dev: bool) -> list[str]:
     if not missing:
         return []
     note = (
-        "; the plain recipe's own earlier run is docs/retrieval.md's row 'fine-tuned, truncated at 256 tokens' "
-        "(benchmarks/retrieval.py), dense, same split and recipe"
+        "; the plain recipe's own earlier run is results/retrieval.md's row 'fine-tuned, truncated at 256 tokens' "
+        "(python -m benchmarks.retrieval), dense, same split and recipe"
         if "plain" in missing and not dev
         else ""
     )
@@ -308,7 +308,7 @@ def missing_lines(rows: list[dict], kept: Path, dev: bool) -> list[str]:
 def choice_lines(rows: list[dict]) -> list[str]:
     """``--dev``: per device, the guide's margin (of ``DEV_MARGINS``) whose rows score best on the dev queries
     (mean dense MRR@10 over ``DEV_SEEDS``), beside the sampler's: what the test split then runs. Chosen only
-    once the sweep is whole on that device (rows from several sessions fill it in)."""
+    once the sweep is whole on that device (rows from several runs fill it in)."""
     lines = []
     for device in dict.fromkeys(r["device"] for r in rows):
         kept = {_sweep_key(r): r for r in rows if r["device"] == device}

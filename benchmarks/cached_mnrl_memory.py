@@ -5,7 +5,7 @@ Each configuration runs in a fresh process (one forward and backward of the defa
 resident set size; the model and the data alone are measured the same way. Writes
 benchmarks/results/cached_mnrl_memory.md.
 
-    python benchmarks/cached_mnrl_memory.py [--configs plain:32,plain:64,cached:256:32]
+    python -m benchmarks.cached_mnrl_memory [--configs plain:32,plain:64,cached:256:32]
 """
 
 from __future__ import annotations
@@ -53,12 +53,12 @@ def main() -> None:
         kind, rows, mini = [*args.child.split(":"), "0"][:3]
         print(json.dumps(step(kind, int(rows), int(mini))))
         return
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
-    from common import environment_lines, markdown_table, write_result
+    from benchmarks.lib import ROOT, environment_lines, markdown_table, write_result  # not in the child
 
     rows, threads = [], 0
     for config in args.configs.split(","):
-        out = subprocess.run([sys.executable, __file__, "--child", config], capture_output=True, text=True, check=True)
+        child = [sys.executable, "-m", "benchmarks.cached_mnrl_memory", "--child", config]
+        out = subprocess.run(child, capture_output=True, text=True, check=True, cwd=ROOT)
         found = json.loads(out.stdout.strip().splitlines()[-1])
         threads = found["threads"]
         kind, n, *mini = config.split(":")

@@ -8,7 +8,7 @@ default). Beside each bound: the windows embedded and the documents it cut. The 
 first windows of no bound, so every index after the first looks its vectors up (``reusing_vectors``):
 'index s' is the first build's alone, the unbounded one.
 
-    flock /tmp/sbert-heavy.lock python benchmarks/chunk_bound.py [--collections scifact,openoffice-dups]
+    flock /tmp/sbert-heavy.lock python -m benchmarks.chunk_bound [--collections scifact,openoffice-dups]
                                                                  [--bounds none,32,16,8,4,2] [--data DIR]
 """
 
@@ -19,10 +19,11 @@ import datetime
 import time
 
 import torch
-from common import environment_lines, markdown_table, write_result
-from retrieval import Indexed, test_part
 
 import sbert
+from benchmarks.lib import environment_lines, markdown_table, write_result
+from benchmarks.lib.retrieval_data import test_part
+from benchmarks.retrieval import Indexed
 from sbert.evaluation.retrieval import RetrievalEvaluator
 from sbert.evaluation.retrievers import IndexRetriever, RetrievalSettings
 from sbert.windows import MAX_WINDOWS, Chunking

@@ -4,9 +4,9 @@ tokenizers, no torch, no transformers) against one built with torch (the model l
 Each run is a new process (``python -m sbert search IX "query"``), timed end to end; the table gives the
 median wall time of --repeats runs, the load average around them, and the largest entries of
 ``python -X importtime`` for each path. Writes benchmarks/results/cold_start.md and the table between the
-markers in docs/search.md. The machine may be shared: the load average is printed beside the figures.
+markers in results/search-evidence.md. The machine may be shared: the load average is printed beside the figures.
 
-    python benchmarks/cold_start.py [--repeats 5] [--rows 1000]
+    python -m benchmarks.cold_start [--repeats 5] [--rows 1000]
 """
 
 from __future__ import annotations
@@ -22,16 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import environment_lines, markdown_table, write_between_markers, write_result
+from benchmarks.lib import RESULTS, environment_lines, markdown_table, source_env, write_between_markers, write_result
 
-DOC = Path(__file__).resolve().parent / "results" / "search-evidence.md"
+DOC = RESULTS / "search-evidence.md"
 BEGIN, END = "<!-- cold-start:begin -->", "<!-- cold-start:end -->"
-SRC = str(Path(__file__).resolve().parents[1] / "src")
 QUERY = "how do I bake bread at home"
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
 def _corpus(folder: Path, rows: int) -> Path:
@@ -45,7 +40,7 @@ def _corpus(folder: Path, rows: int) -> Path:
 
 def _build(corpus: Path, out: Path, backend: str) -> None:
     command = [sys.executable, "-m", "sbert", "index", "build", str(corpus), "-o", str(out), "--no-progress"]
-    subprocess.run([*command, "--backend", backend], check=True, env=_env(), capture_output=True)
+    subprocess.run([*command, "--backend", backend], check=True, env=source_env(), capture_output=True)
 
 
 def _cold_runs(index: Path, repeats: int) -> tuple[list[float], list[float]]:
@@ -55,7 +50,7 @@ def _cold_runs(index: Path, repeats: int) -> tuple[list[float], list[float]]:
         used = resource.getrusage(resource.RUSAGE_CHILDREN)
         began = time.perf_counter()
         subprocess.run([sys.executable, "-m", "sbert", "search", str(index), QUERY, "-k", "5"], check=True,
-                       env=_env(), capture_output=True)  # fmt: skip
+                       env=source_env(), capture_output=True)  # fmt: skip
         times.append(time.perf_counter() - began)
         now = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu.append(now.ru_utime - used.ru_utime + now.ru_stime - used.ru_stime)
@@ -65,7 +60,7 @@ def _cold_runs(index: Path, repeats: int) -> tuple[list[float], list[float]]:
 def _import_top(index: Path, n: int = 6) -> list[str]:
     """The largest cumulative top-level imports (``-X importtime``) of one search."""
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "sbert", "search", str(index), QUERY],
-                          env=_env(), capture_output=True, text=True, check=True)  # fmt: skip
+                          env=source_env(), capture_output=True, text=True, check=True)  # fmt: skip
     entries = []
     for line in done.stderr.splitlines():
         found = re.match(r"import time:\s+\d+ \|\s+(\d+) \| ( *)(\S+)", line)

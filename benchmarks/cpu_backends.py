@@ -6,33 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from common import markdown_table
-from scipy.stats import spearmanr
-from timing import throughput
 
 import sbert
-
-
-def latency_ms(encode_one, texts: list[str]) -> tuple[float, float]:
-    """p50 / p99 of encoding one text per call."""
-    encode_one(texts[0])
-    times = []
-    for text in texts:
-        began = time.perf_counter()
-        encode_one(text)
-        times.append((time.perf_counter() - began) * 1e3)
-    return float(np.percentile(times, 50)), float(np.percentile(times, 99))
-
-
-def stsb_spearman(emb: np.ndarray, gold: list[float]) -> float:
-    a, b = emb[0::2], emb[1::2]
-    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-    return 100 * spearmanr(cos, gold).statistic
+from benchmarks.lib import ROOT, latency_ms, markdown_table, throughput
+from benchmarks.lib.sentences import stsb_spearman
 
 
 def st_onnx(python: str, model: Path, texts: list[str], args) -> tuple[dict, str]:
@@ -40,10 +21,9 @@ def st_onnx(python: str, model: Path, texts: list[str], args) -> tuple[dict, str
         return {}, f"not run: {python} missing (create it as st_backends.py says)"
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(texts, handle)
-    script = Path(__file__).with_name("st_backends.py")
-    command = [python, str(script), str(model), handle.name, "--rounds", str(args.rounds)]
+    command = [python, "-m", "benchmarks.st_backends", str(model), handle.name, "--rounds", str(args.rounds)]
     command += ["--batch-size", str(args.batch_size), "--threads", str(args.threads)]
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if done.returncode:
         return {}, "failed: " + done.stderr.strip().splitlines()[-1]
     return json.loads(done.stdout.strip().splitlines()[-1]), ""

@@ -9,7 +9,7 @@
     relevant sentence (sentence 2) in a corpus of every distinct STSb sentence; the bi-encoder's top 100
     are re-ranked by the cross-encoder. Reported: MRR@10 and recall@1/10 before and after, and latency.
 
-    python benchmarks/cross_vs_bi.py [--epochs 4] [--max-steps N] [--sample-pairs 2000] [--reuse]
+    python -m benchmarks.cross_vs_bi [--epochs 4] [--max-steps N] [--sample-pairs 2000] [--reuse]
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ import argparse
 import json
 import math
 import random
-import statistics
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from common import WORK, environment_lines, markdown_table, paper_recipe, write_result
-from corpus import sentences
 
 import sbert
+from benchmarks.lib import WORK, environment_lines, markdown_table, throughput, write_result
+from benchmarks.lib.reference import paper_recipe
+from benchmarks.lib.sentences import sentences
 from sbert.cross_encoder import CrossEncoder
 from sbert.data.paths import data_dir
 from sbert.data.sts import read_stsb
@@ -81,16 +81,6 @@ def _summary(out: Path) -> dict | None:
         return None
     rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     return next((r["summary"] for r in reversed(rows) if "summary" in r), None)
-
-
-def rate(fn, n: int, rounds: int = 3) -> float:
-    fn()
-    times = []
-    for _ in range(rounds):
-        began = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - began)
-    return n / statistics.median(times)
 
 
 def retrieval(cross, bi, data, candidates: int, limit: int) -> tuple[list[list[str]], dict]:
@@ -153,8 +143,8 @@ def main() -> None:
     texts = random.Random(0).sample(pool, min(args.mining_sentences, len(pool)))
     n = len(texts)
     pairs = [(texts[i], texts[i + 1]) for i in range(0, min(2 * args.sample_pairs, n) - 1, 2)]
-    pairs_per_s = rate(lambda: cross.predict(pairs, batch_size=32), len(pairs))
-    sents_per_s = rate(lambda: bi.encode(texts[:2000], batch_size=32), 2000)
+    pairs_per_s = throughput({"cross": lambda: cross.predict(pairs, batch_size=32)}, len(pairs), 3)["cross"]
+    sents_per_s = throughput({"bi": lambda: bi.encode(texts[:2000], batch_size=32)}, 2000, 3)["bi"]
     began = time.perf_counter()
     mined = paraphrase_mining(bi.encode(texts, batch_size=32), top_k=10)
     bi_route = time.perf_counter() - began

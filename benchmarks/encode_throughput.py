@@ -5,7 +5,7 @@ batching (sorting by length). "Without" means batches in input order, each padde
 text: sbert's ``sort_by_length=False``, and for sentence-transformers one ``encode`` call per batch
 (it always sorts within a call). Throughput is the median over rounds, in sentences per second.
 
-    python benchmarks/encode_throughput.py [--rounds 5] [--batch-size 32] [--threads N] [--data DIR]
+    python -m benchmarks.encode_throughput [--rounds 5] [--batch-size 32] [--threads N] [--data DIR]
 """
 
 from __future__ import annotations
@@ -16,19 +16,12 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from common import WORK, environment_lines, markdown_table, write_result
-from timing import throughput as throughput  # kept importable from here
-from timing import timings
 
 import sbert
+from benchmarks.lib import WORK, environment_lines, markdown_table, timings, write_result
+from benchmarks.lib.sentences import stsb_test_sentences
 from sbert.batching import padding_ratio
 from sbert.data.paths import data_dir
-from sbert.data.sts import read_stsb
-
-
-def stsb_test_sentences(folder) -> list[str]:
-    pairs = read_stsb(folder / "stsbenchmark" / "sts-test.csv")
-    return [s for p in pairs for s in (p.sentence1, p.sentence2)]
 
 
 def main() -> None:
@@ -123,7 +116,7 @@ def main() -> None:
         "",
     ]
     if not args.no_backends:
-        from cpu_backends import backends_section
+        from benchmarks.cpu_backends import backends_section
 
         lines += backends_section(args, texts, ours, theirs)
     lines += environment_lines(

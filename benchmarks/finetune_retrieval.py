@@ -8,12 +8,12 @@
 3. In-batch negatives with the mined negative (``mnrl``, batch 32: every other row's positive and
    negative are negatives too), the paper's schedule (AdamW, lr 2e-5, 10% linear warm-up), one epoch;
    two for openoffice-dups, whose ~2,000 training queries give only 62 steps an epoch (one epoch reached
-   +4.80 MRR@10 over the default model, two are measured in docs/retrieval.md).
+   +4.80 MRR@10 over the default model, two are measured in benchmarks/results/retrieval.md).
    (``cached-mnrl`` takes the same steps in less memory, for larger batches; at batch 32 plain ``mnrl``
    fits in memory and saves GradCache's extra forward pass, which matters on 2 CPU cores.)
 
 The same on the command line (DIR: a BEIR folder with a train split; for openoffice-dups the folder
-``split_by_time`` writes, see docs/retrieval.md; ``--epochs 2`` there, 1 for SciFact):
+``split_by_time`` writes, see docs/training.md; ``--epochs 2`` there, 1 for SciFact):
 
     sbert mine-negatives DIR --split train --num-negatives 1 --range-min 10 --range-max 50 \\
         --relative-margin 0.05 --keep-incomplete --out negatives.jsonl
@@ -28,11 +28,11 @@ import json
 import time
 from pathlib import Path
 
-from common import WORK, paper_recipe
-
 import sbert
+from benchmarks.lib import WORK
+from benchmarks.lib.reference import paper_recipe
+from benchmarks.lib.retrieval_data import split_collection
 from sbert.data.beir import RetrievalCollection, read_beir
-from sbert.data.paths import data_dir
 
 RECIPE = {"num_negatives": 1, "range_min": 10, "range_max": 50, "relative_margin": 0.05}
 TRAINING = {"objective": "mnrl", "batch_size": 32, "epochs": 1}
@@ -42,20 +42,6 @@ TRAINING_FOR = {"openoffice-dups": {"epochs": 2}}  # per collection, over TRAINI
 def training(name: str) -> dict:
     """The training settings for collection ``name``."""
     return {**TRAINING, **TRAINING_FOR.get(name, {})}
-
-
-def split_collection(name: str, data: str | None) -> Path:
-    """The folder whose ``train`` split trains and whose ``test`` split is scored (openoffice-dups: cut in time)."""
-    folder = data_dir(data) / "retrieval" / name
-    if name != "openoffice-dups":
-        return folder
-    from sbert.data.time_split import split_by_time
-
-    out = WORK / "retrieval" / "openoffice-dups-time-split"
-    if not (out / "split.json").is_file():
-        info = split_by_time(folder, out, split="test", train_fraction=0.8)
-        print(f"openoffice-dups split in time at {info.cutoff}: {info.train_queries} train / {info.test_queries} test")
-    return out
 
 
 def mined_examples(name: str, data: str | None, device: str = "cpu", folder: Path | None = None) -> list:

@@ -15,8 +15,8 @@ this says what it dropped. Cost on 2 CPU cores: mining ~1.5 min, then the guide 
 (~2 texts/s at 384 tokens: ~45 min for both epochs' ~5,000 texts); ``--batches N`` stops after N
 batches an epoch.
 
-    python benchmarks/guide_masking.py [--margins 0.05,0,-0.05,-0.1,-0.2] [--batches N] [--guide all-mpnet-base-v2]
-    python benchmarks/guide_masking.py --quick   # 2 batches of epoch 1, printed (no docs)
+    python -m benchmarks.guide_masking [--margins 0.05,0,-0.05,-0.1,-0.2] [--batches N] [--guide all-mpnet-base-v2]
+    python -m benchmarks.guide_masking --quick   # 2 batches of epoch 1, printed (no docs)
 """
 
 from __future__ import annotations
@@ -26,13 +26,12 @@ import dataclasses
 import os
 import statistics
 import time
-from pathlib import Path
 
-from common import environment_lines, markdown_table, write_between_markers, write_result
-from finetune_retrieval import mined_examples, split_collection, training
+from benchmarks.finetune_retrieval import mined_examples, training
+from benchmarks.lib import RESULTS, environment_lines, markdown_table, write_between_markers, write_result
+from benchmarks.lib.retrieval_data import split_collection
 
-ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "benchmarks" / "results" / "retrieval-evidence.md"
+DOC = RESULTS / "retrieval-evidence.md"
 BEGIN, END = "<!-- benchmarks/guide_masking.py: begin -->", "<!-- benchmarks/guide_masking.py: end -->"
 NAME = "openoffice-dups"
 

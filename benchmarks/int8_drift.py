@@ -6,7 +6,7 @@ percentile, median and mean. STSb test Spearman (x100) is computed with fp32 vec
 vectors, and mixed (first sentences fp32, second ones int8: an index built with one and queried with
 the other). Writes ``benchmarks/results/int8_drift.md``.
 
-    python benchmarks/int8_drift.py --model default --model /tmp/mpnet/all-mpnet-base-v2 [--speed]
+    python -m benchmarks.int8_drift --model default --model /tmp/mpnet/all-mpnet-base-v2 [--speed]
 
 ``--speed`` adds the default model's throughput per backend and precision on this CPU, with the CPU
 flags that decide it (native bf16 needs AVX512-BF16 or AMX).
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import cpu_name, environment_lines, markdown_table, write_result
 from scipy.stats import spearmanr
 
 import sbert
+from benchmarks.lib import cpu_name, environment_lines, markdown_table, write_result
 from sbert.data.paths import data_dir
 from sbert.data.sts import read_stsb
 

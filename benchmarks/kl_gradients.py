@@ -10,7 +10,7 @@ that get one, and how far ``--steps`` AdamW steps (sbert's trainer: lr 2e-5, eps
 warm-up or weight decay; texts cut to 128 tokens as ``adapt`` trains) move the parameters, from the same
 start. Writes ``benchmarks/results/kl_gradients.md``.
 
-    python benchmarks/kl_gradients.py [--collection openoffice-dups] [--rows 32] [--steps 3]
+    python -m benchmarks.kl_gradients [--collection openoffice-dups] [--rows 32] [--steps 3]
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import os
 import time
 
 import torch
-from common import environment_lines, markdown_table, write_result
 from torch import nn
 
 import sbert
+from benchmarks.lib import environment_lines, markdown_table, write_result
 from sbert.adapt.pseudo_queries import pseudo_queries
 from sbert.adapt.recipe import AdaptSettings
 from sbert.adapt.teacher import candidates, teacher_rows

@@ -6,7 +6,7 @@ wall time (embedding + mining) per implementation, the ratio, and how far the tw
 The paper's frame: a cross-encoder would need n(n-1)/2 = 49,995,000 pair inferences, ~65 hours
 on a V100 (Reimers & Gurevych 2019, section 1).
 
-    python benchmarks/mining.py [--sentences 10000] [--rounds 3] [--top-k 100] [--data DIR]
+    python -m benchmarks.mining [--sentences 10000] [--rounds 3] [--top-k 100] [--data DIR]
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import statistics
 import time
 
 import torch
-from common import environment_lines, markdown_table, write_result
-from corpus import sentences
-from reference import STEncoder
 
 import sbert
+from benchmarks.lib import environment_lines, markdown_table, write_result
+from benchmarks.lib.reference import STEncoder
+from benchmarks.lib.sentences import sentences
 from sbert.data.paths import data_dir
 from sbert.search import paraphrase_mining
 

@@ -9,14 +9,13 @@ that made it, and trained models in benchmarks/.work; a rerun computes only what
 (``--force`` recomputes). The paper's numbers are in benchmarks/paper_tables.json, transcribed from
 the paper.
 
-    python benchmarks/reproduce.py [--tables 1,2,5,6,7] [--force] [--ablation-nli-pairs 4000]
+    python -m benchmarks.reproduce [--tables 1,2,5,6,7] [--force] [--ablation-nli-pairs 4000]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -24,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import WORK, environment_lines, paper_recipe
-from reference import STCrossEncoder, STEncoder, st_train, st_train_cross
 
 import sbert
+from benchmarks.lib import RESULTS, WORK, command_line, environment_lines, load_record
+from benchmarks.lib.reference import STCrossEncoder, STEncoder, paper_recipe, st_train, st_train_cross
 from sbert.atomic import atomic_file
 from sbert.cross_encoder import CrossEncoder
 from sbert.data.nli import read_nli
@@ -35,16 +34,15 @@ from sbert.data.paths import data_dir
 from sbert.data.sts import read_stsb
 from sbert.errors import InputFileError
 from sbert.evaluation.baselines import WordVectorAverage, raw_encoder
-from sbert.evaluation.tasks import TRANSFER, headline, make_evaluator
+from sbert.evaluation.tasks import TRANSFER, headline, task_evaluator
 from sbert.losses import CosineRegressionLoss, SoftmaxLoss
 from sbert.losses.cross_encoder import CrossEncoderClassificationLoss, CrossEncoderScoreLoss
 from sbert.training import Objective, TrainConfig, Trainer
 from sbert.training.recipe import build_encoder
 
-HERE = Path(__file__).resolve().parent
-CACHE = HERE / "results" / "reproduction.json"
-DOC = HERE / "results" / "reproduction.md"
-PAPER = json.loads((HERE / "paper_tables.json").read_text())
+CACHE = RESULTS / "reproduction.json"
+DOC = RESULTS / "reproduction.md"
+PAPER = json.loads((Path(__file__).with_name("paper_tables.json")).read_text())  # transcribed from the paper
 STS_COLUMNS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sick-r")
 SENTEVAL_COLUMNS = tuple(TRANSFER)  # mr, cr, subj, mpqa, sst2, trec, mrpc
 CONCATS = ("u,v", "|u-v|", "u*v", "|u-v|,u*v", "u,v,u*v", "u,v,|u-v|", "u,v,|u-v|,u*v")
@@ -59,7 +57,7 @@ class Cache:
 
     def __init__(self, path: Path, force: bool) -> None:
         self.path, self.force = path, force
-        self.data = json.loads(path.read_text()) if path.is_file() else {}
+        self.data = load_record(path)
 
     def get(self, key: str, compute: Callable[[], dict]) -> dict:
         if key in self.data and not self.force:
@@ -68,7 +66,7 @@ class Cache:
         value = compute()
         value["seconds"] = round(time.perf_counter() - began, 1)
         value["when"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-        value["command"] = "python benchmarks/reproduce.py " + " ".join(sys.argv[1:])
+        value["command"] = command_line()
         self.data[key] = value
         with atomic_file(self.path, "w", encoding="utf-8") as handle:
             json.dump(self.data, handle, indent=1, sort_keys=True)
@@ -241,7 +239,7 @@ class Reproduction:
 
     def _evaluator(self, task: str):
         if task not in self._evaluators:
-            self._evaluators[task] = make_evaluator(task, self.data, inner_folds=self.args.inner_folds)
+            self._evaluators[task] = task_evaluator(task, self.data, inner_folds=self.args.inner_folds)
         return self._evaluators[task]
 
     # -- tables ----------------------------------------------------------------------------------------
@@ -411,8 +409,9 @@ class Reproduction:
 
     def table7(self) -> list[str]:
         if self.args.cached_only and "speed/table7" not in self.cache.data:
-            return ["Not measured yet: run `python benchmarks/reproduce.py --tables 7` on an otherwise idle machine."]
-        from encode_throughput import stsb_test_sentences, throughput
+            return ["Not measured yet: run `python -m benchmarks.reproduce --tables 7` on an otherwise idle machine."]
+        from benchmarks.lib import throughput
+        from benchmarks.lib.sentences import stsb_test_sentences
 
         texts = stsb_test_sentences(self.data)
         ours = sbert.load("default", device="cpu")
@@ -502,8 +501,8 @@ def main() -> None:
         body += [
             "## Cells not run yet",
             "",
-            "These cells are '–' because their model was not trained or scored in the sessions so far "
-            "(a long training run did not fit); `python benchmarks/reproduce.py` computes exactly what is "
+            "These cells are '–' because their model was not trained or scored in the runs so far "
+            "(a long training run did not fit); `python -m benchmarks.reproduce` computes exactly what is "
             "missing: " + ", ".join(f"`{k}`" for k in rep.not_run) + ".",
             "",
         ]
@@ -514,7 +513,7 @@ def write_doc(body: list[str], args, seconds: float) -> None:
     lines = [
         "# Reproducing the Sentence-BERT paper on this machine",
         "",
-        "_Generated by `python benchmarks/reproduce.py` (this file is overwritten by it)._ Each cell reads "
+        "_Generated by `python -m benchmarks.reproduce` (this file is overwritten by it)._ Each cell reads "
         "**paper / sentence-transformers / sbert**. The sentence-transformers (ST) number uses the same "
         "backbone and data: its own `encode` for untrained rows, its own `SentenceTransformerTrainer` with "
         "the same recipe for trained rows; both are scored by sbert's evaluators, so the protocol is the "
@@ -543,7 +542,7 @@ def write_doc(body: list[str], args, seconds: float) -> None:
         *body,
         "## How this was made",
         "",
-        f"- `python benchmarks/reproduce.py --tables {args.tables} "
+        f"- `python -m benchmarks.reproduce --tables {args.tables} "
         f"--ablation-nli-pairs {args.ablation_nli_pairs} --ablation-stsb-pairs {args.ablation_stsb_pairs} "
         f"--ablation-stsb-epochs {args.ablation_stsb_epochs} "
         f"--inner-folds {args.inner_folds}`; cached results "

@@ -15,7 +15,7 @@ negatives with hard negatives mined by the default model; ``--skip-train`` leave
 openoffice-dups has no train split: it is split in time (queries are numbered in the order they were
 filed): the older part trains, the newer part is the test set every row of that collection is scored on.
 
-    python benchmarks/retrieval.py [--collections scifact,openoffice-dups] [--skip-train] [--skip-st]
+    python -m benchmarks.retrieval [--collections scifact,openoffice-dups] [--skip-train] [--skip-st]
                                    [--latency-queries 200] [--data DIR]
 """
 
@@ -29,14 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from common import WORK, environment_lines, markdown_table, write_between_markers, write_result
 
 import sbert
-from sbert.data.beir import RetrievalCollection, read_beir
+from benchmarks.lib import RESULTS, WORK, environment_lines, markdown_table, write_between_markers, write_result
+from benchmarks.lib.retrieval_data import sample, test_part
+from sbert.data.beir import RetrievalCollection
 from sbert.evaluation.retrieval import RetrievalEvaluator, Retriever
 from sbert.evaluation.retrievers import HybridRetriever, IndexRetriever, LexicalRetriever, RetrievalSettings
 
-DOC = Path(__file__).resolve().parent / "results" / "retrieval-evidence.md"
+DOC = RESULTS / "retrieval-evidence.md"
 BEGIN, END = "<!-- benchmarks/retrieval.py: begin -->", "<!-- benchmarks/retrieval.py: end -->"
 METRICS = ("ndcg@10", "mrr@10", "recall@100")
 COLLECTIONS = ("scifact", "openoffice-dups")
@@ -159,8 +160,7 @@ def collection_rows(name: str, args, fine_tune: Callable[[str, RetrievalCollecti
 
 def reranked_row(name: str, model, collection, args, first, seconds: float, first_name: str) -> Row:
     """The best first stage's top 100 re-scored by a cross-encoder trained for ``name`` (finetune_retrieval)."""
-    from finetune_retrieval import RERANKER_TRAINING, train_reranker
-
+    from benchmarks.finetune_retrieval import RERANKER_TRAINING, train_reranker
     from sbert.cross_encoder import CrossEncoder
     from sbert.evaluation.retrievers import RerankRetriever
 
@@ -177,28 +177,6 @@ def saved_rows(name: str) -> list[Row]:
     if not path.is_file():
         raise SystemExit(f"{path} is missing: run this script on {name} without --reuse-default first")
     return [Row(**row) for row in json.loads(path.read_text())]
-
-
-def test_part(name: str, args) -> RetrievalCollection:
-    """The collection's test split; for openoffice-dups, the newer part of a split in time."""
-    from finetune_retrieval import split_collection
-
-    return read_beir(split_collection(name, args.data), "test")
-
-
-def sample(collection: RetrievalCollection, queries: int | None, documents: int | None) -> RetrievalCollection:
-    """For quick runs: the first ``queries`` judged queries; their relevant documents and ``documents`` others."""
-    import random
-
-    if queries is None and documents is None:
-        return collection
-    kept = {q: t for q, t in list(collection.queries.items())[:queries] if collection.relevant(q)}
-    relevant = {d for q in kept for d in collection.relevant(q)}
-    others = sorted(set(collection.corpus) - relevant)
-    chosen = relevant | set(random.Random(0).sample(others, min(documents or len(others), len(others))))
-    corpus = {d: doc for d, doc in collection.corpus.items() if d in chosen}
-    qrels = {q: collection.qrels[q] for q in kept}
-    return RetrievalCollection(collection.name, collection.split, corpus, kept, qrels)
 
 
 def table(rows: list[Row]) -> list[str]:
@@ -232,11 +210,6 @@ def provenance(name: str, measured: list[str], args) -> list[str]:
     return []
 
 
-def write_doc(lines: list[str]) -> None:
-    """Put the tables into the doc between the benchmark's markers (atomically)."""
-    write_between_markers(DOC, BEGIN, END, lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--collections", default=",".join(COLLECTIONS), help="measured; others: last run's rows")
@@ -258,7 +231,7 @@ def main() -> None:
     parser.add_argument("--out", default="retrieval.md")
     args = parser.parse_args()
 
-    from finetune_retrieval import fine_tune
+    from benchmarks.finetune_retrieval import fine_tune
 
     quick = any(value is not None for value in (args.queries, args.documents, args.train_steps))
     began = time.perf_counter()
@@ -286,7 +259,7 @@ def main() -> None:
     ]
     write_result(args.out, lines)
     if not quick:
-        write_doc(lines[2:])
+        write_between_markers(DOC, BEGIN, END, lines[2:])
 
 
 if __name__ == "__main__":

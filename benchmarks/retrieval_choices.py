@@ -10,7 +10,7 @@ MRR@10 and recall@100 (``sbert.evaluation.retrieval``), x 100.
 By default the corpus is every document judged relevant to a test query plus ``--others`` others drawn
 at random (seed 0), to keep the run short on a shared CPU; ``--others 0`` takes the whole corpus.
 
-    python benchmarks/retrieval_choices.py [--others 2000] [--window 254] [--overlap 32] [--data DIR]
+    python -m benchmarks.retrieval_choices [--others 2000] [--window 254] [--overlap 32] [--data DIR]
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import environment_lines, markdown_table, write_result
+
+from benchmarks.lib import environment_lines, markdown_table, write_result
 
 
 def _corpus(folder: Path, others: int):

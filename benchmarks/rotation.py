@@ -13,7 +13,7 @@ Scored as today's model's vectors (embedded once, cached) times each folder's ow
 checks, on texts it evaluates, that each rotated folder's ``encode`` gives those vectors (the largest
 difference is in the table's notes), so the rotation scored is the one served.
 
-    python benchmarks/rotation.py [--max-texts 2000] [--data DIR]
+    python -m benchmarks.rotation [--max-texts 2000] [--data DIR]
 """
 
 from __future__ import annotations
@@ -25,8 +25,18 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import RECORDS, WORK, cpu_name, environment_lines, markdown_table, write_between_markers, write_record
-from static import (
+
+from benchmarks.lib import (
+    RECORDS,
+    WORK,
+    cpu_name,
+    environment_lines,
+    load_record,
+    markdown_table,
+    write_between_markers,
+    write_record,
+)
+from benchmarks.static import (
     DOC,
     MRL_DIMS,
     Embedder,
@@ -142,7 +152,7 @@ def measure(args, work: Path) -> dict:
     rows, notes = {}, {}
     for prefix, (name, fits) in BASES.items():
         if name != "default" and not Path(name).is_dir():
-            print(f"rotation: {name} is not built (benchmarks/static.py --parts matryoshka): its rows are skipped")
+            print(f"rotation: {name} is not built (python -m benchmarks.static --parts matryoshka): rows skipped")
             continue
         model = sbert.load(name, device="cpu")
         cache = work / "vectors" if name == "default" else vector_cache(work, prefix, Path(name))
@@ -174,7 +184,7 @@ def row_label(prefix: str, label: str) -> str:
 
 
 def lines(record: dict) -> list[str]:
-    matryoshka = json.loads(MATRYOSHKA.read_text())["facts"] if MATRYOSHKA.is_file() else {}
+    matryoshka = load_record(MATRYOSHKA, {"facts": {}})["facts"]
     header = ["model", "dims", "STSb Spearman", "SciFact NDCG@10", "openoffice MRR@10", "measured"]
     table = [
         [label, dim, *(f"{scores[m]:.2f}" for m in METRICS), "this run"]

@@ -1,7 +1,7 @@
 """Scale: encoding with many processes and on Ray, data-parallel training, and pgvector against FAISS.
 
 Three parts, each a table (``--parts encode,ddp,vectors``), written to benchmarks/results/scale.md and
-into docs/scale.md between the benchmark's markers:
+into results/scale-evidence.md between the benchmark's markers:
 
 - encode: the same ``--texts`` distinct sentences of the shared data (STSb, SICK, SNLI, STS12, SentEval)
   embedded by the default model: sbert in one call, ``encode_to_shards`` with 1 and 2 processes, Ray
@@ -21,7 +21,7 @@ into docs/scale.md between the benchmark's markers:
   (p50/p99), recall@10 against exact search, size on disk and in memory.
 - plan: the paper's 40 million Quora questions on a cluster, computed from the measured per-unit costs.
 
-    python benchmarks/scale.py [--texts 100000] [--vectors 1000000] [--curve 100000,300000]
+    python -m benchmarks.scale [--texts 100000] [--vectors 1000000] [--curve 100000,300000]
                                [--parts encode,ddp,vectors] [--data DIR]
 """
 
@@ -40,12 +40,21 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import WORK, cpu_name, environment_lines, markdown_table, write_between_markers, write_result
-from corpus import sentences
 
+from benchmarks.lib import (
+    RESULTS,
+    WORK,
+    cpu_name,
+    environment_lines,
+    markdown_table,
+    write_between_markers,
+    write_result,
+)
+from benchmarks.lib.sentences import sentences
+from benchmarks.search import recall
 from sbert.data.paths import data_dir
 
-DOC = Path(__file__).resolve().parent / "results" / "scale-evidence.md"
+DOC = RESULTS / "scale-evidence.md"
 BEGIN, END = "<!-- benchmarks/scale.py: begin -->", "<!-- benchmarks/scale.py: end -->"
 SOURCES = ("stsb", "sick", "snli", "sts12", "senteval")
 HNSW = {"hnsw_m": 16, "ef_construction": 64}
@@ -213,10 +222,6 @@ def exact_top(base: np.ndarray, queries: np.ndarray, k: int = 10) -> np.ndarray:
         keep = np.argsort(-s, axis=1)[:, :k]
         best_s, best_i = np.take_along_axis(s, keep, 1), np.take_along_axis(i, keep, 1)
     return best_i
-
-
-def recall(found: list[list[int]], truth: np.ndarray) -> float:
-    return float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found, truth.tolist(), strict=True)]))
 
 
 def latency_rows(name: str, search, queries: np.ndarray, truth: np.ndarray, settings=EF_SEARCH) -> list[list[str]]:
@@ -433,11 +438,6 @@ def _int_keys(facts: dict) -> dict:
     return {k: {int(n): t for n, t in v.items()} if k.endswith("_builds") else v for k, v in facts.items()}
 
 
-def write_doc(lines: list[str]) -> None:
-    """Put the tables into the doc between the benchmark's markers (atomically)."""
-    write_between_markers(DOC, BEGIN, END, lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--texts", type=int, default=100_000)
@@ -448,7 +448,7 @@ def main() -> None:
     parser.add_argument("--ddp-steps", type=int, default=12)
     parser.add_argument("--data", default=None)
     parser.add_argument("--out", default="scale.md")
-    parser.add_argument("--no-doc", action="store_true", help="do not write docs/scale.md (quick runs)")
+    parser.add_argument("--no-doc", action="store_true", help="leave results/scale-evidence.md as it is (quick runs)")
     args = parser.parse_args()
     data, parts = data_dir(args.data), args.parts.split(",")
     work = WORK / "scale"
@@ -490,7 +490,7 @@ def main() -> None:
     ]
     write_result(args.out, lines)
     if not args.no_doc:
-        write_doc(lines[2:])
+        write_between_markers(DOC, BEGIN, END, lines[2:])
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ recall@10 is measured against exact float32 search over the same index.
 Part 1 picks the ANN library: FAISS, hnswlib and usearch HNSW graphs with the same M and
 efConstruction on the first --library-size rows, same threads, same queries.
 
-    python benchmarks/search.py [--size 1000000] [--library-size 200000] [--queries 1000]
+    python -m benchmarks.search [--size 1000000] [--library-size 200000] [--queries 1000]
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import WORK, environment_lines, markdown_table, write_result
-from corpus import embedded
 
+from benchmarks.lib import WORK, environment_lines, markdown_table, write_result
+from benchmarks.lib.sentences import embedded
 from sbert.data.paths import data_dir
 from sbert.search.index.folder import VectorIndex
 
@@ -58,7 +58,8 @@ def latencies(search_one, queries: np.ndarray) -> tuple[np.ndarray, float, float
     return np.vstack(rows), float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
 
 
-def recall(found: np.ndarray, exact: np.ndarray) -> float:
+def recall(found, exact: np.ndarray) -> float:
+    """Recall@k: the share of each row of ``exact`` (the true k neighbours) found in ``found``'s row, averaged."""
     return float(np.mean([len(set(a) & set(b)) / len(b) for a, b in zip(found, exact, strict=True)]))
 
 

@@ -22,9 +22,9 @@ Reported per kind: requests sent, 2xx, 4xx, 5xx, dropped connections, and whethe
 should; and the server process's peak memory (VmHWM). ``--url`` load-tests a server that is already
 running instead of starting one.
 
-    python benchmarks/serve_load.py [--clients 32] [--passes 3] [--per-request 8,1] [--time-limit 180]
+    python -m benchmarks.serve_load [--clients 32] [--passes 3] [--per-request 8,1] [--time-limit 180]
                                     [--server-packing auto|on|off] [--server-workers N]
-    python benchmarks/serve_load.py --malformed 0.3 --time-limit 45   # -> results/serve_load_malformed.md
+    python -m benchmarks.serve_load --malformed 0.3 --time-limit 45   # -> results/serve_load_malformed.md
 """
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ import httpx
 import numpy as np
 import orjson
 import torch
-from common import environment_lines, markdown_table, write_result
-from encode_throughput import stsb_test_sentences
 
 import sbert
+from benchmarks.lib import environment_lines, markdown_table, write_result
+from benchmarks.lib.sentences import stsb_test_sentences
 from sbert.data.paths import data_dir
 
 FORMAT = "base64"  # what the official openai client asks for by default

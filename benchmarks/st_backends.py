@@ -2,9 +2,10 @@
 
 sentence-transformers' backend="onnx" needs optimum-onnx, which pins transformers 4.x; sbert's
 environment has transformers 5, so encode_throughput.py runs this script with the Python of
-benchmarks/.work/venv-st-onnx (see --st-onnx-python) and reads its JSON from stdout.
+benchmarks/.work/venv-st-onnx (see --st-onnx-python) and reads its JSON from stdout. It imports nothing
+of sbert's or of benchmarks.lib: that environment has neither.
 
-    python st_backends.py MODEL_FOLDER TEXTS.json --rounds 5 --batch-size 32 --threads 2
+    benchmarks/.work/venv-st-onnx/bin/python -m benchmarks.st_backends MODEL_FOLDER TEXTS.json --rounds 5
 """
 
 from __future__ import annotations

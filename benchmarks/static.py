@@ -19,7 +19,7 @@ a part re-run on another machine replaces only its own; quick runs keep theirs i
   is trained when its folder under benchmarks/.work/static/models is missing; delete it to train it again
   (vectors are cached by the model folder's files: a model built again is embedded again).
 - quality: per row, STSb test Spearman x 100 (cosine), SciFact test NDCG@10, openoffice-dups MRR@10 (the
-  newer part of its split in time: benchmarks/retrieval.py's ``test_part``), documents cut at each model's
+  newer part of its split in time: ``benchmarks.lib.retrieval_data.test_part``), documents cut at each model's
   limit (``RetrievalEvaluator`` + ``IndexRetriever``).
 - speed: sentences per second (batch 32, STSb/SICK sentences), batch-1 latency p50, size on disk, and the
   index size at 1M vectors (1M x dim x 4 bytes float32, x 1 byte int8: computed).
@@ -36,8 +36,8 @@ title+crop``'s); model2vec's ``StaticModel.encode`` of the distilled folder; wor
 and query parts build the static models they lack (never the Matryoshka ones: those are their own part's,
 with its own recipe and ``--device``).
 
-    python benchmarks/static.py [--parts models,quality,speed,matryoshka,query] [--data DIR]
-    python benchmarks/static.py --quick   # tiny sizes: checks that every part runs (no docs written)
+    python -m benchmarks.static [--parts models,quality,speed,matryoshka,query] [--data DIR]
+    python -m benchmarks.static --quick   # tiny sizes: checks that every part runs (no docs written)
 """
 
 from __future__ import annotations
@@ -54,20 +54,23 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-from common import (
+
+from benchmarks.lib import (
     RECORDS,
     RESULTS,
+    ROOT,
     WORK,
     cpu_name,
     device_name,
     environment_lines,
+    load_record,
     markdown_table,
+    source_env,
     write_between_markers,
     write_record,
     write_result,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 DOC, SCALE_DOC, RETRIEVAL_DOC = (RESULTS / f"{name}-evidence.md" for name in ("cpu", "scale", "retrieval"))
 BEGIN, END = "<!-- benchmarks/static.py: begin -->", "<!-- benchmarks/static.py: end -->"
 MRL_BEGIN, MRL_END = "<!-- benchmarks/static.py matryoshka: begin -->", "<!-- benchmarks/static.py matryoshka: end -->"
@@ -118,9 +121,8 @@ def work_dir(args) -> Path:
 # -- models ------------------------------------------------------------------------------------------
 def sbert_cli(*args: str) -> float:
     """Run ``sbert ARGS`` (this checkout's) and return its wall time; its output goes to ours."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     began = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "sbert", *args], check=True, env=env)
+    subprocess.run([sys.executable, "-m", "sbert", *args], check=True, env=source_env())
     return time.perf_counter() - began
 
 
@@ -158,9 +160,8 @@ def write_jsonl(path: Path, texts: list[str]) -> Path:
 
 def write_pairs(path: Path, args, collections: tuple[str, ...] = ("scifact", "openoffice-dups")) -> Path:
     """(query, positive) rows of the training parts only: STSb train pairs scored 4 or more (of 5), SciFact's
-    train judgments, openoffice-dups' older 80% (benchmarks/finetune_retrieval.py's split)."""
-    from finetune_retrieval import split_collection
-
+    train judgments, openoffice-dups' older 80% (``benchmarks.lib.retrieval_data``'s split)."""
+    from benchmarks.lib.retrieval_data import split_collection
     from sbert.data.beir import read_beir
     from sbert.data.paths import data_dir
     from sbert.data.sts import read_stsb
@@ -186,8 +187,7 @@ def matryoshka_pairs(args, work: Path) -> Path:
 
 def build_models(args, work: Path) -> dict:  # long: one step per model, each skipped when it is there
     """The static models (each skipped when its folder is there); what building each cost."""
-    from corpus import sentences
-
+    from benchmarks.lib.sentences import sentences
     from sbert.data.paths import data_dir
 
     models, facts = work / "models", {}
@@ -420,7 +420,7 @@ def folder_bytes(path: Path) -> int:
 # -- quality -----------------------------------------------------------------------------------------
 def collections(args) -> dict:
     """SciFact's test split and openoffice-dups' newer (test) part, sampled in quick runs."""
-    from retrieval import sample, test_part
+    from benchmarks.lib.retrieval_data import sample, test_part
 
     parts = {}
     for name in ("scifact", "openoffice-dups"):
@@ -447,7 +447,7 @@ def stsb_pairs(args) -> tuple[list[str], list[float]]:
 
 
 def quality(model: Embedder, args, parts: dict) -> dict[str, float]:
-    from cpu_backends import stsb_spearman
+    from benchmarks.lib.sentences import stsb_spearman
 
     texts, gold = stsb_pairs(args)
     return {
@@ -474,8 +474,7 @@ def slug(name: str) -> str:
 
 # -- speed -------------------------------------------------------------------------------------------
 def speed_texts(args) -> list[str]:
-    from corpus import sentences
-
+    from benchmarks.lib.sentences import sentences
     from sbert.data.paths import data_dir
 
     return sentences(data_dir(args.data), ("stsb", "sick"))[: args.speed_texts]
@@ -499,7 +498,8 @@ def speed_part(args, work: Path) -> tuple[list[str], dict]:
     import statistics
 
     import torch
-    from cpu_backends import latency_ms
+
+    from benchmarks.lib import latency_ms
 
     texts, facts = speed_texts(args), {}
     loaded = {name: load_row(name, work) for name in ROWS}
@@ -565,7 +565,7 @@ def matryoshka_part(args, work: Path) -> tuple[list[str], dict]:
     summary = json.loads(log[-1])["summary"]
     steps = summary["steps"]
     made = work / "models" / "mrl-recipe.json"  # absent for models built before it was written: the defaults
-    recipe = json.loads(made.read_text()) if made.is_file() else {"pairs": "stsb", "epochs": 1, "max_steps": 1000}
+    recipe = load_record(made, {"pairs": "stsb", "epochs": 1, "max_steps": 1000})
     intro = (
         f"The default model cut to each width (and re-normalised), against the default model trained {steps} "
         f"steps ({recipe['epochs']} epoch(s), at most {recipe['max_steps']}) with "
@@ -592,9 +592,8 @@ def matryoshka_part(args, work: Path) -> tuple[list[str], dict]:
 
 # -- query latency -----------------------------------------------------------------------------------
 def query_part(args, work: Path) -> tuple[list[str], dict]:
-    from retrieval import sample, test_part
-
     import sbert
+    from benchmarks.lib.retrieval_data import sample, test_part
     from sbert.evaluation.retrievers import RetrievalSettings
 
     settings = RetrievalSettings(chunk=True, window=args.window, hybrid=True)  # fusion, alpha: sbert's defaults
@@ -657,7 +656,7 @@ def main_table(facts: dict) -> list[str]:
 
 
 def retrieval_lines(facts: dict, lines: dict) -> list[str]:
-    """docs/retrieval.md's part: each row's retrieval scores and speed, and the query latency table."""
+    """retrieval-evidence.md's part: each row's retrieval scores and speed, and the query latency table."""
     quality_facts, speed_facts = facts.get("quality", {}), facts.get("speed", {})
     rows = [
         [name, f"{q['scifact_ndcg10']:.2f}", f"{q['openoffice_mrr10']:.2f}"]
@@ -666,7 +665,7 @@ def retrieval_lines(facts: dict, lines: dict) -> list[str]:
         if (q := quality_facts.get(name))
     ]
     header = ["model (dense, documents cut at its limit)", "SciFact NDCG@10", "openoffice MRR@10", "sentences/s"]
-    out = [f"Measured by `python benchmarks/static.py` on {cpu_name()} (the whole table, with STSb and sizes:", ""]
+    out = [f"Measured by `python -m benchmarks.static` on {cpu_name()} (the whole table, with STSb and sizes:", ""]
     out[0] += " [static.md](static.md))."
     out += [*markdown_table(header, rows), ""] if rows else ["(quality not measured yet)", ""]
     if "query" in lines:
@@ -675,6 +674,7 @@ def retrieval_lines(facts: dict, lines: dict) -> list[str]:
 
 
 def retrieval_mean(q: dict) -> float:
+    """The mean of SciFact's NDCG@10 and openoffice-dups' MRR@10 (the plot's retrieval axis)."""
     return (q["scifact_ndcg10"] + q["openoffice_mrr10"]) / 2
 
 
@@ -692,10 +692,7 @@ def plot(facts: dict, path: Path) -> bool:
         axes,
         (
             ("STSb test Spearman x 100", lambda q: q["stsb"]),
-            (
-                "retrieval: mean of SciFact NDCG@10\nand openoffice MRR@10",
-                lambda q: (q["scifact_ndcg10"] + q["openoffice_mrr10"]) / 2,
-            ),
+            ("retrieval: mean of SciFact NDCG@10\nand openoffice MRR@10", retrieval_mean),
         ),
         strict=True,
     ):
@@ -719,16 +716,13 @@ def plot(facts: dict, path: Path) -> bool:
 
 
 def speed_rounds(facts: dict) -> str:
-    """How the speed column was timed: the rounds the speed part's record holds (none in older records)."""
-    rows = list(facts.get("speed", {}).values())
-    rounds = {len(row.get("rounds", [])) for row in rows}
-    if not rows or rounds == {0}:
-        return ", each row timed in turn"
-    return f", each row the median of {max(rounds)} rounds timing every row in turn"
+    """How the speed column was timed: each row the median of the rounds the speed part's record holds."""
+    rounds = [len(row["rounds"]) for row in facts.get("speed", {}).values()]
+    return f", each row the median of {max(rounds)} rounds timing every row in turn" if rounds else ""
 
 
 def scale_lines(facts: dict) -> list[str]:
-    """The static row of docs/scale.md's 40M plan, from the measured rates."""
+    """The static row of scale-evidence.md's 40M plan, from the measured rates."""
     speed = facts.get("speed", {})
     static, torch_row = speed.get(list(ROWS)[6]), speed.get("sbert torch")
     if not static or not torch_row:
@@ -755,8 +749,7 @@ def part_record(args, work: Path, name: str) -> Path:
 
 def part_facts(args, work: Path, name: str) -> dict:
     """The facts an earlier run of a part kept ({} when none has run)."""
-    saved = part_record(args, work, name)
-    return json.loads(saved.read_text())["facts"] if saved.is_file() else {}
+    return load_record(part_record(args, work, name), {"facts": {}})["facts"]
 
 
 def run_parts(args, work: Path) -> tuple[dict, dict]:

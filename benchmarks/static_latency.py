@@ -12,9 +12,9 @@ benchmarks/.work/static-latency). Rows, all encoding the same folder:
 Each row is timed in turn, ``--rounds`` times round-robin, and reported as the median of its rounds, so load
 from another process on the shared cores lowers one round of every row rather than all rounds of one. Latency:
 one STSb/SICK sentence per call, p50 over ``--latency`` calls a round; throughput: ``--texts`` sentences at
-batch 32. Results only compare within one run (the machine behind "AMD EPYC" changes between sessions).
+batch 32. Results only compare within one run (the machine behind "AMD EPYC" changes between runs).
 
-    python benchmarks/static_latency.py [--rounds 5] [--latency 2000] [--texts 10000] [--data DIR]
+    python -m benchmarks.static_latency [--rounds 5] [--latency 2000] [--texts 10000] [--data DIR]
 """
 
 from __future__ import annotations
@@ -29,11 +29,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from common import WORK, cpu_name, environment_lines, markdown_table, write_between_markers, write_result
-from cpu_backends import latency_ms
-from static import rate
 
-DOC = Path(__file__).resolve().parent / "results" / "cpu-evidence.md"
+from benchmarks.lib import (
+    RESULTS,
+    WORK,
+    cpu_name,
+    environment_lines,
+    latency_ms,
+    markdown_table,
+    write_between_markers,
+    write_result,
+)
+from benchmarks.static import rate
+
+DOC = RESULTS / "cpu-evidence.md"
 BEGIN, END = "<!-- benchmarks/static_latency.py: begin -->", "<!-- benchmarks/static_latency.py: end -->"
 FOLDER = WORK / "static-latency" / "distilled"
 
@@ -78,8 +87,8 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-    from corpus import sentences
 
+    from benchmarks.lib.sentences import sentences
     from sbert.data.paths import data_dir
 
     began, load = time.perf_counter(), os.getloadavg()[0]

@@ -6,7 +6,7 @@ ones in small batches. ``packing=True`` (torch only) lays each batch's texts end
 padding. A second table shuffles the texts and turns sorting off, so every batch mixes lengths (what
 a server's merged batch looks like), padded against packed. Same process, same threads; median of --rounds.
 
-    python benchmarks/token_batching.py [--rounds 3]
+    python -m benchmarks.token_batching [--rounds 3]
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import statistics
 import time
 
 import torch
-from common import environment_lines, markdown_table, write_result
-from encode_throughput import stsb_test_sentences
 
 import sbert
+from benchmarks.lib import environment_lines, markdown_table, write_result
+from benchmarks.lib.sentences import stsb_test_sentences
 from sbert.data.paths import data_dir
 
 SETTINGS = {

@@ -10,7 +10,7 @@ Parts (``--parts``, all by default):
 - ``nli-stsb``: the classification model above, then the regression objective on STSb train
   (4 epochs), scored on STSb test (the paper's Table 2, third block).
 
-    python benchmarks/train_nli.py [--parts classification,triplet,mnrl,nli-stsb] [--max-steps N]
+    python -m benchmarks.train_nli [--parts classification,triplet,mnrl,nli-stsb] [--max-steps N]
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import WORK, environment_lines, markdown_table, paper_recipe, write_result
 
 import sbert
+from benchmarks.lib import WORK, environment_lines, markdown_table, write_result
+from benchmarks.lib.reference import paper_recipe
 from sbert.data.nli import nli_to_triplets, read_nli
 from sbert.data.paths import data_dir
 from sbert.data.sts import read_sick, read_stsb

@@ -7,7 +7,7 @@ hyper-parameters and seed value; each library orders the batches with its own sa
 models are scored by the same evaluator (Spearman x 100 of cosine on STSb test). The
 randomly initialised encoder of the same shape is the "no pre-training" control (sbert only).
 
-    python benchmarks/train_sts.py [--epochs 4] [--skip-reference] [--skip-random] [--max-steps N]
+    python -m benchmarks.train_sts [--epochs 4] [--skip-reference] [--skip-random] [--max-steps N]
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import tempfile
 from pathlib import Path
 
 import torch
-from common import WORK, environment_lines, markdown_table, paper_recipe, write_result
-from reference import st_train
 
 import sbert
+from benchmarks.lib import WORK, environment_lines, markdown_table, write_result
+from benchmarks.lib.reference import paper_recipe, st_train
 from sbert.data.paths import data_dir
 from sbert.data.sts import read_stsb
 from sbert.evaluation import STSEvaluator

@@ -18,11 +18,11 @@ Every threshold is chosen (best F1) on the older 80% of reports (SciFact: train 
 unchanged to the newer 20% (what a tracker's triage would do with the reports it has); the newer part's own
 best threshold is shown beside it for the pairs, marked, as a bound. Models: the default model, and where
 they are on disk (benchmarks/.work; this script trains none), the default model adapted without labels by
-``sbert adapt``'s default method (``benchmarks/adapt.py --methods title``, or ``sbert adapt default --corpus
+``sbert adapt``'s default method (``python -m benchmarks.adapt --methods title``, or ``sbert adapt default --corpus
 .../openoffice-dups --out benchmarks/.work/adapt/openoffice-dups/title-100``), adapted with the teacher
 (``distill-margin``), and fine-tuned on the older reports' labels (benchmarks/retrieval.py).
 
-    python benchmarks/triage.py [--negatives 1] [--data DIR] [--no-scifact]
+    python -m benchmarks.triage [--negatives 1] [--data DIR] [--no-scifact]
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import WORK, environment_lines, markdown_table, write_between_markers, write_result
-from finetune_retrieval import split_collection
 
 import sbert
+from benchmarks.lib import RESULTS, WORK, environment_lines, markdown_table, write_between_markers, write_result
+from benchmarks.lib.retrieval_data import split_collection
 from sbert.data.beir import RetrievalCollection, read_beir
 from sbert.data.beir_labelled_pairs import drawn_queries
 from sbert.evaluation.pair_classification import average_precision, best_f1
@@ -45,7 +45,7 @@ from sbert.evaluation.retrievers import IndexRetriever, RetrievalSettings
 from sbert.evaluation.triage import TriageEvaluator, TriageScores
 from sbert.search.retrieve import LEAD_HITS, lead
 
-DOC = Path(__file__).resolve().parent / "results" / "retrieval-evidence.md"
+DOC = RESULTS / "retrieval-evidence.md"
 BEGIN, END = "<!-- benchmarks/triage.py: begin -->", "<!-- benchmarks/triage.py: end -->"
 ADAPTED = WORK / "adapt" / "openoffice-dups"
 MODELS = {

@@ -1,14 +1,14 @@
-"""The benchmarks' guard against a partial re-run dropping the rows of a committed table (benchmarks/common.py)."""
+"""The benchmarks' guard against a partial re-run dropping the rows of a committed table (benchmarks/lib/),
+the committed records rebuilding the committed tables, and benchmarks/results/README.md naming each table's
+command."""
 
 import json
-import sys
+import re
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
-from common import row_names, rows_lost
+from benchmarks.lib import row_names, rows_lost
 
 BEGIN, END = "<!-- b -->", "<!-- e -->"
 TABLE = ["## scifact", "", "| model | NDCG |", "|---|---|", "| default | 64.51 |", "| adapt title | 65.84 |", ""]
@@ -29,7 +29,7 @@ def test_rows_lost_names_what_a_partial_run_would_drop(tmp_path):
 
 
 def test_keep_rows_replaces_a_row_in_place_adds_new_ones_and_drops_none(tmp_path, monkeypatch):
-    import adapt
+    from benchmarks import adapt
 
     monkeypatch.setattr(adapt, "RECORDS", tmp_path)
     first = [adapt.Row("default model, dense", {"ndcg@10": 64.51}), adapt.Row("adapt title, dense", {"ndcg@10": 65.8})]
@@ -50,7 +50,7 @@ def test_keep_rows_replaces_a_row_in_place_adds_new_ones_and_drops_none(tmp_path
 
 
 def test_the_committed_records_rebuild_the_committed_adapt_tables_row_for_row():
-    import adapt
+    from benchmarks import adapt
 
     results, runs = {}, {}
     for name in adapt.COLLECTIONS:
@@ -62,7 +62,7 @@ def test_the_committed_records_rebuild_the_committed_adapt_tables_row_for_row():
 
 
 def test_the_committed_static_matryoshka_record_holds_the_committed_table():
-    import static
+    from benchmarks import static
 
     record = json.loads((static.RECORDS / "static" / "matryoshka.json").read_text(encoding="utf-8"))
     text = static.DOC.read_text(encoding="utf-8")
@@ -74,7 +74,7 @@ def test_the_committed_static_matryoshka_record_holds_the_committed_table():
 
 
 def test_transfer_choice_takes_a_method_at_several_seeds_by_its_mean():
-    import adapt
+    from benchmarks import adapt
 
     def row(method: str, ndcg: float, mrr: float, labels: bool = False) -> "adapt.Row":
         return adapt.Row(
@@ -102,7 +102,7 @@ def test_transfer_choice_takes_a_method_at_several_seeds_by_its_mean():
 
 
 def test_where_the_collections_choose_apart_the_average_gain_over_both_ranks_the_methods():
-    import adapt
+    from benchmarks import adapt
 
     def row(method: str, ndcg: float, mrr: float) -> "adapt.Row":
         return adapt.Row(method or "default", {"ndcg@10": ndcg, "mrr@10": mrr, "recall@100": 0.0}, method, "dense")
@@ -125,7 +125,7 @@ def test_where_the_collections_choose_apart_the_average_gain_over_both_ranks_the
 
 
 def test_guided_rows_are_not_chosen_as_methods_but_set_beside_their_own_unguided_seeds():
-    import adapt
+    from benchmarks import adapt
 
     def row(method: str, mrr: float, device: str = "cpu", dropped: int = 0) -> "adapt.Row":
         cost = {"device": device} | ({"guide_dropped": {"candidates": 1000, "dropped": dropped}} if dropped else {})
@@ -152,7 +152,7 @@ def test_guided_rows_are_not_chosen_as_methods_but_set_beside_their_own_unguided
 def test_a_kl_run_at_another_temperature_is_kept_and_passed_apart():
     from argparse import Namespace
 
-    import adapt
+    from benchmarks import adapt
 
     default = Namespace(teacher="/m/all-mpnet-base-v2", seed=42, hold_out=0, steps=100, temperature=0.05)
     warm = Namespace(**{**vars(default), "temperature": 1.0})
@@ -175,7 +175,7 @@ def test_a_kl_run_at_another_temperature_is_kept_and_passed_apart():
 def test_a_guided_adapt_run_is_kept_apart_and_guides_only_its_in_batch_methods():
     from argparse import Namespace
 
-    import adapt
+    from benchmarks import adapt
 
     plain = Namespace(teacher=adapt.TEACHER, seed=42, hold_out=0, steps=100, temperature=0.05, guide=None)
     guided = Namespace(**{**vars(plain), "guide": "/m/all-mpnet-base-v2", "guide_margin": 0.0})
@@ -195,7 +195,7 @@ def test_an_interrupted_adapt_run_adds_its_parts_wall_time_and_a_crash_adds_noth
     import subprocess
     from types import SimpleNamespace
 
-    import adapt
+    from benchmarks import adapt
 
     outcomes = iter([subprocess.CalledProcessError(143, "sbert"), 2.5, subprocess.CalledProcessError(1, "sbert")])
 
@@ -226,7 +226,7 @@ def test_an_interrupted_adapt_run_adds_its_parts_wall_time_and_a_crash_adds_noth
 def test_run_sbert_gives_the_childs_own_peak_memory_and_raises_on_failure():
     import subprocess
 
-    import adapt
+    from benchmarks import adapt
 
     assert 0.01 < adapt.run_sbert(["--help"]) < 4  # GiB: python with sbert's imports, not this test process
     with pytest.raises(subprocess.CalledProcessError) as failed:
@@ -241,7 +241,7 @@ def _batch_row(variant: str, seed: int, dense: float, margin: float | None = Non
 
 
 def test_the_dev_sweep_chooses_the_margin_of_the_best_mean_only_once_whole_on_that_device():
-    import batches
+    from benchmarks import batches
 
     assert batches.DEV_MARGINS == (0, -0.05, -0.1) and batches.DEV_SEEDS == (42, 43, 44)
     dense = {0: (67.0, 66.0, 68.0), -0.05: (67.5, 66.5, 67.5), -0.1: (66.0, 66.0, 66.0)}  # means 67, 67.17, 66
@@ -260,7 +260,7 @@ def test_the_dev_sweep_chooses_the_margin_of_the_best_mean_only_once_whole_on_th
 
 
 def test_batch_rows_name_every_guides_margin_and_list_margins_from_gistembeds_down(tmp_path):
-    import batches
+    from benchmarks import batches
 
     for name, row in {
         "guide-absolute-0.1-seed42-cpu": _batch_row("guide", 42, 1.0, -0.1),
@@ -281,7 +281,7 @@ def test_batch_rows_name_every_guides_margin_and_list_margins_from_gistembeds_do
 
 
 def test_a_cpu_row_names_its_processor_and_a_sweep_over_two_says_how_many_rows_each_ran():
-    import batches
+    from benchmarks import batches
 
     intel, amd = {"cpu": "Intel(R) Xeon(R) Processor"}, {"cpu": "AMD EPYC 7763 64-Core Processor"}
     assert batches.ran_on(_batch_row("sampler", 42, 1.0) | intel) == "cpu (Intel Xeon)"
@@ -307,7 +307,7 @@ def test_a_cpu_row_names_its_processor_and_a_sweep_over_two_says_how_many_rows_e
 
 @pytest.mark.parametrize("dev", [False, True], ids=["test split", "dev split"])
 def test_the_committed_batch_records_rebuild_the_committed_batch_tables_row_for_row(dev):
-    import batches
+    from benchmarks import batches
 
     part, begin, end = (
         ("batches-dev", batches.DEV_BEGIN, batches.DEV_END) if dev else ("batches", batches.BEGIN, batches.END)
@@ -322,10 +322,9 @@ def test_a_batches_row_stopped_by_a_signal_says_where_it_goes_on_and_exits_143(m
     import signal
     import types
 
-    import batches
-
     import sbert.training
     import sbert.training.recipe
+    from benchmarks import batches
     from sbert.training import TrainingInterrupted
 
     class Stopped:  # a Trainer whose run the first SIGTERM stopped after step 7 of 100
@@ -347,3 +346,41 @@ def test_a_batches_row_stopped_by_a_signal_says_where_it_goes_on_and_exits_143(m
         f"sampler: stopped by SIGTERM after step 7 of 100; checkpoint {tmp_path / 'row' / 'checkpoint.pt'}; "
         "the same command goes on from there"
     )
+
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+RESULTS = BENCHMARKS / "results"
+_COMMAND = re.compile(r"`(?:flock \S+ )?python -m benchmarks\.([a-z0-9_]+)")
+
+
+def _index_rows() -> list[tuple[str, str]]:
+    """(linked file, command cell) of each table row of benchmarks/results/README.md."""
+    rows = []
+    for line in (RESULTS / "README.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("| ["):
+            cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+            rows.append((re.search(r"\]\(([^)#]+)", cells[0]).group(1), cells[1]))
+    return rows
+
+
+def test_the_results_index_lists_every_table_with_the_command_that_writes_it():
+    rows = _index_rows()
+    assert {p.name for p in RESULTS.glob("*.md")} - {"README.md"} <= {link for link, _ in rows}
+    for link, command in rows:
+        assert (RESULTS / link).is_file(), link
+        if command != "as stated per note":
+            scripts = _COMMAND.findall(command)
+            assert scripts and all((BENCHMARKS / f"{s}.py").is_file() for s in scripts), (link, command)
+
+
+def test_every_written_table_states_its_command_and_every_script_writes_or_serves_one():
+    """A table a script writes whole names the script (``- command: `python -m benchmarks.NAME ...```); a
+    script is the command of a listed table, or a part another script imports or runs."""
+    for path in RESULTS.glob("*.md"):
+        if path.name != "README.md" and not path.name.endswith("-evidence.md"):
+            found = _COMMAND.findall(path.read_text(encoding="utf-8"))
+            assert found and all((BENCHMARKS / f"{s}.py").is_file() for s in found), path.name
+    listed = {s for _, command in _index_rows() for s in _COMMAND.findall(command)}
+    texts = {p.stem: p.read_text(encoding="utf-8") for p in BENCHMARKS.glob("*.py") if p.stem != "__init__"}
+    used = {s for s in texts for other, text in texts.items() if other != s and f"benchmarks.{s}" in text}
+    assert set(texts) - listed - used == set(), "scripts whose table is not in benchmarks/results/README.md"

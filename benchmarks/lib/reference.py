@@ -1,4 +1,5 @@
-"""The reference implementation (sentence-transformers) driven the way sbert is, for side-by-side rows.
+"""The paper's training recipe, and the reference implementation (sentence-transformers) driven the way
+sbert is, for side-by-side rows.
 
 Only benchmarks import this; sbert itself never imports sentence-transformers.
 """
@@ -13,6 +14,12 @@ import numpy as np
 
 from sbert.data.examples import LabeledPair, ScoredPair
 from sbert.training import TrainConfig
+
+
+def paper_recipe(epochs: int, seed: int = 42, max_steps: int | None = None) -> TrainConfig:
+    """The paper's training recipe (TrainConfig's defaults: batch 16, lr 2e-5, 10% warm-up), quiet and
+    without checkpoints, as every benchmark trains (``st_train`` maps it onto sentence-transformers')."""
+    return TrainConfig(epochs=epochs, seed=seed, max_steps=max_steps, checkpoint_every=None, progress=False)
 
 
 class STEncoder:

@@ -1,12 +1,13 @@
-"""Distinct sentences from the shared data, and their embeddings (cached in benchmarks/.work)."""
+"""Sentences of the shared data: distinct ones and their embeddings (cached in benchmarks/.work), and the
+STSb test pairs as one list with the score of their embeddings."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-from common import WORK
 
+from benchmarks.lib.paths import WORK
 from sbert.data.nli import read_nli
 from sbert.data.sts import read_semeval_sts, read_sick, read_stsb
 from sbert.data.transfer import TASKS, read_transfer_task
@@ -50,3 +51,18 @@ def embedded(data: Path, sources: tuple[str, ...], model: str = "default") -> tu
     cache.parent.mkdir(parents=True, exist_ok=True)
     np.save(cache, emb)
     return texts, emb
+
+
+def stsb_test_sentences(folder: Path) -> list[str]:
+    """STSb test's pairs as one list: sentence 1, sentence 2, sentence 1 of the next pair, ..."""
+    pairs = read_stsb(folder / "stsbenchmark" / "sts-test.csv")
+    return [s for p in pairs for s in (p.sentence1, p.sentence2)]
+
+
+def stsb_spearman(emb: np.ndarray, gold: list[float]) -> float:
+    """Spearman x 100 of the cosine of each pair's rows (0 and 1, 2 and 3, ...) against the gold scores."""
+    from scipy.stats import spearmanr
+
+    a, b = emb[0::2], emb[1::2]
+    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return 100 * spearmanr(cos, gold).statistic

@@ -1,4 +1,4 @@
-"""Timing helpers shared by the throughput benchmarks (encode_throughput.py, cpu_backends.py, ...)."""
+"""Timing: seconds per call over alternating rounds, throughput and one-at-a-time latency."""
 
 from __future__ import annotations
 
@@ -24,3 +24,16 @@ def throughput(variants: dict[str, Callable[[], object]], n_texts: int, rounds: 
     for run in variants.values():
         run()
     return {name: n_texts / statistics.median(t) for name, t in timings(variants, rounds).items()}
+
+
+def latency_ms(encode_one: Callable[[str], object], texts: list[str]) -> tuple[float, float]:
+    """p50 / p99 milliseconds of ``encode_one(text)``, one text per call, after one warm-up call."""
+    import numpy as np
+
+    encode_one(texts[0])
+    times = []
+    for text in texts:
+        began = time.perf_counter()
+        encode_one(text)
+        times.append((time.perf_counter() - began) * 1e3)
+    return float(np.percentile(times, 50)), float(np.percentile(times, 99))
