@@ -27,7 +27,7 @@ from benchmarks.lib import environment_lines, markdown_table, write_result
 from sbert.adapt.pseudo_queries import pseudo_queries
 from sbert.adapt.recipe import AdaptSettings
 from sbert.adapt.teacher import candidates, teacher_rows
-from sbert.data.corpus import read_adapt_documents
+from sbert.data.corpus import read_corpus_documents
 from sbert.data.paths import data_dir
 from sbert.losses.distillation import DistillKLDivLoss, MarginMSELoss
 from sbert.losses.in_batch import MultipleNegativesRankingLoss
@@ -86,7 +86,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     began, load = time.perf_counter(), os.getloadavg()[0]
-    documents, _ = read_adapt_documents(data_dir(args.data) / "retrieval" / args.collection)
+    documents, _ = read_corpus_documents(data_dir(args.data) / "retrieval" / args.collection)
     queries = pseudo_queries(documents, ["title"], 42)[: args.rows]
     found = candidates(sbert.load("default", device="cpu"), documents, queries, dense=2, lexical=2)
     rows = teacher_rows(Teacher(args.teacher), documents, queries, found)

@@ -143,12 +143,12 @@ def collection_sentences(args) -> list[str]:
     split): short texts of the two domains, like their queries, for the teacher to embed besides the whole
     documents."""
     from sbert.adapt.pseudo_queries import sentences
-    from sbert.data.corpus import read_adapt_documents
+    from sbert.data.corpus import read_corpus_documents
     from sbert.data.paths import data_dir
 
     texts = []
     for name in ("scifact", "openoffice-dups"):
-        documents, _ = read_adapt_documents(data_dir(args.data) / "retrieval" / name)
+        documents, _ = read_corpus_documents(data_dir(args.data) / "retrieval" / name)
         texts += [t for d in documents for t in ([d.title] if d.title.strip() else []) + sentences(d.text)]
     return list(dict.fromkeys(t.strip() for t in texts if t.strip()))
 
@@ -237,12 +237,12 @@ def write_title_pairs(path: Path, args, generators: tuple[str, ...] = ("title",)
     ``sbert adapt --method title`` trains on (no query, no judgment read); with ``generators`` ("title",
     "crop"), ``--method title+crop``'s."""
     from sbert.adapt.pseudo_queries import pseudo_queries
-    from sbert.data.corpus import read_adapt_documents
+    from sbert.data.corpus import read_corpus_documents
     from sbert.data.paths import data_dir
 
     rows = []
     for name in ("scifact", "openoffice-dups"):
-        documents, _ = read_adapt_documents(data_dir(args.data) / "retrieval" / name)
+        documents, _ = read_corpus_documents(data_dir(args.data) / "retrieval" / name)
         rows += [(q.query, q.positive) for q in pseudo_queries(documents, generators, seed=42)]
     path.write_text("".join(json.dumps({"query": q, "positive": d}) + "\n" for q, d in rows), encoding="utf-8")
     return path

@@ -29,10 +29,10 @@ def main() -> None:
     summary = adapt("default", args.corpus, args.out, AdaptSettings(steps=args.steps, batch_size=args.batch_size))
     print(f"adapted on {summary['pairs']} pairs from {summary['documents']} documents: {args.out}")
 
-    ids, texts = read_corpus(args.corpus)  # the same reader `sbert index build` uses
+    corpus = read_corpus(args.corpus)  # the same reader `sbert index build` uses: ids, titles, texts
     for name in ("default", args.out):
         model = sbert.load(name)
-        index = build_index(None, model, texts, ids, model=str(name), bm25=False)  # dense: the model alone
+        index = build_index(None, model, corpus.texts, corpus.ids, model=str(name), titles=corpus.titles, bm25=False)
         hits = search_texts(index, model, [args.query], SearchOptions(k=3))[0]
         print(f"\n{name}:")
         for hit in hits:

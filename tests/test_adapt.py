@@ -27,7 +27,7 @@ from sbert.adapt.pseudo_queries import (
 )
 from sbert.cli import main
 from sbert.data.beir import Document
-from sbert.data.corpus import read_adapt_documents
+from sbert.data.corpus import read_corpus_documents
 from sbert.errors import InputFileError
 from sbert.training import TrainingInterrupted
 
@@ -87,20 +87,20 @@ def _beir_corpus(folder, docs):
 
 
 def test_corpus_readers_take_a_beir_folder_jsonl_and_text(tmp_path):
-    docs, path = read_adapt_documents(_beir_corpus(tmp_path / "beir", DOCS))
+    docs, path = read_corpus_documents(_beir_corpus(tmp_path / "beir", DOCS))
     assert docs == DOCS and path.name == "corpus.jsonl.gz"
     plain = tmp_path / "docs.jsonl"
     plain.write_text('{"id": 7, "title": "t", "text": "x y"}\n\n{"id": "3", "text": "z"}\n{"id": 9, "text": " "}\n')
-    assert read_adapt_documents(plain)[0] == [Document("7", "t", "x y"), Document("3", "", "z")]  # empty: skipped
+    assert read_corpus_documents(plain)[0] == [Document("7", "t", "x y"), Document("3", "", "z")]  # empty: skipped
     text = tmp_path / "docs.txt"
     text.write_text("first doc\n\nsecond doc\n")
-    assert read_adapt_documents(text)[0] == [Document("0", "", "first doc"), Document("1", "", "second doc")]
+    assert read_corpus_documents(text)[0] == [Document("0", "", "first doc"), Document("1", "", "second doc")]
 
 
 def test_a_csv_corpus_is_read_by_its_columns_as_index_build_reads_it(tmp_path):
     """A tracker's export: adapt reads its columns (not its lines, header and commas included), into the
     documents `index build --auto` draws from: the same ids, titles and texts in the same order."""
-    from sbert.data.corpus import Columns, documents_from, read_corpus, read_titles
+    from sbert.data.corpus import Columns, read_corpus
 
     export = tmp_path / "reports.csv"
     export.write_text(
@@ -111,20 +111,19 @@ def test_a_csv_corpus_is_read_by_its_columns_as_index_build_reads_it(tmp_path):
         "OO-4,Same,Same\n"
     )
     columns = Columns(text="Description", id="Issue key", title="Summary")
-    docs, path = read_adapt_documents(export, columns)
+    docs, path = read_corpus_documents(export, columns)
     assert path == export and docs == [
         Document("OO-1", "Printer crashes", "Printing a page crashes Writer, every time."),
         Document("OO-2", "", "Calc hangs on large sheets"),
         Document("OO-3", "Only a title", ""),
         Document("OO-4", "Same", "Same"),
     ]
-    ids, texts = read_corpus(export, columns=columns, unique_ids=True)
-    assert documents_from(ids, texts, read_titles(export, columns=columns)) == docs  # index build's reading
+    assert read_corpus(export, columns=columns, unique_ids=True).documents() == docs  # index build's reading
     with pytest.raises(InputFileError, match=r"reports\.csv: the header row \(line 1\) has no 'text' column"):
-        read_adapt_documents(export)  # without the columns: the missing one named, not lines read as documents
+        read_corpus_documents(export)  # without the columns: the missing one named, not lines read as documents
     export.write_text("Issue key,Description\nOO-1,a\nOO-1,b\n")
     with pytest.raises(InputFileError, match=r"line 3: id 'OO-1' was already given at line 2"):
-        read_adapt_documents(export, Columns(text="Description", id="Issue key"))
+        read_corpus_documents(export, Columns(text="Description", id="Issue key"))
 
 
 @pytest.mark.slow
@@ -149,13 +148,13 @@ def test_bad_corpora_are_refused_naming_the_file(tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
     with pytest.raises(InputFileError, match=r"empty\.txt: the corpus holds no documents"):
-        read_adapt_documents(empty)
+        read_corpus_documents(empty)
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"text": "ok"}\n{not json\n')
     with pytest.raises(InputFileError, match=r"broken\.jsonl: line 2 is not valid JSON"):
-        read_adapt_documents(broken)
+        read_corpus_documents(broken)
     with pytest.raises(InputFileError, match="no such file"):
-        read_adapt_documents(tmp_path / "missing.jsonl")
+        read_corpus_documents(tmp_path / "missing.jsonl")
 
 
 def _tiny_corpus(tmp_path):
@@ -421,7 +420,7 @@ def test_a_teacher_method_scores_only_the_pseudo_queries_its_steps_train_on(tmp_
     summary = adapt(base, corpus, tmp_path / "o", settings, device="cpu", progress=False)
     assert calls == [12] and summary["pairs"] == 12 and summary["pseudo_queries"] == 44  # 22 titles, 22 crops
     assert summary["steps"] == 3
-    documents = [d for d in read_adapt_documents(corpus)[0] if d.id not in summary["held_out"]]  # 2 for --auto
+    documents = [d for d in read_corpus_documents(corpus)[0] if d.id not in summary["held_out"]]  # 2 for --auto
     first = pseudo_queries(documents, ("title", "crop"), seed=5)[:12]  # the seeded draw's first 3 * 4
     head = json.loads((tmp_path / "o.train" / "teacher-scores.jsonl").read_text().splitlines()[0])
     assert head["key"]["queries"] == scored_key(first)["queries"]
@@ -479,7 +478,7 @@ def test_hold_out_leaves_out_of_training_the_documents_auto_draws_its_queries_fr
     base = tmp_path / "base"
     make_tiny_encoder().save(base)
     corpus = _tiny_corpus(tmp_path)
-    documents, _ = read_adapt_documents(corpus)
+    documents, _ = read_corpus_documents(corpus)
     held = held_out_ids(documents, 5)
     assert held == set(held_out_queries(documents, 5).relevant.values()) and len(held) == 5
     settings = AdaptSettings(steps=1, batch_size=4, hold_out=5)
@@ -575,7 +574,7 @@ def test_a_guide_is_refused_before_any_work_where_it_cannot_mask(tmp_path, monke
     from sbert.errors import ModelNotFoundError
 
     out, corpus = tmp_path / "o", tmp_path / "corpus.jsonl"
-    monkeypatch.setattr(recipe, "read_adapt_documents", lambda *a: (DOCS, corpus))
+    monkeypatch.setattr(recipe, "read_corpus_documents", lambda *a: (DOCS, corpus))
     monkeypatch.setattr(training, "build_encoder", lambda *a, **k: pytest.fail("the student loaded before the check"))
     for name in ("tsdae", "distill-kl"):  # no in-batch negatives to mask
         settings = AdaptSettings(method=name, guide="default", teacher="default")

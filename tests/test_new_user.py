@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from sbert.cli import main
-from sbert.data.corpus import Columns, read_corpus
+from sbert.data.corpus import Columns, Corpus, read_corpus
 from sbert.device import DeviceError, resolve_device
 from sbert.errors import InputFileError
 
@@ -43,14 +43,17 @@ def invoke(*args: object):
 def test_a_csv_corpus_is_read_by_its_header_not_as_lines(tmp_path):
     path = tmp_path / "docs.csv"
     path.write_text('id,title,text\nd1,Cats,"Cats purr, softly."\nd2,,"Dogs bark\nat night."\n', encoding="utf-8")
-    assert read_corpus(path) == (["d1", "d2"], ["Cats Cats purr, softly.", "Dogs bark\nat night."])
+    corpus = read_corpus(path)
+    assert corpus == Corpus(["Cats purr, softly.", "Dogs bark\nat night."], ["d1", "d2"], ["Cats", None])
+    assert corpus.joined() == ["Cats Cats purr, softly.", "Dogs bark\nat night."]
     tsv = tmp_path / "docs.tsv"
     tsv.write_text("key\tbody\tlabel\nk1\tfirst text\tx\nk2\tsecond text\ty\n", encoding="utf-8")
-    assert read_corpus(tsv, columns=Columns(text="body", id="key")) == (["k1", "k2"], ["first text", "second text"])
-    assert read_corpus(tsv, columns=Columns(text="body"))[0] is None  # no "id" column: no ids
+    named = Columns(text="body", id="key")
+    assert read_corpus(tsv, columns=named) == Corpus(["first text", "second text"], ["k1", "k2"])
+    assert read_corpus(tsv, columns=Columns(text="body")).ids is None  # no "id" column: no ids
     repeated = tmp_path / "export.csv"  # a tracker's export: one "Comment" column per comment
     repeated.write_text("id,Comment,Comment\n1,first,second\n2,,only the second\n3,only the first,\n")
-    assert read_corpus(repeated, columns=Columns(text="Comment"))[1] == [
+    assert read_corpus(repeated, columns=Columns(text="Comment")).texts == [
         "first\nsecond",
         "only the second",
         "only the first",
@@ -73,6 +76,27 @@ def test_a_corpus_the_readers_do_not_understand_is_refused_naming_the_format(tmp
     path.write_text(content, encoding="utf-8")
     with pytest.raises(InputFileError, match=message):
         read_corpus(path)
+
+
+def test_the_formats_table_is_what_readers_errors_and_help_texts_know(tmp_path, monkeypatch):
+    from sbert.data import corpus as module
+    from sbert.data.corpus import CORPUS_FORMATS, CorpusFormat, corpus_format, formats_help
+
+    shown = formats_help()
+    for fmt in CORPUS_FORMATS.values():
+        assert f"{fmt.what} ({fmt.shown()})" in shown
+    assert "JSON lines (.jsonl, .jsonl.gz)" in shown and "'-' = standard input" in shown
+    for command in (["encode"], ["index", "build"], ["mine"], ["cluster"], ["plot", "map"]):
+        assert " ".join(shown.split()) in " ".join(invoke(*command, "--help").output.split()), command
+    added = CorpusFormat("ndjson", (".ndjson",), "newline-delimited JSON", module._jsonl_records)
+    monkeypatch.setitem(CORPUS_FORMATS, "ndjson", added)  # a format is one entry (and its reader)
+    path = tmp_path / "docs.ndjson.gz"
+    import gzip
+
+    path.write_bytes(gzip.compress(b'{"id": "a", "text": "one"}\n'))
+    assert corpus_format(path) == "ndjson" and read_corpus(path) == Corpus(["one"], ["a"])
+    with pytest.raises(InputFileError, match=r"newline-delimited JSON \(.ndjson, .ndjson.gz\)"):
+        corpus_format(tmp_path / "x.xyz")
 
 
 @pytest.mark.parametrize(
@@ -100,7 +124,7 @@ def test_a_repeated_id_is_refused_where_ids_name_texts_naming_both_lines(tmp_pat
     path = tmp_path / "docs.jsonl"
     rows = [{"_id": "a", "text": "one"}, {"_id": "b", "text": "two"}, {"_id": "a", "text": "three"}]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    assert read_corpus(path) == (["a", "b", "a"], ["one", "two", "three"])  # encoding reads texts: allowed
+    assert read_corpus(path).ids == ["a", "b", "a"]  # encoding reads texts: allowed
     with pytest.raises(InputFileError, match=r"docs.jsonl: line 3: id 'a' was already given at line 1"):
         read_corpus(path, unique_ids=True)
 
@@ -127,14 +151,6 @@ def test_an_index_of_an_empty_corpus_is_refused(tmp_path):
     result = invoke("index", "build", path, "--out", tmp_path / "ix")
     assert result.exit_code == 1 and "empty.jsonl: no texts to index" in result.output
     assert not (tmp_path / "ix").exists()
-
-
-def test_sharded_encoding_refuses_a_csv_rather_than_embedding_its_lines(tmp_path):
-    path = tmp_path / "texts.csv"
-    path.write_text("text\nA man eats.\n", encoding="utf-8")
-    result = invoke("encode", path, "--processes", "1", "--out", tmp_path / "shards")
-    assert result.exit_code == 2 and "this is a csv file" in result.output
-    assert not (tmp_path / "shards").exists()
 
 
 def test_plot_retrieval_of_a_folder_that_is_not_there_says_so(tmp_path):

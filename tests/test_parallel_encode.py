@@ -17,7 +17,7 @@ from sbert.cli import main
 from sbert.errors import InputFileError
 from sbert.parallel import ShardFolder, ShardFolderError, encode_to_shards, load_table, load_vectors
 from sbert.parallel.guard import MainGuardError, _guarded
-from sbert.parallel.inputs import chunks
+from sbert.parallel.inputs import chunks, iter_texts
 from sbert.parallel.shards import write_shard_files
 from sbert.parallel.worker import KILL_AT_SHARD_ENV
 
@@ -44,6 +44,46 @@ def test_chunks_cut_the_stream_in_order_with_a_short_last_one():
     got = [(c.index, c.start, c.texts) for c in chunks(iter("abcde"), 2)]
     assert got == [(0, 0, ["a", "b"]), (1, 2, ["c", "d"]), (2, 4, ["e"])]
     assert next(chunks(["a"], 1)).digest != next(chunks(["b"], 1)).digest
+
+
+CORPUS = {  # one corpus in every format the reader knows: (file name, content)
+    "lines": ("c.txt", "Crash on save\nSlow start\n"),
+    "jsonl": ("c.jsonl", '{"id": "b1", "title": "Crash", "text": "on save"}\n{"id": "b2", "text": "Slow start"}\n'),
+    "csv": ("c.csv", "id,title,text\nb1,Crash,on save\nb2,,Slow start\n"),
+    "tsv": ("c.tsv", "id\ttitle\ttext\nb1\tCrash\ton save\nb2\t\tSlow start\n"),
+}
+
+
+@pytest.mark.parametrize("fmt", list(CORPUS))
+def test_every_corpus_format_streams_its_texts_as_embedded_with_their_ids(tmp_path, fmt):
+    from sbert.data.corpus import CORPUS_FORMATS, corpus_format, read_corpus
+
+    assert set(CORPUS) == set(CORPUS_FORMATS)  # every format of the table is streamed here
+    name, content = CORPUS[fmt]
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    assert corpus_format(path) == fmt
+    got = list(chunks(iter_texts(path), 1))
+    corpus = read_corpus(path)
+    assert [c.texts[0] for c in got] == corpus.joined()  # the texts sharded encoding embeds: read_corpus's
+    if fmt == "lines":
+        assert [c.texts[0] for c in got] == ["Crash on save", "Slow start"] and got[0].ids is None
+    else:
+        assert [c.texts[0] for c in got] == ["Crash on save", "Slow start"] and [c.ids for c in got] == [["b1"], ["b2"]]
+
+
+def test_a_stream_with_ids_on_some_records_only_is_refused_and_shards_keep_ids(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"id": "a", "text": "one"}\n{"text": "two"}\n', encoding="utf-8")
+    with pytest.raises(InputFileError, match=r"c.jsonl: line 2: no id, unlike the records before it"):
+        list(iter_texts(path))
+    (chunk,) = chunks([("a", "one"), ("b", "two")], 2)
+    assert (chunk.texts, chunk.ids) == (["one", "two"], ["a", "b"])
+    write_shard_files(tmp_path, 0, 0, chunk.texts, np.eye(2, dtype=np.float32), chunk.ids)
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(tmp_path / "shard-000000.parquet")
+    assert table["corpus_id"].to_pylist() == ["a", "b"] and table["id"].to_pylist() == [0, 1]
 
 
 def test_shard_folder_round_trip_in_input_order(tmp_path):
@@ -168,6 +208,19 @@ def test_two_processes_equal_single_process_encode_in_input_order(sharded, texts
         384,
         64,
     )
+
+
+def test_sharded_encoding_of_a_csv_equals_encode_and_keeps_its_ids(model, tmp_path):
+    path = tmp_path / "texts.csv"
+    path.write_text("id,title,text\nb1,Crash,on save\nb2,,Slow start\nb3,Printer,prints blank pages\n")
+    result = CliRunner().invoke(
+        main, ["encode", str(path), "--processes", "1", "--out", str(tmp_path / "shards"), "--shard-size", "2"]
+    )
+    assert result.exit_code == 0, result.output
+    joined = ["Crash on save", "Slow start", "Printer prints blank pages"]  # each title before its text
+    np.testing.assert_allclose(load_vectors(tmp_path / "shards"), model.encode(joined), atol=1e-6, rtol=0)
+    table = load_table(tmp_path / "shards")
+    assert table["text"].to_pylist() == joined and table["corpus_id"].to_pylist() == ["b1", "b2", "b3"]
 
 
 def test_resume_recomputes_only_the_deleted_shard(sharded, texts, expected, tmp_path):

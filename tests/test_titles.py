@@ -1,6 +1,6 @@
-"""Titles: read from a corpus, kept beside the text in an index, returned in ``Hit.title`` and shown by
-``sbert search`` and ``/search``; an index without titles (built before they were kept) opens as before.
-Passages of documents start at a sentence or word boundary."""
+"""Titles: read from a corpus beside their texts (one parse), embedded before them, kept beside the text in an
+index, returned in ``Hit.title`` and shown by ``sbert search`` and ``/search``; an index without titles (built
+before they were kept) opens as before. Passages of documents start at a sentence or word boundary."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from sbert.data.corpus import Columns, read_corpus, read_titles
+from sbert.data.corpus import Columns, Corpus, read_corpus
 from sbert.errors import IndexFormatError
 from sbert.search.grouping import readable_passage, readable_start
 from sbert.search.index.folder import VectorIndex
@@ -38,29 +38,36 @@ def _texts() -> list[str]:
     return [f"{r['title']} {r['text']}" if "title" in r else r["text"] for r in RECORDS]
 
 
-def test_titles_are_read_as_eval_reads_them(tmp_path):
+def test_titles_are_read_beside_their_texts_and_joined_as_eval_joins_them(tmp_path):
+    from sbert.data.beir import Document
+
     jsonl = tmp_path / "bugs.jsonl"
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
-    ids, texts = read_corpus(jsonl)
-    assert texts == _texts() and ids == ["b1", "b2", "b3"]
-    assert read_titles(jsonl) == _titles()
+    corpus = read_corpus(jsonl)
+    assert corpus == Corpus([r["text"] for r in RECORDS], ["b1", "b2", "b3"], _titles())  # apart, as the file has them
+    assert corpus.joined() == _texts()  # what is embedded: the title before its text, as BEIR's Document.joined
+    assert corpus.joined() == [Document("", r.get("title", ""), r["text"]).joined() for r in RECORDS]
+    assert corpus.documents()[0] == Document("b1", RECORDS[0]["title"], RECORDS[0]["text"])
     tsv = tmp_path / "bugs.tsv"
-    tsv.write_text("key\tsummary\tbody\nb1\t  Crash  \tIt crashes.\nb2\t\tNo summary.\n", encoding="utf-8")
-    assert read_titles(tsv, columns=Columns("body", "key", "summary")) == ["Crash", None]
+    tsv.write_text("key\tsummary\tbody\nb1\t  Crash  \tIt crashes.\nb2\t\tNo summary.\nb3\tOnly a title\t\n")
+    read = read_corpus(tsv, columns=Columns("body", "key", "summary"))
+    assert (read.titles, read.texts) == (["Crash", None, "Only a title"], ["It crashes.", "No summary.", ""])
+    assert read.joined() == ["Crash It crashes.", "No summary.", "Only a title"]  # a title alone is a text
     lines = tmp_path / "plain.txt"
-    lines.write_text("one\ntwo\n", encoding="utf-8")
-    assert read_titles(lines) is None
+    lines.write_text("one\n  two \n", encoding="utf-8")
+    assert read_corpus(lines) == Corpus(["one", "  two "])  # no ids, no titles; a line as it is
+    assert read_corpus(lines).documents()[1] == Document("1", "", "  two ")
     untitled = tmp_path / "untitled.jsonl"
     untitled.write_text(json.dumps({"text": "no title"}) + "\n", encoding="utf-8")
-    assert read_titles(untitled) is None
+    assert read_corpus(untitled).titles is None
 
 
 def test_a_beir_corpus_gives_its_underscore_ids_unless_another_id_column_is_named(tmp_path):
     beir = tmp_path / "corpus.jsonl"
     records = [{"_id": "d7", "title": "t", "text": "x"}, {"_id": "d9", "text": "y", "id": "own"}]
     beir.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    assert read_corpus(beir) == (["d7", "own"], ["t x", "y"])  # an "id" field still wins where there is one
-    assert read_corpus(beir, columns=Columns(id="key"))[0] is None  # a named column is that column only
+    assert read_corpus(beir) == Corpus(["x", "y"], ["d7", "own"], ["t", None])  # an "id" still wins where given
+    assert read_corpus(beir, columns=Columns(id="key")).ids is None  # a named column is that column only
 
 
 def test_a_folder_index_keeps_titles_through_add_delete_and_compaction(tmp_path):
@@ -187,3 +194,24 @@ def test_every_window_of_a_document_keeps_its_documents_title(tmp_path):
     assert len(index) > 4  # the long document is several windows
     hits = {h.id: h for h in search_texts(index, encoder, ["dough"], SearchOptions(3))[0]}
     assert (hits["bread"].title, hits["cats"].title, hits["train"].title) == ("Baking bread", None, "Rail news")
+
+
+def test_a_title_is_embedded_before_its_text_and_kept_beside_the_row():
+    from sbert.search.retrieve import embed_corpus
+
+    class Recording:
+        """Records what it is given to embed; every vector is row 0 of ``_vectors``."""
+
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def encode_document(self, texts, **options):
+            self.seen.extend(texts)
+            return np.repeat(_vectors(1), len(texts), axis=0)
+
+    encoder = Recording()
+    rows = embed_corpus(encoder, [r["text"] for r in RECORDS], ["b1", "b2", "b3"], titles=_titles())
+    assert encoder.seen == _texts() == rows.texts  # embedded (and searched): the title before its text
+    assert rows.titles == _titles() and rows.ids == ["b1", "b2", "b3"]
+    with pytest.raises(ValueError, match="2 titles for 3 texts"):
+        embed_corpus(encoder, _texts(), titles=_titles()[:2])

@@ -2,7 +2,7 @@
 with in-batch negatives (``sbert adapt``). No queries, no relevance judgments.
 
 - the documents of a corpus (a BEIR ``corpus.jsonl[.gz]``, a folder holding one, JSON lines or plain text),
-  with their titles where they have them: ``sbert.data.corpus.read_adapt_documents``.
+  with their titles where they have them: ``sbert.data.corpus.read_corpus_documents``.
 - ``pseudo_queries.py``: the generators (``GENERATORS``): a title as the query of its body, two independent
   crops of one document, one sentence against the rest (inverse cloze), the same text twice (SimCSE).
 - ``methods.py``: the methods ``sbert adapt --method`` offers (``METHODS``), each a mix of generators.

@@ -12,7 +12,7 @@ from sbert.adapt.methods import METHODS, Method, default_method, method
 from sbert.adapt.pseudo_queries import PseudoQuery, pseudo_queries
 from sbert.atomic import check_replaceable
 from sbert.data.beir import Document
-from sbert.data.corpus import Columns, read_adapt_documents
+from sbert.data.corpus import Columns, read_corpus_documents
 from sbert.errors import InputFileError
 from sbert.progress import report
 from sbert.search.auto import ADAPT_RECORD, adapt_hold_out
@@ -72,7 +72,7 @@ def adapt(
     """Train ``model`` on pseudo-queries from ``corpus``'s documents and save it to ``out`` (a
     sentence-transformers folder); returns the trainer's summary plus what was read and made. ``corpus``: a
     BEIR folder or a corpus file, read as ``sbert index build`` reads it (``columns``: a CSV/TSV's or JSON
-    lines' text, title and id; ``read_adapt_documents``).
+    lines' text, title and id; ``read_corpus_documents``).
 
     Ctrl-C or SIGTERM saves a checkpoint in ``<out>.train`` and raises ``TrainingInterrupted``; the same
     call with ``resume=True`` goes on from it (the rows made again from the seed; a teacher's scores read
@@ -85,7 +85,7 @@ def adapt(
     from sbert.training.trainer import Objective, Trainer
 
     check_replaceable(out)  # a folder of other files is refused now, not after a teacher's hour of scoring
-    documents, source = read_adapt_documents(corpus, columns)
+    documents, source = read_corpus_documents(corpus, columns)
     settings = replace(settings, method=settings.method or default_method(documents))
     chosen = method(settings.method)
     if chosen.needs_teacher:

@@ -10,6 +10,7 @@ from functools import wraps
 import click
 
 from sbert.backends import ALIASES, BACKENDS, PRECISIONS, runtime_of
+from sbert.data.corpus import field_extensions, formats_help
 
 MODEL_HELP = "Model name ('default' = all-MiniLM-L6-v2) or path to a local model folder."
 
@@ -152,15 +153,22 @@ def model_options(func: Callable) -> Callable:
 
 
 CORPUS_HELP = (
-    "The documents: a BEIR folder (its corpus.jsonl[.gz]), or a file as `sbert index build` reads it: JSON lines "
-    "(.jsonl[.gz]), CSV/TSV with a header row (--text-column, --title-column, --id-column name the fields) or "
-    "one text per line."
+    "The documents: a BEIR folder (its corpus.jsonl[.gz]), or a file as `sbert index build` reads it: "
+    f"{formats_help()} (--text-column, --title-column, --id-column name the fields)."
 )
+
+
+def formats_doc(func: Callable) -> Callable:
+    """A command whose help (its docstring) says ``{formats}``: that filled with the corpus formats there are
+    (``sbert.data.corpus.CORPUS_FORMATS``). Put it last, nearest the function."""
+    func.__doc__ = (func.__doc__ or "").replace("{formats}", formats_help())
+    return func
 
 
 def column_options(func: Callable) -> Callable:
     """--text-column, --id-column and --title-column (folded into one ``columns`` argument, a ``Columns``):
-    which fields of a .jsonl, .csv or .tsv file hold the texts, ids and titles."""
+    which fields of a corpus file with fields (.jsonl, .csv, .tsv: ``CORPUS_FORMATS``) hold the texts, ids and
+    titles."""
 
     @wraps(func)
     def wrapper(*args, text_column, id_column, title_column, **kwargs):
@@ -178,7 +186,7 @@ def column_options(func: Callable) -> Callable:
             default=default,
             show_default=True,
             metavar="NAME",
-            help=f"A .csv/.tsv (header row) or .jsonl FILE: the column or field of {what}.",
+            help=f"A {field_extensions()} FILE: the column or field of {what}.",
         )(wrapper)
     return wrapper
 

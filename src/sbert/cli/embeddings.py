@@ -13,6 +13,7 @@ from sbert.cli.common import (
     MODEL_HELP,
     Runtime,
     column_options,
+    formats_doc,
     friendly_errors,
     load_model,
     model_options,
@@ -115,6 +116,7 @@ def prompt_options(role: str) -> Callable[[Callable], Callable]:
 @column_options
 @prompt_options("text")
 @friendly_errors
+@formats_doc
 def encode(
     source,
     model,
@@ -136,7 +138,8 @@ def encode(
     prompts,
     columns,
 ) -> None:
-    """Embed FILE (one text per line, UTF-8; '-' or nothing = standard input; .jsonl, .csv, .tsv: its 'text')."""
+    """Embed FILE (nothing = standard input): {formats}; a record's title, where it has one, goes before its
+    text."""
     from sbert.embeddings_io import embedding_meta, format_of, write_embeddings
 
     if processes is not None or engine == "ray" or address is not None or (out is not None and out.is_dir()):
@@ -144,14 +147,15 @@ def encode(
         encoding = dict(
             batch_size=batch_size, max_tokens=max_tokens, normalize=normalize, max_seq_length=max_seq_length
         )
-        return _encode_to_folder(source, (model, runtime, allow_pickle), out, fmt, run, {**encoding, **prompts})
+        options = {**encoding, **prompts, "columns": columns}
+        return _encode_to_folder(source, (model, runtime, allow_pickle), out, fmt, run, options)
     try:
         fmt = fmt or format_of(out)
     except ValueError as err:
         raise click.UsageError(str(err)) from None
     if fmt == "npy" and out is None:
         raise click.UsageError("--format npy needs --out FILE.npy")
-    texts = read_corpus(source, skip_empty=skip_empty, columns=columns)[1]
+    texts = read_corpus(source, skip_empty=skip_empty, columns=columns).joined()
     encoder = load_model(model, runtime, allow_pickle)
     if max_seq_length:
         encoder.max_seq_length = max_seq_length
@@ -169,24 +173,13 @@ def encode(
         click.echo(f"wrote {len(texts)} embeddings of dimension {encoder.dim} to {out}", err=True)
 
 
-def _lines_only(source) -> None:
-    """Sharded encoding streams text lines: refuse a .jsonl, .csv or .tsv rather than embed its raw lines."""
-    from sbert.data.corpus import LINES, corpus_format
-
-    if corpus_format(source) != LINES:
-        raise click.UsageError(
-            f"{source}: --out DIR (shards) reads text, one per line ('-' or .txt); this is a "
-            f"{corpus_format(source)} file: write its texts one per line, or encode it without --processes"
-        )
-
-
 def _encode_to_folder(source, loading: tuple, out, fmt, run: tuple, options: dict) -> None:
     """``encode --processes N --out DIR``: sbert.parallel's resumable shard folder. ``loading``: model, runtime,
     allow_pickle; ``run``: processes, shard_size, resume, skip_empty, progress, engine, address; ``options``:
-    EncodeSpec's. ``--engine ray`` runs it on a Ray cluster with ``processes`` actors (default 2)."""
+    EncodeSpec's, and the corpus ``columns``. ``--engine ray`` runs it on a Ray cluster with ``processes``
+    actors (default 2)."""
     from sbert.parallel import encode_to_shards
 
-    _lines_only(source)
     model, runtime, allow_pickle = loading
     processes, shard_size, resume, skip_empty, progress, engine, address = run
     if address is not None and engine != "ray":

@@ -9,6 +9,7 @@ import click
 from sbert.cli.common import (
     auto_kind_option,
     device_options,
+    formats_doc,
     friendly_errors,
     load_model,
     model_options,
@@ -74,13 +75,14 @@ def index() -> None:
 @prompt_options("document")
 @on_interrupt("nothing was written: {out} is as it was (an index is written whole or not at all)")
 @friendly_errors
+@formats_doc
 def index_build(
     corpus, out, model, runtime, allow_pickle, metric, overwrite, batch_size, skip_empty, progress, prompts,
     truncate_dim, auto, auto_queries, auto_kind, **opts
 ):  # fmt: skip
-    """Embed CORPUS (text, one per line; .jsonl, or .csv/.tsv with a header row: 'text', optional 'id' and
-    'title') into an index at --out."""
-    from sbert.data.corpus import read_corpus, read_titles
+    """Embed CORPUS into an index at --out. CORPUS: {formats}; a record's 'text', and its 'id' and 'title'
+    where it has them (--text-column, --id-column, --title-column)."""
+    from sbert.data.corpus import read_corpus
     from sbert.search.auto import reusing_vectors
     from sbert.search.base import is_database_url
     from sbert.search.retrieve import build_index
@@ -102,10 +104,9 @@ def index_build(
         from sbert.search.index.folder import VectorIndex
 
         VectorIndex.check_target(out, overwrite)  # before reading and loading anything
-    ids, texts = read_corpus(corpus, skip_empty=skip_empty, columns=columns, unique_ids=True)
-    if not texts:
+    records = read_corpus(corpus, skip_empty=skip_empty, columns=columns, unique_ids=True)
+    if not records.texts:
         raise click.ClickException(f"{corpus}: no texts to index")
-    titles = read_titles(corpus, skip_empty=skip_empty, columns=columns)  # kept beside the text, and shown
     encoder = load_model(model, runtime, allow_pickle)
     if truncate_dim is not None:
         encoder.truncate_dim = truncate_dim
@@ -116,16 +117,17 @@ def index_build(
     plan = None
     with reusing_vectors(encoder) if auto else contextlib.nullcontext():  # --auto: unchanged documents once
         if auto:
-            plan = _plan(encoder, Chunking(), texts, batch_size, "auto: to choose, ", whole_too=True)
+            plan = _plan(encoder, Chunking(), records.joined(), batch_size, "auto: to choose, ", whole_too=True)
             chunking, opts["bm25"], opts["search"] = _auto(
-                encoder, model, (ids, texts, titles), (auto_queries, auto_kind), out, chunk, opts
+                encoder, model, records, (auto_queries, auto_kind), out, chunk, opts
             )
             chunk = chunking is not None
         elif chunking is not None:
-            plan = _plan(encoder, chunking.resolved(encoder, **prompts), texts, batch_size)
+            plan = _plan(encoder, chunking.resolved(encoder, **prompts), records.joined(), batch_size)
         built = build_index(
-            out, encoder, texts, ids, model=model, chunking=chunking, table=table, metric=metric,
-            overwrite=overwrite, batch_size=batch_size, show_progress=progress, titles=titles, **prompts, **opts,
+            out, encoder, records.texts, records.ids, model=model, chunking=chunking, table=table, metric=metric,
+            overwrite=overwrite, batch_size=batch_size, show_progress=progress, titles=records.titles, **prompts,
+            **opts,
         )  # fmt: skip
     what = (
         f"{len(built.document_ids):,} documents ({len(built):,} windows{_cut(plan)})"
@@ -155,9 +157,9 @@ def _cut(plan) -> str:
 _HNSW = ("hnsw_m", "ef_construction", "ef_search")
 
 
-def _auto(encoder, model, corpus: tuple, pseudo: tuple[int, str], out: str, chunk: bool, opts: dict):
-    """--auto: (chunking, bm25, what the index records) chosen on pseudo-queries from the corpus; says which."""
-    from sbert.data.corpus import documents_from
+def _auto(encoder, model, corpus, pseudo: tuple[int, str], out: str, chunk: bool, opts: dict):
+    """--auto: (chunking, bm25, what the index records) chosen on pseudo-queries from the corpus (a
+    ``Corpus``); says which."""
     from sbert.search.auto import choose_search, index_settings
     from sbert.search.base import is_database_url
     from sbert.windows import Chunking
@@ -167,7 +169,7 @@ def _auto(encoder, model, corpus: tuple, pseudo: tuple[int, str], out: str, chun
     if is_database_url(out):
         raise click.UsageError("--auto applies to a folder index (an index in PostgreSQL has no windows or BM25)")
     queries, kind = pseudo
-    result = choose_search(encoder, documents_from(*corpus), model=str(model), queries=queries, kind=kind)
+    result = choose_search(encoder, corpus.documents(), model=str(model), queries=queries, kind=kind)
     click.echo(result.summary(), err=True)
     return (Chunking() if result.choice.chunk else None), result.choice.hybrid, index_settings(result)
 
@@ -197,26 +199,25 @@ def index_add(
     folder, corpus, model, runtime, allow_pickle, allow_mixed_backend, lock_timeout, batch_size, prompts, table, **read
 ):
     """Embed CORPUS with the index's own model and add it to the index in FOLDER (waiting for other writers)."""
-    from sbert.data.corpus import read_corpus, read_titles
+    from sbert.data.corpus import read_corpus
     from sbert.search.retrieve import add_texts, open_index
 
     existing = open_index(folder, table=table, lock_timeout=lock_timeout)
     existing.check_model(model or existing.model)
-    ids, texts = read_corpus(corpus, skip_empty=read["skip_empty"], columns=read["columns"], unique_ids=True)
-    titles = read_titles(corpus, skip_empty=read["skip_empty"], columns=read["columns"])
+    records = read_corpus(corpus, skip_empty=read["skip_empty"], columns=read["columns"], unique_ids=True)
     encoder = load_model(model or existing.model, runtime, allow_pickle)
     existing.fit_truncate_dim(encoder)
     existing.check_model(model or existing.model, encoder.dim)
     if existing.documents:  # split as the index's own documents were: say what that embeds
         from sbert.windows import Chunking
 
-        _plan(encoder, Chunking.of(existing.documents), texts, batch_size)
+        _plan(encoder, Chunking.of(existing.documents), records.joined(), batch_size)
     add_texts(
-        existing, encoder, texts, ids, batch_size=batch_size, show_progress=read["progress"],
-        allow_mixed_backend=allow_mixed_backend, titles=titles, **prompts,
+        existing, encoder, records.texts, records.ids, batch_size=batch_size, show_progress=read["progress"],
+        allow_mixed_backend=allow_mixed_backend, titles=records.titles, **prompts,
     )  # fmt: skip
     what = f"{len(existing.document_ids):,} documents" if existing.documents else f"{len(existing):,}"
-    click.echo(f"added {len(texts):,} texts; the index holds {what}", err=True)
+    click.echo(f"added {len(records):,} texts; the index holds {what}", err=True)
 
 
 @index.command("delete")
@@ -245,22 +246,9 @@ def index_delete(folder, ids, table, lock_timeout):
 @friendly_errors
 def index_info(folder, table, as_json):
     """Show what the index in FOLDER (or at a postgresql:// URL) holds."""
-    from sbert.search.retrieve import open_index
+    from sbert.search.retrieve import index_summary, open_index
 
-    existing = open_index(folder, table=table)
-    summary = {
-        "rows": len(existing),
-        "deleted": len(existing.deleted),
-        "model": existing.model,
-        "backend": existing.backend,
-        "dim": existing.dim,
-        "metric": existing.metric,
-        "structures": existing.manifest["structures"],
-        "default_method": existing.default_method(),
-        "segments": len(existing.manifest["segments"]),
-        "documents": existing.documents and {**existing.documents, "count": len(existing.document_ids)},
-        "bm25": existing.lexical,
-    }
+    summary = index_summary(open_index(folder, table=table))
     if as_json:
         echo_json(summary)
         return

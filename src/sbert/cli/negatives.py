@@ -23,7 +23,7 @@ def _collection(source: Path, split: str, corpus: str | None, columns):
     from sbert.search.negatives import pairs_collection
 
     pairs = [(row.query, row.positive) for row in read_ntuples(source)]
-    extra = read_corpus(corpus, columns=columns)[1] if corpus is not None else []
+    extra = read_corpus(corpus, columns=columns).joined() if corpus is not None else []
     return pairs_collection(pairs, extra)
 
 

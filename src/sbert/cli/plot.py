@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from sbert.cli.common import column_options, friendly_errors, load_model, model_options
+from sbert.cli.common import column_options, formats_doc, friendly_errors, load_model, model_options
+from sbert.data.corpus import field_extensions
 
 
 def _out_option(func):
@@ -61,11 +62,11 @@ def _map_colouring(source, count, labels, label_field, clusters, skip_empty, col
     if labels:
         return read_labels(labels, count, source)
     if label_field:
-        from sbert.data.corpus import LINES, corpus_format
+        from sbert.data.corpus import CORPUS_FORMATS, corpus_format, field_extensions
 
-        if str(source).endswith(".npy") or corpus_format(source) == LINES:
+        if str(source).endswith(".npy") or not CORPUS_FORMATS[corpus_format(source)].fields:
             raise click.UsageError(
-                "--label-field reads a field of a .jsonl, .csv or .tsv TEXTS file; for a text file use --labels"
+                f"--label-field reads a field of a {field_extensions()} TEXTS file; for a text file use --labels"
             )
         return read_label_field(source, label_field, skip_empty, columns)
     return None
@@ -78,11 +79,11 @@ def _map_inputs(source: str, texts_file: str | None, skip_empty: bool, columns):
 
     if str(source).endswith(".npy"):
         embeddings, model = read_embeddings(source)
-        texts = read_corpus(texts_file, skip_empty=skip_empty, columns=columns)[1] if texts_file else None
+        texts = read_corpus(texts_file, skip_empty=skip_empty, columns=columns).joined() if texts_file else None
         return texts, embeddings, model
     if texts_file:
         raise click.UsageError("--texts goes with a .npy TEXTS file of embeddings; TEXTS itself holds the texts")
-    texts = read_corpus(source, skip_empty=skip_empty, columns=columns)[1]
+    texts = read_corpus(source, skip_empty=skip_empty, columns=columns).joined()
     if not texts:
         raise click.ClickException(f"{source}: no texts")
     return texts, None, None
@@ -93,7 +94,7 @@ def _map_inputs(source: str, texts_file: str | None, skip_empty: bool, columns):
 @_out_option
 @click.option("--method", type=click.Choice(["umap", "pca", "tsne"]), default="umap", show_default=True)
 @click.option("--labels", help="A file of labels, one per line of TEXTS, to colour the points by.")
-@click.option("--label-field", help="A .jsonl/.csv/.tsv TEXTS file: colour by this field of each record.")
+@click.option("--label-field", help=f"A {field_extensions()} TEXTS file: colour by this field of each record.")
 @click.option("--clusters", type=click.Choice(["community", "kmeans", "agglomerative"]), help="Colour by clusters.")
 @click.option("--k", "k", default=8, show_default=True, type=click.IntRange(min=1), help="--clusters kmeans: k.")
 @click.option("--threshold", type=float, help="--clusters: cosine similarity (community 0.75, agglomerative 0.5).")
@@ -106,9 +107,9 @@ def _map_inputs(source: str, texts_file: str | None, skip_empty: bool, columns):
 @click.option("--skip-empty", is_flag=True, help="Skip empty lines instead of failing on them.")
 @column_options
 @friendly_errors
+@formats_doc
 def plot_map(source, out, labels, label_field, clusters, k, threshold, min_size, texts_file, model, runtime, **opts):
-    """A 2-D map of TEXTS (text lines; .jsonl, .csv or .tsv with 'text'; or a .npy of embeddings from
-    `sbert encode`)."""
+    """A 2-D map of TEXTS ({formats}; or a .npy of embeddings from `sbert encode`)."""
     import sbert.plot
     from sbert.plot.projection import FEW_FOR_UMAP
 
@@ -160,7 +161,7 @@ def plot_heatmap(texts, out, texts_file, width, model, runtime, allow_pickle):
     backend = _backend(out)
     if texts and texts_file:
         raise click.UsageError("give TEXTS or --file, not both")
-    texts = read_corpus(texts_file, skip_empty=True)[1] if texts_file else list(texts)
+    texts = read_corpus(texts_file, skip_empty=True).joined() if texts_file else list(texts)
     if len(texts) < 2:
         raise click.UsageError("a heatmap needs at least two texts")
     encoder = load_model(model, runtime, allow_pickle)

@@ -8,6 +8,7 @@ import click
 
 from sbert.cli.common import (
     device_options,
+    formats_doc,
     friendly_errors,
     load_model,
     model_options,
@@ -216,7 +217,8 @@ def _print_hits(
 
 
 def _body(hit) -> str | None:
-    """A hit's text shown under its title: without the title the text begins with (read_corpus puts it there)."""
+    """A hit's text shown under its title: without the title its text begins with (an index keeps the text it
+    embedded and searches: ``sbert.data.beir.joined``)."""
     text = hit.text or ""
     return text[len(hit.title) + 1 :] if hit.title and text.startswith(hit.title + " ") else hit.text
 
@@ -225,7 +227,8 @@ def _body(hit) -> str | None:
 def _read_and_embed(source, model, runtime, allow_pickle, batch_size, skip_empty, progress, columns):
     from sbert.data.corpus import read_corpus
 
-    ids, texts = read_corpus(source, skip_empty=skip_empty, columns=columns, unique_ids=True)
+    corpus = read_corpus(source, skip_empty=skip_empty, columns=columns, unique_ids=True)
+    ids, texts = corpus.ids, corpus.joined()
     if not texts:
         raise click.ClickException(f"{source}: no texts")
     encoder = load_model(model, runtime, allow_pickle)
@@ -242,8 +245,9 @@ def _read_and_embed(source, model, runtime, allow_pickle, batch_size, skip_empty
 @click.option("--json", "as_json", is_flag=True, help="Print all pairs as JSON.")
 @corpus_options
 @friendly_errors
+@formats_doc
 def mine(source, model, runtime, allow_pickle, top_k, max_pairs, threshold, limit, as_json, **read):
-    """Paraphrase mining: the most similar pairs of texts in FILE (text lines; .jsonl, .csv/.tsv with 'text')."""
+    """Paraphrase mining: the most similar pairs of texts in FILE ({formats})."""
     from sbert.search.mining import paraphrase_mining
 
     ids, texts, embeddings = _read_and_embed(source, model, runtime, allow_pickle, **read)
@@ -289,10 +293,11 @@ def mine(source, model, runtime, allow_pickle, top_k, max_pairs, threshold, limi
 @click.option("--json", "as_json", is_flag=True, help="Print the clusters as JSON.")
 @corpus_options
 @friendly_errors
+@formats_doc
 def cluster(
     source, model, runtime, allow_pickle, method, threshold, k, min_size, linkage, seed, limit, as_json, **read
 ):
-    """Group the texts in FILE by meaning (text lines; .jsonl, .csv/.tsv with 'text')."""
+    """Group the texts in FILE by meaning ({formats})."""
     from sbert.search import cluster as clustering
 
     if method == "kmeans" and k is None:

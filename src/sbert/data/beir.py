@@ -30,8 +30,16 @@ class Document:
     text: str
 
     def joined(self, separator: str = " ") -> str:
-        """The text to embed: ``title + separator + text``, just ``text`` when there is no title."""
-        return f"{self.title}{separator}{self.text}".strip() if self.title.strip() else self.text.strip()
+        """The text to embed: its title before its text (``joined``)."""
+        return joined(self.title, self.text, separator)
+
+
+def joined(title: str | None, text: str, separator: str = " ") -> str:
+    """A document's text as it is embedded (and searched): ``title + separator + text``, both stripped, where
+    it has a title; else ``text`` as it is. The one place a title and its text are put together."""
+    if title is None or not title.strip():
+        return text
+    return f"{title.strip()}{separator}{text.strip()}".strip()
 
 
 @dataclass
@@ -101,7 +109,7 @@ def _string(record: dict, key: str, path: Path, number: int, what: str, required
     return value
 
 
-def read_documents(path: str | Path, skip_empty: bool = False) -> tuple[dict[str, Document], list[str]]:
+def read_beir_documents(path: str | Path, skip_empty: bool = False) -> tuple[dict[str, Document], list[str]]:
     """(id -> Document, ids of empty documents skipped) from a BEIR ``corpus.jsonl[.gz]``.
 
     A duplicate id, or a document whose title and text are both empty (unless ``skip_empty``), raises
@@ -119,7 +127,7 @@ def read_documents(path: str | Path, skip_empty: bool = False) -> tuple[dict[str
         lines[doc_id] = number
         title = _string(record, "title", path, number, what, False)
         document = Document(doc_id, title, _string(record, "text", path, number, what, True))
-        if not document.joined():
+        if not document.joined().strip():
             if not skip_empty:
                 raise InputFileError(
                     f"{path}: line {number}: document {doc_id!r} is empty (no title, no text); "
@@ -234,7 +242,7 @@ def read_beir(folder: str | Path, split: str = "test", skip_empty_documents: boo
     except InputFileError as err:
         have = ", ".join(splits(folder)) or "none"
         raise InputFileError(f"{err} (splits with judgments here: {have})") from None
-    corpus, skipped = read_documents(beir_file(folder, "corpus.jsonl"), skip_empty_documents)
+    corpus, skipped = read_beir_documents(beir_file(folder, "corpus.jsonl"), skip_empty_documents)
     qrels, first_line = read_qrels(qrels_path)
     dropped = _check_documents(qrels, corpus, set(skipped), qrels_path)
     queries_path = beir_file(folder, "queries.jsonl")

@@ -30,7 +30,7 @@ from typing import Any
 
 from sbert.atomic import FolderNotReplaceableError, atomic_dir
 from sbert.data.beir import Document
-from sbert.data.corpus import Columns, documents_from, read_corpus, read_titles, record_fields
+from sbert.data.corpus import Columns, read_corpus, record_fields
 from sbert.data.time_split import cutoff_key, parse_time, write_qrels
 from sbert.errors import InputFileError
 
@@ -122,12 +122,12 @@ def collection_from_links(
 
 def _reports(path: Path, columns: Columns) -> list[Document]:
     """Every report of the export, with its id (required: links name reports by it)."""
-    ids, texts = read_corpus(path, skip_empty=True, columns=columns, unique_ids=True)
-    if ids is None:
+    corpus = read_corpus(path, skip_empty=True, columns=columns, unique_ids=True)
+    if corpus.ids is None:
         raise InputFileError(
             f"{path}: no report has an {columns.id!r} field; links name reports by id (pass id_column=NAME for another)"
         )
-    return documents_from(ids, texts, read_titles(path, skip_empty=True, columns=columns))
+    return corpus.documents()
 
 
 def _links(path: Path, documents: list[Document], field: str, columns: Columns) -> tuple[dict[str, list[str]], int]:

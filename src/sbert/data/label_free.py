@@ -35,13 +35,13 @@ def read_texts(path: str | Path) -> list[Text]:
     lines and documents are skipped."""
     path = Path(path)
     if path.is_dir():
-        from sbert.data.beir import beir_file, read_documents
+        from sbert.data.beir import beir_file, read_beir_documents
 
-        documents, _ = read_documents(beir_file(path, "corpus.jsonl"), skip_empty=True)
+        documents, _ = read_beir_documents(beir_file(path, "corpus.jsonl"), skip_empty=True)
         return [Text(d.joined()) for d in documents.values()]
     from sbert.data.corpus import read_corpus
 
-    return [Text(t) for t in read_corpus(path, skip_empty=True)[1]]
+    return [Text(t) for t in read_corpus(path, skip_empty=True).joined()]
 
 
 def read_distillation(path: str | Path) -> list[DistillationExample]:

@@ -39,18 +39,28 @@ def read_lines(source: str | Path | BinaryIO, *, skip_empty: bool = False) -> li
 def iter_lines(name: str, stream: Iterable[bytes], skip_empty: bool = False) -> Iterator[str]:
     """The texts of a binary ``stream`` of UTF-8 lines named ``name`` in errors, one at a time (the rules of
     ``read_lines``: line ends and a first byte-order mark removed, empty lines refused unless ``skip_empty``)."""
+    for number, text in numbered_texts(name, stream):
+        if not text.strip():
+            if skip_empty:
+                continue
+            raise empty_line(name, number)
+        yield text
+
+
+def numbered_texts(name: str, stream: Iterable[bytes]) -> Iterator[tuple[int, str]]:
+    """(line number from 1, text) of every line of a binary ``stream`` of UTF-8 lines, empty ones too: line
+    ends and a first byte-order mark removed; bad bytes raise ``InputFileError`` naming ``name`` and the line."""
     for number, raw in enumerate(stream, start=1):
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as err:
             raise not_decodable(name, number, raw, err) from err
         text = text.rstrip("\r\n")
-        if number == 1:
-            text = text.removeprefix("\ufeff")
-        if not text.strip():
-            if skip_empty:
-                continue
-            raise InputFileError(
-                f"{name}: line {number} is empty; expected one text per line (use --skip-empty to skip empty lines)"
-            )
-        yield text
+        yield number, text.removeprefix("\ufeff") if number == 1 else text
+
+
+def empty_line(name: str, number: int) -> InputFileError:
+    """The error for an empty line of a file of one text per line."""
+    return InputFileError(
+        f"{name}: line {number} is empty; expected one text per line (use --skip-empty to skip empty lines)"
+    )

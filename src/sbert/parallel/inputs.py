@@ -1,25 +1,31 @@
-"""Streaming input for sharded encoding: texts read one at a time and cut into numbered chunks."""
+"""Streaming input for sharded encoding: texts read one at a time (a corpus file in any of
+``sbert.data.corpus.CORPUS_FORMATS``, its ids kept where it has them, or an iterable of str) and cut into
+numbered chunks."""
 
 from __future__ import annotations
 
 import hashlib
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sbert.data.lines import iter_lines
+from sbert.data.beir import joined
+from sbert.data.corpus import Columns, iter_corpus
 from sbert.errors import InputFileError
+
+Item = str | tuple[str | None, str]  # a text, or (its id or None, the text)
 
 
 @dataclass(frozen=True)
 class Chunk:
-    """Shard ``index`` of the input: rows ``start`` .. ``start + len(texts) - 1`` (0-based input positions)."""
+    """Shard ``index`` of the input: rows ``start`` .. ``start + len(texts) - 1`` (0-based input positions);
+    ``ids``: each row's id in the corpus, where the input has ids (else None)."""
 
     index: int
     start: int
     texts: list[str]
+    ids: list[str] | None = None
 
     @property
     def digest(self) -> str:
@@ -54,26 +60,14 @@ def input_fingerprint(source: str | Path | Iterable[str]) -> dict[str, Any] | No
     return {"path": str(path.resolve()), "bytes": size, "sha256": sha.hexdigest()}
 
 
-def iter_file_lines(source: str | Path, *, skip_empty: bool = False) -> Iterator[str]:
-    """UTF-8 lines of a file ('-' = standard input), one at a time, without their line ends.
-
-    Bad bytes and empty lines (unless ``skip_empty``) raise ``InputFileError`` naming the file and line."""
-    if str(source) == "-":
-        yield from iter_lines("<stdin>", sys.stdin.buffer, skip_empty)
-        return
-    path = Path(source)
-    if path.is_dir():
-        raise InputFileError(f"{path}: is a folder; expected a text file with one text per line")
-    if not path.is_file():
-        raise InputFileError(f"{path}: no such file")
-    with open(path, "rb") as stream:
-        yield from iter_lines(str(path), stream, skip_empty)
-
-
-def iter_texts(source: str | Path | Iterable[str], *, skip_empty: bool = False) -> Iterator[str]:
-    """Texts from a file path ('-' = stdin) or from an iterable of strings (checked one by one)."""
+def iter_texts(
+    source: str | Path | Iterable[str], *, skip_empty: bool = False, columns: Columns | None = None
+) -> Iterator[Item]:
+    """The input one text at a time: a corpus file ('-' = standard input; any of ``CORPUS_FORMATS``, each text
+    as it is embedded: its title before it) as (id or None, text), or the strings of an iterable, checked one
+    by one. A file's records give ids all or none (``read_corpus``'s rule, checked as they come)."""
     if isinstance(source, (str, Path)):
-        yield from iter_file_lines(source, skip_empty=skip_empty)
+        yield from _file_texts(source, skip_empty, columns)
         return
     for number, text in enumerate(source, start=1):
         if not isinstance(text, str):
@@ -85,16 +79,35 @@ def iter_texts(source: str | Path | Iterable[str], *, skip_empty: bool = False) 
         yield text
 
 
-def chunks(texts: Iterable[str], size: int) -> Iterator[Chunk]:
-    """Consecutive chunks of ``size`` texts (the last may be shorter); only one chunk is held at a time."""
+def _file_texts(source: str | Path, skip_empty: bool, columns: Columns | None) -> Iterator[Item]:
+    """(id or None, text as embedded) of each record of a corpus file, refusing ids given to some records only."""
+    with_ids: bool | None = None
+    for record in iter_corpus(source, skip_empty=skip_empty, columns=columns):
+        if with_ids is None:
+            with_ids = record.id is not None
+        elif with_ids != (record.id is not None):
+            raise InputFileError(
+                f"{source}: line {record.line}: {'no' if with_ids else 'an'} id, unlike the records before it; "
+                "give every record an id, or none"
+            )
+        yield record.id, joined(record.title, record.text)
+
+
+def chunks(items: Iterable[Item], size: int) -> Iterator[Chunk]:
+    """Consecutive chunks of ``size`` texts (the last may be shorter); only one chunk is held at a time.
+    ``items``: texts, or (id or None, text) pairs (``iter_texts``)."""
     if size < 1:
         raise ValueError(f"shard_size must be at least 1, got {size}")
     batch: list[str] = []
+    ids: list[str] = []
     index = start = 0
-    for text in texts:
+    for item in items:
+        found, text = (None, item) if isinstance(item, str) else item
         batch.append(text)
+        if found is not None:
+            ids.append(found)
         if len(batch) == size:
-            yield Chunk(index, start, batch)
-            index, start, batch = index + 1, start + size, []
+            yield Chunk(index, start, batch, ids or None)
+            index, start, batch, ids = index + 1, start + size, [], []
     if batch:
-        yield Chunk(index, start, batch)
+        yield Chunk(index, start, batch, ids or None)

@@ -63,11 +63,13 @@ def encode_to_shards(
     resume: bool = True,
     skip_empty: bool = False,
     show_progress: bool | None = None,
+    columns: Any = None,
     **options: Any,
 ) -> ShardRun:
-    """Embed ``texts`` (a file with one text per line, '-' = stdin, or an iterable of str; streamed, never
-    held whole) into ``out_dir``: one shard of ``shard_size`` rows at a time, by ``processes`` worker
-    processes ("spawn" start method; each loads the model once and runs cores // processes threads).
+    """Embed ``texts`` (a corpus file, '-' = stdin, or an iterable of str; streamed, never held whole: see
+    ``sbert.parallel.inputs.iter_texts``; ``columns``: a ``sbert.data.corpus.Columns``) into ``out_dir``: one
+    shard of ``shard_size`` rows at a time, by ``processes`` worker processes ("spawn" start method; each loads
+    the model once and runs cores // processes threads).
 
     ``options`` are ``EncodeSpec``'s: backend, precision, device, batch_size, max_tokens, normalize,
     max_seq_length, prompt_name, prompt, allow_pickle. With ``resume``, shards that a previous run with the
@@ -86,7 +88,7 @@ def encode_to_shards(
     resolve(spec.model)  # a missing model fails here, not in every worker
     if processes > 1:
         check_main_guard()
-    stream = _non_empty(iter_texts(texts, skip_empty=skip_empty), texts)
+    stream = _non_empty(iter_texts(texts, skip_empty=skip_empty, columns=columns), texts)
     source = input_fingerprint(texts)
     settings = _settings(spec, canonical_name(spec.model), shard_size)
     with ShardFolder.open(out_dir, settings, resume, source) as folder, _bar(show_progress) as bar:
@@ -148,7 +150,7 @@ def _settings(spec: EncodeSpec, model: str, shard_size: int) -> dict[str, Any]:
     }
 
 
-def _non_empty(stream: Iterator[str], source: Any) -> Iterator[str]:
+def _non_empty(stream: Iterator[Any], source: Any) -> Iterator[Any]:
     """``stream`` as it was, after checking (by reading its first text) that it has one."""
     first = next(stream, None)
     if first is None:

@@ -94,11 +94,13 @@ def encode_with_ray(
     resume: bool = True,
     skip_empty: bool = False,
     show_progress: bool | None = None,
+    columns: Any = None,
     **options: Any,
 ) -> ShardRun:
-    """Embed ``texts`` (a file, '-' = stdin, or an iterable of str; streamed) into the shard folder ``out_dir``
-    on a Ray cluster: Ray Data ``map_batches`` over a pool of ``num_actors`` actors (``cpus_per_actor`` CPUs
-    and threads, ``gpus_per_actor`` GPUs each), one chunk of ``shard_size`` texts per call.
+    """Embed ``texts`` (a corpus file, '-' = stdin, or an iterable of str; streamed; ``columns``: its
+    ``Columns``) into the shard folder ``out_dir`` on a Ray cluster: Ray Data ``map_batches`` over a pool of
+    ``num_actors`` actors (``cpus_per_actor`` CPUs and threads, ``gpus_per_actor`` GPUs each), one chunk of
+    ``shard_size`` texts per call.
 
     ``address``: None joins a running Ray in this process or starts a local one; "auto" a cluster started with
     ``ray start`` on this node; "ray://HEAD:10001" a remote cluster through Ray Client. The model reaches the
@@ -117,7 +119,7 @@ def encode_with_ray(
     _require_ray()
     spec = EncodeSpec(str(model_name_or_path), **options)
     resolve(spec.model)  # a model missing on this node fails here, before the cluster is asked
-    stream = _non_empty(iter_texts(texts, skip_empty=skip_empty), texts)
+    stream = _non_empty(iter_texts(texts, skip_empty=skip_empty, columns=columns), texts)
     settings = _settings(spec, canonical_name(spec.model), shard_size)
     with ShardFolder.open(out_dir, settings, resume, input_fingerprint(texts)) as folder:
         run = ShardRun(folder.path)
@@ -129,7 +131,9 @@ def encode_with_ray(
                     pool = (num_actors, cpus_per_actor, gpus_per_actor)
                     for index, vectors in _encode_window(spec, [chunk for chunk, _ in part], pool):
                         chunk, digest = part[index]
-                        record = write_shard_files(folder.path, chunk.index, chunk.start, chunk.texts, vectors)
+                        record = write_shard_files(
+                            folder.path, chunk.index, chunk.start, chunk.texts, vectors, chunk.ids
+                        )
                         folder.record(chunk.index, record, digest)
                         run.written.append(chunk.index)
                         bar.update(len(chunk.texts))

@@ -51,9 +51,12 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_shard_files(folder: Path, index: int, start: int, texts: list[str], vectors: np.ndarray) -> dict[str, Any]:
+def write_shard_files(
+    folder: Path, index: int, start: int, texts: list[str], vectors: np.ndarray, ids: list[str] | None = None
+) -> dict[str, Any]:
     """Write shard ``index`` (rows ``start`` ..) atomically: vectors (n, dim) float32 to ``.npy``, and
-    id/text/embedding to ``.parquet``. Returns its manifest record (without the texts' digest)."""
+    id/text/embedding to ``.parquet`` (and ``corpus_id``, each row's id in the corpus, where ``ids`` are
+    given). Returns its manifest record (without the texts' digest)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -67,6 +70,7 @@ def write_shard_files(folder: Path, index: int, start: int, texts: list[str], ve
             "text": pa.array(texts, type=pa.string()),
             "embedding": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]),
         }
+        | ({"corpus_id": pa.array(ids, type=pa.string())} if ids is not None else {})
     )
     pq.write_table(table, parquet)
     name = shard_name(index)

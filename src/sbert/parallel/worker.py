@@ -61,7 +61,7 @@ class EncodeSpec:
             prompt=self.prompt,
             show_progress=False,
         )
-        return write_shard_files(folder, chunk.index, chunk.start, chunk.texts, vectors)
+        return write_shard_files(folder, chunk.index, chunk.start, chunk.texts, vectors, chunk.ids)
 
 
 _state: dict[str, Any] = {}

@@ -30,12 +30,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LEAD_HITS",
-    "Corpus",
+    "EmbeddedCorpus",
     "SearchOptions",
     "add_texts",
     "build_index",
     "embed_corpus",
     "hit_lead",
+    "index_summary",
     "lead",
     "open_index",
     "search_texts",
@@ -58,12 +59,31 @@ def open_index(location: str | Path, *, table: str | None = None, **options: Any
     return VectorIndex.open(location, **options)
 
 
+def index_summary(index: Index) -> dict[str, Any]:
+    """What ``index`` holds (``sbert index info``): rows (and deleted rows), model, backend, dimension,
+    metric, its search structures and default method, segments, documents (their chunking and count; None
+    for an index of whole texts) and whether it keeps BM25."""
+    return {
+        "rows": len(index),
+        "deleted": len(index.deleted),
+        "model": index.model,
+        "backend": index.backend,
+        "dim": index.dim,
+        "metric": index.metric,
+        "structures": index.manifest["structures"],
+        "default_method": index.default_method(),
+        "segments": len(index.manifest["segments"]),
+        "documents": index.documents and {**index.documents, "count": len(index.document_ids)},
+        "bm25": index.lexical,
+    }
+
+
 # -- texts into rows ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Corpus:
+class EmbeddedCorpus:
     """Texts made into an index's rows: ``embeddings`` (n_rows, dim), row ``ids`` (None: the index names
-    them; windows are ``<document id>#<n>``), row ``texts`` (passages for windows) and ``documents``
-    (windows of documents) or None."""
+    them; windows are ``<document id>#<n>``), row ``texts`` (what was embedded and is searched: each title
+    before its text; passages of that for windows) and ``documents`` (windows of documents) or None."""
 
     embeddings: np.ndarray
     ids: list[str] | None
@@ -83,14 +103,17 @@ def embed_corpus(
     prompt_name: str | None = None,
     prompt: str | None = None,
     titles: Sequence[str | None] | None = None,
-) -> Corpus:
+) -> EmbeddedCorpus:
     """Embed ``texts`` as an index keeps them: whole, with the model's document prompt (``encode_document``,
     cut at the model's limit), or, with ``chunking``, window by window (``sbert.windows``). A
     ``prompt_name``/``prompt`` chooses another prompt than the model's document prompt. ``titles`` (one per
-    text, or None) are kept beside the rows (``read_corpus`` has put each before its text already)."""
-    texts = list(texts)
+    text, or None; e.g. ``sbert.data.corpus.read_corpus``'s): each is embedded before its text
+    (``sbert.data.beir.joined``) and kept beside the rows."""
+    from sbert.data.beir import joined
+
     if titles is not None and len(titles) != len(texts):
         raise ValueError(f"{len(titles)} titles for {len(texts)} texts")
+    texts = list(texts) if titles is None else [joined(t, x) for t, x in zip(titles, texts, strict=True)]
     if chunking is None:
         embeddings = encoder.encode_document(
             texts,
@@ -101,7 +124,7 @@ def embed_corpus(
             prompt=prompt,
         )
         kept_ids = None if ids is None else [str(i) for i in ids]
-        return Corpus(np.asarray(embeddings), kept_ids, texts, titles=None if titles is None else list(titles))
+        return EmbeddedCorpus(np.asarray(embeddings), kept_ids, texts, titles=None if titles is None else list(titles))
     from sbert.search.index.query import Documents
 
     ids = [str(i) for i in ids] if ids is not None else [str(i) for i in range(len(texts))]
@@ -110,7 +133,7 @@ def embed_corpus(
     documents = Documents.of(encoded, ids, resolved)
     by_document = dict(zip(ids, titles, strict=True)) if titles is not None else None
     row_titles = None if by_document is None else [by_document[str(d)] for d in documents.ids]
-    return Corpus(encoded.vectors, None, encoded.passages, documents, row_titles)
+    return EmbeddedCorpus(encoded.vectors, None, encoded.passages, documents, row_titles)
 
 
 def build_index(
@@ -134,7 +157,8 @@ def build_index(
     """A new index of ``texts`` embedded by ``encoder`` (``model``: its name or folder, as recorded):
     in memory (``location`` None: a ``MemoryIndex``), in a folder, or in PostgreSQL (a ``postgresql://``
     URL; ``table``). ``options``: the index class's own (``metric``, ``ann``, ``quantization``, ...). The
-    target is checked before anything is embedded. ``titles`` (one per text): returned in ``Hit.title``."""
+    target is checked before anything is embedded. ``titles`` (one per text): embedded before their texts and
+    returned in ``Hit.title``."""
     target = _target(location, table, overwrite, chunking=chunking, bm25=bm25, **options)
     corpus = embed_corpus(
         encoder, texts, ids, chunking=chunking, batch_size=batch_size, show_progress=show_progress,

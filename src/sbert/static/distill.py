@@ -253,7 +253,7 @@ def distill_model(
     check_dim(encoder, dim)  # before the corpus is read and the tokens run
     words: list[str] = []
     if corpus is not None:
-        _, texts = read_corpus(corpus_file(corpus), skip_empty=True, columns=columns)
+        texts = read_corpus(corpus_file(corpus), skip_empty=True, columns=columns).joined()
         words = corpus_words(texts, encoder.transformer.tokenizer.backend_tokenizer, min_count, max_words)
     model = distill(encoder, words=words, dim=dim, sif=sif, show_progress=show_progress)
     save_distilled(model, out, canonical_name(base))

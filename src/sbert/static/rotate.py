@@ -81,11 +81,11 @@ def rotate_model(
     (texts, width, the variance kept at 64/128/256 dimensions before and after)."""
     import sbert
     from sbert.atomic import check_model_target
-    from sbert.data.corpus import read_adapt_documents
+    from sbert.data.corpus import read_corpus_documents
 
     check_model_target(out, overwrite)
 
-    documents, path = read_adapt_documents(corpus, columns)
+    documents, path = read_corpus_documents(corpus, columns)
     texts = [document.joined() for document in documents]
     if len(texts) > max_texts:
         chosen = np.random.default_rng(seed).choice(len(texts), max_texts, replace=False)
