@@ -25,7 +25,7 @@ import numpy as np
 from sbert.errors import SbertError
 from sbert.parallel import ray_watch
 from sbert.parallel.inputs import Chunk, chunks, input_fingerprint, iter_texts
-from sbert.parallel.processes import ShardRun, _bar, _non_empty, _settings, _todo
+from sbert.parallel.processes import ShardRun, _bar, _done, _non_empty, _settings, _todo
 from sbert.parallel.shards import ShardFolder, write_shard_files
 from sbert.parallel.worker import EncodeSpec
 
@@ -97,10 +97,9 @@ def encode_with_ray(
     columns: Any = None,
     **options: Any,
 ) -> ShardRun:
-    """Embed ``texts`` (a corpus file, '-' = stdin, or an iterable of str; streamed; ``columns``: its
-    ``Columns``) into the shard folder ``out_dir`` on a Ray cluster: Ray Data ``map_batches`` over a pool of
-    ``num_actors`` actors (``cpus_per_actor`` CPUs and threads, ``gpus_per_actor`` GPUs each), one chunk of
-    ``shard_size`` texts per call.
+    """Embed ``texts`` (a corpus file, its ``columns``, '-' = stdin, or an iterable of str; streamed) into the
+    shard folder ``out_dir`` on a Ray cluster: Ray Data ``map_batches`` over a pool of ``num_actors`` actors
+    (``cpus_per_actor`` CPUs and threads, ``gpus_per_actor`` GPUs each), one chunk of ``shard_size`` texts.
 
     ``address``: None joins a running Ray in this process or starts a local one; "auto" a cluster started with
     ``ray start`` on this node; "ray://HEAD:10001" a remote cluster through Ray Client. The model reaches the
@@ -131,12 +130,8 @@ def encode_with_ray(
                     pool = (num_actors, cpus_per_actor, gpus_per_actor)
                     for index, vectors in _encode_window(spec, [chunk for chunk, _ in part], pool):
                         chunk, digest = part[index]
-                        record = write_shard_files(
-                            folder.path, chunk.index, chunk.start, chunk.texts, vectors, chunk.ids
-                        )
-                        folder.record(chunk.index, record, digest)
-                        run.written.append(chunk.index)
-                        bar.update(len(chunk.texts))
+                        shard = (chunk.index, chunk.start, chunk.texts, vectors, chunk.ids)
+                        _done(folder, chunk, digest, write_shard_files(folder.path, *shard), run, bar)
         finally:
             if started:
                 stop_ray(session)
