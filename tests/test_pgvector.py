@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sbert.errors import IndexExistsError, IndexFormatError, IndexMismatchError, SbertDeprecationWarning
+from sbert.errors import IndexExistsError, IndexFormatError, IndexMismatchError
 
 pytestmark = pytest.mark.slow  # starts a database server
 
@@ -74,10 +74,6 @@ def test_build_search_add_delete_round_trip(url, table):
     again = open_index(f"{url}#{table}")
     assert isinstance(again, PgVectorIndex) and again.ids == index.ids
     assert again.search(x[:1], 1)[0][0].id == "50"  # the copy of row 0 added under a new id
-    with pytest.warns(SbertDeprecationWarning, match="moved to sbert.search.retrieve.open_index"):
-        old = pgvector.open_index(url, table=table)  # the old place still answers, and says where it went
-    assert isinstance(old, PgVectorIndex) and old.ids == index.ids
-    old.close()
     with pytest.raises(ValueError, match="unique"):
         index.add(x[:1], ids=["5"])
 

@@ -11,11 +11,8 @@ from test_beir import write_beir
 
 from sbert.cli import main
 from sbert.data.beir import Document, RetrievalCollection, read_beir
-from sbert.errors import SbertDeprecationWarning
 from sbert.evaluation.retrieval import RetrievalEvaluator
 from sbert.evaluation.retrievers import (
-    ChunkedRetriever,
-    DenseRetriever,
     HybridRetriever,
     IndexRetriever,
     LexicalRetriever,
@@ -172,29 +169,6 @@ def test_retrieval_settings_make_the_retriever_they_name():
         RetrievalSettings(mode="maxp")
     with pytest.raises(ValueError, match="ask for it too"):
         RetrievalSettings(alpha=0.3)
-
-
-def test_the_deprecated_names_warn_and_answer_as_the_index_retriever():
-    """DenseRetriever / ChunkedRetriever (and HybridRetriever over them) still work: each warns, saying what
-    replaces it, and is an IndexRetriever with those settings answering (document id, score) pairs."""
-    from test_retrieval_eval import WordModel, _collection
-
-    with pytest.warns(SbertDeprecationWarning, match=r"DenseRetriever is deprecated: use IndexRetriever\(\)"):
-        dense = DenseRetriever(batch_size=8)
-    assert isinstance(dense, IndexRetriever) and dense.settings == RetrievalSettings(batch_size=8)
-    with pytest.warns(SbertDeprecationWarning, match="ChunkedRetriever is deprecated: use IndexRetriever"):
-        chunked = ChunkedRetriever("maxp", 8, 2)
-    assert chunked.settings == RetrievalSettings(chunk=True, mode="maxp", window=8, overlap=2)
-    assert (chunked.mode, chunked.window, chunked.overlap) == ("maxp", 8, 2)
-    with pytest.warns(SbertDeprecationWarning):
-        hybrid = HybridRetriever(ChunkedRetriever("mean"), "rrf")
-    assert type(hybrid) is IndexRetriever
-    assert hybrid.settings == RetrievalSettings(chunk=True, mode="mean", hybrid=True, fusion="rrf")
-    model, documents, current = WordModel(), list(_collection().corpus.values()), IndexRetriever()
-    dense.index(model, documents)
-    current.index(model, documents)
-    expected = [[(hit.id, hit.score) for hit in row] for row in current.search(model, ["b", "ac"], 3)]
-    assert dense.search(model, ["b", "ac"], 3) == expected and expected[0][0] == ("d2", 2.0)
 
 
 def test_sbert_eval_refuses_settings_without_their_switch(tmp_path):

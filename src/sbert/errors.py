@@ -33,7 +33,3 @@ class IndexExistsError(SbertError, FileExistsError):
 
 class IndexUnavailableError(SbertError, RuntimeError):
     """An index whose store cannot be reached now (a database that is down): a later try may succeed."""
-
-
-class SbertDeprecationWarning(DeprecationWarning):
-    """A name sbert still answers to but will drop; the message says what replaces it."""

@@ -25,12 +25,11 @@ from typing import Any
 import numpy as np
 
 from sbert.data.beir import RetrievalCollection
-from sbert.evaluation.retrievers import DenseRetriever, Hit, IndexRetriever, Retriever
+from sbert.evaluation.retrievers import Hit, IndexRetriever, Retriever
 
 __all__ = [
     "DEFAULT_AT",
     "METRICS",
-    "DenseRetriever",
     "Hit",
     "IndexRetriever",
     "RetrievalEvaluator",

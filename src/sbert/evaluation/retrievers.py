@@ -12,12 +12,10 @@ by id.
 - ``LexicalRetriever``: BM25 alone (``sbert.search.lexical``), a baseline; the model is not used.
 - ``HybridRetriever``, ``RerankRetriever``: fusion with BM25 and cross-encoder re-ranking around any
   retriever of your own (``sbert.search.fusion``, ``sbert.search.rerank``: the same code the index runs).
-- ``DenseRetriever``, ``ChunkedRetriever``: deprecated names of ``IndexRetriever`` settings.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from copy import copy
 from dataclasses import dataclass, replace
@@ -27,7 +25,6 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sbert.data.beir import Document
-from sbert.errors import SbertDeprecationWarning
 from sbert.search.auto import KIND as AUTO_KIND
 from sbert.search.auto import QUERIES as AUTO_QUERIES
 from sbert.search.exact import TopK
@@ -125,53 +122,6 @@ def _metric(model: Any) -> str:
     return name if name in ("cosine", "dot") else "cosine"
 
 
-class _Pairs(IndexRetriever):
-    """An ``IndexRetriever`` answering ``(document id, score)`` pairs, as the deprecated names did."""
-
-    def search(self, model: Any, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        return [[(h.id, h.score) for h in row] for row in super().search(model, queries, k)]
-
-
-class DenseRetriever(_Pairs):
-    """Deprecated: ``IndexRetriever(RetrievalSettings(batch_size=...))``, documents whole."""
-
-    def __init__(self, batch_size: int = 32, separator: str = " ") -> None:
-        warnings.warn("DenseRetriever is deprecated: use IndexRetriever()", SbertDeprecationWarning, stacklevel=2)
-        super().__init__(RetrievalSettings(batch_size=batch_size), separator=separator)
-
-
-class ChunkedRetriever(_Pairs):
-    """Deprecated: ``IndexRetriever(RetrievalSettings(chunk=True, mode=, window=, overlap=))``."""
-
-    def __init__(
-        self,
-        mode: str | None = None,
-        window: int | None = None,
-        overlap: int | None = None,
-        batch_size: int = 32,
-        separator: str = " ",
-    ) -> None:
-        warnings.warn(
-            "ChunkedRetriever is deprecated: use IndexRetriever(RetrievalSettings(chunk=True, ...))",
-            SbertDeprecationWarning,
-            stacklevel=2,
-        )
-        settings = RetrievalSettings(chunk=True, mode=mode, window=window, overlap=overlap, batch_size=batch_size)
-        super().__init__(settings, separator=separator)
-
-    @property
-    def mode(self) -> str:
-        return self.settings.chunking().mode
-
-    @property
-    def window(self) -> int | None:
-        return self.settings.window
-
-    @property
-    def overlap(self) -> int:
-        return self.settings.chunking().overlap
-
-
 class LexicalRetriever:
     """BM25 over the documents' words (``sbert.search.lexical.BM25``, parameters ``k1`` and ``b``)."""
 
@@ -195,11 +145,11 @@ class LexicalRetriever:
 class HybridRetriever:
     """A retriever of your own fused with BM25: each side's best ``candidates`` per query, then ``fusion``
     (``rrf``, or ``weighted`` with the dense side's weight ``alpha``; ``sbert.search.fusion``, as the index
-    fuses). For the index's own dense search use ``IndexRetriever(RetrievalSettings(hybrid=True))``: a
-    ``DenseRetriever``/``ChunkedRetriever`` given here becomes exactly that."""
+    fuses). For the index's own dense search use ``IndexRetriever(RetrievalSettings(hybrid=True))``: an
+    ``IndexRetriever`` given here becomes exactly that."""
 
     def __new__(cls, dense: Retriever | None = None, fusion: str | None = None, alpha: float | None = None, **rest):
-        if not rest and (dense is None or type(dense) in (IndexRetriever, DenseRetriever, ChunkedRetriever)):
+        if not rest and (dense is None or type(dense) is IndexRetriever):
             settings = (dense.settings if dense is not None else RetrievalSettings()).with_hybrid(fusion, alpha)
             return IndexRetriever(settings, separator=getattr(dense, "separator", " "))
         return super().__new__(cls)

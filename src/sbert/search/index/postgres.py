@@ -38,7 +38,6 @@ from sbert.errors import (
     IndexExistsError,
     IndexFormatError,
     IndexUnavailableError,
-    SbertDeprecationWarning,
     SbertError,
 )
 from sbert.search.base import DEFAULT_TABLE, is_database_url, split_location
@@ -50,7 +49,6 @@ __all__ = [
     "DatabaseUnavailableError",
     "PgVectorIndex",
     "is_database_url",
-    "open_index",
     "split_location",
 ]
 
@@ -75,22 +73,6 @@ class DatabaseError(SbertError, RuntimeError):
 class DatabaseUnavailableError(DatabaseError, IndexUnavailableError):
     """A database that cannot be reached now (down, unreachable, or no connection free in time); names
     host:port/database, never the password."""
-
-
-def open_index(location: str | Path, *, table: str | None = None, **options):
-    """Deprecated here: ``sbert.search.retrieve.open_index`` (the same, beside the other index classes)."""
-    warnings.warn(
-        "sbert.search.index.postgres.open_index moved to sbert.search.retrieve.open_index",
-        SbertDeprecationWarning,
-        stacklevel=2,
-    )
-    if is_database_url(location):
-        return PgVectorIndex.open(*split_location(str(location), table))
-    if table is not None:
-        raise ValueError(f"--table applies to a postgresql:// URL, not to the folder {location}")
-    from sbert.search.index.folder import VectorIndex
-
-    return VectorIndex.open(location, **options)
 
 
 def _where(url: str) -> str:
