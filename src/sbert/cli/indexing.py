@@ -84,7 +84,7 @@ def index_build(
     where it has them (--text-column, --id-column, --title-column)."""
     from sbert.data.corpus import read_corpus
     from sbert.search.auto import reusing_vectors
-    from sbert.search.base import is_database_url
+    from sbert.search.index.homes import is_database_url
     from sbert.search.retrieve import build_index
     from sbert.windows import MAX_WINDOWS, Chunking
 
@@ -161,7 +161,7 @@ def _auto(encoder, model, corpus, pseudo: tuple[int, str], out: str, chunk: bool
     """--auto: (chunking, bm25, what the index records) chosen on pseudo-queries from the corpus (a
     ``Corpus``); says which."""
     from sbert.search.auto import choose_search, index_settings
-    from sbert.search.base import is_database_url
+    from sbert.search.index.homes import is_database_url
     from sbert.windows import Chunking
 
     if chunk or opts.get("bm25") is not None:

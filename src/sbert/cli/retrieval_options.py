@@ -24,7 +24,7 @@ class IndexLocation(click.ParamType):
     def convert(self, value, param, ctx):
         from pathlib import Path
 
-        from sbert.search.base import is_database_url
+        from sbert.search.index.homes import is_database_url
 
         text = str(value)
         if is_database_url(text) or not Path(text).is_file():

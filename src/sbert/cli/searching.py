@@ -159,7 +159,7 @@ def _light_encoder(existing, queries, runtime, rerank, prompts: dict):
     when nothing asks for more: no --rerank, --prompt, --device, nor a --backend/--precision unlike the index's."""
     from click.core import ParameterSource
 
-    from sbert.search.base import is_database_url
+    from sbert.search.index.homes import is_database_url
 
     source = click.get_current_context().get_parameter_source
     chosen = any(source(name) not in (None, ParameterSource.DEFAULT) for name in ("backend", "precision"))

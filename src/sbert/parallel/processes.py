@@ -88,14 +88,14 @@ def encode_to_shards(
     resolve(spec.model)  # a missing model fails here, not in every worker
     if processes > 1:
         check_main_guard()
-    stream = _non_empty(iter_texts(texts, skip_empty=skip_empty, columns=columns), texts)
+    stream = non_empty(iter_texts(texts, skip_empty=skip_empty, columns=columns), texts)
     source = input_fingerprint(texts)
-    settings = _settings(spec, canonical_name(spec.model), shard_size)
-    with ShardFolder.open(out_dir, settings, resume, source) as folder, _bar(show_progress) as bar:
+    settings = shard_settings(spec, canonical_name(spec.model), shard_size)
+    with ShardFolder.open(out_dir, settings, resume, source) as folder, progress_bar(show_progress) as bar:
         run = ShardRun(folder.path)
         try:
             with stop_on_signals():
-                todo = _todo(folder, chunks(stream, shard_size), run, bar)
+                todo = shards_to_do(folder, chunks(stream, shard_size), run, bar)
                 if processes == 1:
                     _run_here(folder, spec, todo, run, bar)
                 else:
@@ -135,7 +135,7 @@ def stop_on_signals() -> Iterator[None]:
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
-def _settings(spec: EncodeSpec, model: str, shard_size: int) -> dict[str, Any]:
+def shard_settings(spec: EncodeSpec, model: str, shard_size: int) -> dict[str, Any]:
     """What the vectors depend on: a resumed run must match it (``dim`` is filled in by the first shard)."""
     return {
         "model": model,
@@ -150,7 +150,7 @@ def _settings(spec: EncodeSpec, model: str, shard_size: int) -> dict[str, Any]:
     }
 
 
-def _non_empty(stream: Iterator[Any], source: Any) -> Iterator[Any]:
+def non_empty(stream: Iterator[Any], source: Any) -> Iterator[Any]:
     """``stream`` as it was, after checking (by reading its first text) that it has one."""
     first = next(stream, None)
     if first is None:
@@ -159,14 +159,14 @@ def _non_empty(stream: Iterator[Any], source: Any) -> Iterator[Any]:
     return itertools.chain([first], stream)
 
 
-def _bar(show_progress: bool | None) -> Any:
+def progress_bar(show_progress: bool | None) -> Any:
     from tqdm.auto import tqdm
 
     disable = not sys.stderr.isatty() if show_progress is None else not show_progress
     return tqdm(desc="encode", unit="text", disable=disable, dynamic_ncols=True)
 
 
-def _todo(folder: ShardFolder, stream: Iterator[Chunk], run: ShardRun, bar: Any) -> Iterator[tuple[Chunk, str]]:
+def shards_to_do(folder: ShardFolder, stream: Iterator[Chunk], run: ShardRun, bar: Any) -> Iterator[tuple[Chunk, str]]:
     """The chunks still to encode (with their texts' digest); finished ones are counted and passed over."""
     for chunk in stream:
         run.rows, run.shards = run.rows + len(chunk.texts), chunk.index + 1
@@ -178,7 +178,7 @@ def _todo(folder: ShardFolder, stream: Iterator[Chunk], run: ShardRun, bar: Any)
         yield chunk, digest
 
 
-def _done(folder: ShardFolder, chunk: Chunk, digest: str, record: dict[str, Any], run: ShardRun, bar: Any) -> None:
+def mark_done(folder: ShardFolder, chunk: Chunk, digest: str, record: dict[str, Any], run: ShardRun, bar: Any) -> None:
     folder.record(chunk.index, record, digest)
     run.written.append(chunk.index)
     bar.update(len(chunk.texts))
@@ -188,7 +188,7 @@ def _run_here(folder: ShardFolder, spec: EncodeSpec, todo: Iterator, run: ShardR
     encoder = None
     for chunk, digest in todo:
         encoder = encoder or spec.load()
-        _done(folder, chunk, digest, spec.encode(encoder, folder.path, chunk), run, bar)
+        mark_done(folder, chunk, digest, spec.encode(encoder, folder.path, chunk), run, bar)
 
 
 def _run_pool(folder: ShardFolder, spec: EncodeSpec, todo: Iterator, run: ShardRun, bar: Any, processes: int) -> None:
@@ -216,7 +216,7 @@ def _run_pool(folder: ShardFolder, spec: EncodeSpec, todo: Iterator, run: ShardR
             if future.exception() is not None:
                 raise future.exception()  # the shard stays pending: reported as lost
             chunk, digest = pending.pop(future)
-            _done(folder, chunk, digest, future.result(), run, bar)
+            mark_done(folder, chunk, digest, future.result(), run, bar)
 
     try:
         for chunk, digest in todo:

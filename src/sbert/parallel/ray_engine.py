@@ -25,7 +25,7 @@ import numpy as np
 from sbert.errors import SbertError
 from sbert.parallel import ray_watch
 from sbert.parallel.inputs import Chunk, chunks, input_fingerprint, iter_texts
-from sbert.parallel.processes import ShardRun, _bar, _done, _non_empty, _settings, _todo
+from sbert.parallel.processes import ShardRun, mark_done, non_empty, progress_bar, shard_settings, shards_to_do
 from sbert.parallel.shards import ShardFolder, write_shard_files
 from sbert.parallel.worker import EncodeSpec
 
@@ -118,20 +118,20 @@ def encode_with_ray(
     _require_ray()
     spec = EncodeSpec(str(model_name_or_path), **options)
     resolve(spec.model)  # a model missing on this node fails here, before the cluster is asked
-    stream = _non_empty(iter_texts(texts, skip_empty=skip_empty, columns=columns), texts)
-    settings = _settings(spec, canonical_name(spec.model), shard_size)
+    stream = non_empty(iter_texts(texts, skip_empty=skip_empty, columns=columns), texts)
+    settings = shard_settings(spec, canonical_name(spec.model), shard_size)
     with ShardFolder.open(out_dir, settings, resume, input_fingerprint(texts)) as folder:
         run = ShardRun(folder.path)
         started, session = _connect(address)
         try:
-            with _bar(show_progress) as bar:
-                todo = _todo(folder, chunks(stream, shard_size), run, bar)
+            with progress_bar(show_progress) as bar:
+                todo = shards_to_do(folder, chunks(stream, shard_size), run, bar)
                 for part in _windows(todo, window or 4 * num_actors):
                     pool = (num_actors, cpus_per_actor, gpus_per_actor)
                     for index, vectors in _encode_window(spec, [chunk for chunk, _ in part], pool):
                         chunk, digest = part[index]
                         shard = (chunk.index, chunk.start, chunk.texts, vectors, chunk.ids)
-                        _done(folder, chunk, digest, write_shard_files(folder.path, *shard), run, bar)
+                        mark_done(folder, chunk, digest, write_shard_files(folder.path, *shard), run, bar)
         finally:
             if started:
                 stop_ray(session)

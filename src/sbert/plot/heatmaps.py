@@ -14,10 +14,10 @@ MAX_TEXTS = 60  # beyond this the cells are too small to read
 
 def similarity_matrix(texts: Sequence[str], model: Any = None, batch_size: int = 32) -> np.ndarray:
     """(n, n) cosine similarity of the texts' embeddings (``sbert.similarity.cosine``)."""
-    from sbert.plot.maps import _encoder
+    from sbert.plot.maps import encoder_of
     from sbert.similarity import cosine
 
-    encoder = _encoder(model)
+    encoder = encoder_of(model)
     embeddings = encoder.encode(list(texts), batch_size=batch_size, on_truncation="ignore", show_progress=False)
     return np.asarray(cosine(embeddings, embeddings), dtype=np.float64)
 
@@ -40,9 +40,9 @@ def heatmap(
     if not 2 <= len(texts) <= MAX_TEXTS:
         raise ValueError(f"a heatmap needs 2 to {MAX_TEXTS} texts; got {len(texts)}")
     if matrix is None:
-        from sbert.plot.maps import _encoder
+        from sbert.plot.maps import encoder_of
 
-        model = _encoder(model)
+        model = encoder_of(model)
         matrix = similarity_matrix(texts, model, batch_size)
     matrix = np.asarray(matrix, dtype=np.float64)
     if matrix.shape != (len(texts), len(texts)):

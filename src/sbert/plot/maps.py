@@ -101,7 +101,7 @@ def prepare(data, labels, texts, model, method, clusters, cluster_options, max_p
         raise ValueError("nothing to map: no texts or embeddings given")
     _check_labels(labels, clusters, total)
     rows = sample_rows(total, max_points, seed)
-    encoder = _encoder(model) if embeddings is None else None
+    encoder = encoder_of(model) if embeddings is None else None
     if embeddings is None:
         chosen = texts if clusters else [texts[r] for r in rows]
         embeddings = encoder.encode(chosen, batch_size=batch_size, on_truncation="ignore", show_progress=False)
@@ -130,7 +130,7 @@ def _title(method: str, total: int, has_texts: bool, model: Any) -> str:
     return what if model is None else f"{what} ({model_label(model)})"
 
 
-def _encoder(model: Any) -> Any:
+def encoder_of(model: Any) -> Any:
     """The encoder to embed texts with: ``model`` itself, or loaded from its name or folder."""
     if model is None or isinstance(model, str) or hasattr(model, "__fspath__"):
         import sbert

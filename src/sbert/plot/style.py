@@ -25,7 +25,7 @@ def check_backend(backend: str) -> None:
 
 def model_label(model: Any) -> str:
     """A short name of a model for titles: the shipped name (all-MiniLM-L6-v2), else the folder's name."""
-    from sbert.model_names import _SHIPPED, canonical_name, resolve
+    from sbert.model_names import SHIPPED, canonical_name, resolve
 
     if model is None:
         return "embeddings given"
@@ -33,7 +33,7 @@ def model_label(model: Any) -> str:
     if path is None and not isinstance(model, (str, Path)):
         return type(model).__name__
     name = canonical_name(path if path is not None else model)
-    for shipped in _SHIPPED:
+    for shipped in SHIPPED:
         try:
             if Path(name).resolve() == resolve(shipped).resolve():
                 return shipped

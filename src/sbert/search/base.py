@@ -1,30 +1,20 @@
-"""What every index is: one protocol, one hit, one way to open one.
+"""What a search answers and how it is asked: one ``Hit`` (and its one JSON shape), ``Hybrid`` options.
 
-Three classes keep an index and answer alike: ``VectorIndex`` (a folder, ``sbert.search.index.folder``),
-``PgVectorIndex`` (a PostgreSQL table, ``sbert.search.index.postgres``) and ``MemoryIndex`` (in memory,
-``sbert.search.index.memory``: what ``sbert eval`` builds). Each follows ``Index``: ``add``/``delete`` rows, and
-``search`` by query vectors (with the query texts for hybrid search) returning ``Hit``s best first. How
-texts become rows and queries become hits, the same for every index and every caller (the CLI, the
-service, the evaluation), is ``sbert.search.retrieve``.
-
-``open_index(location)`` (in ``sbert.search.retrieve``, above every index class) opens a folder or a
-``postgresql://`` URL; ``is_database_url`` and ``split_location`` here tell them apart.
+Every index (``sbert.search.index``: a folder, a PostgreSQL table, memory) returns ``Hit``s best first; what
+an index is, and its checks, is ``sbert.search.index.base``; which index lives at a location is
+``sbert.search.index.homes``; how texts become rows and queries become hits is ``sbert.search.retrieve``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple
 
 from sbert.search.fusion import ALPHA, CANDIDATES, DEFAULT_FUSION, RRF_K
 
-__all__ = ["DEFAULT_TABLE", "Hit", "Hybrid", "Index", "is_database_url", "split_location"]
-
-DEFAULT_TABLE = "sbert_index"  # the table of an index at a postgresql:// URL without one
-SCHEMES = ("postgresql://", "postgres://")
+__all__ = ["Hit", "Hybrid"]
 
 
 class Hit(NamedTuple):
@@ -77,57 +67,3 @@ class Hybrid:
     alpha: float = ALPHA
     rrf_k: int = RRF_K
     candidates: int = CANDIDATES
-
-
-@runtime_checkable
-class Index(Protocol):
-    """An index of rows (texts, or windows of documents) with the model that embedded them.
-
-    ``manifest`` records the model, ``dim``, ``metric``, ``backend``, and for an index of documents its
-    ``documents`` settings (``window``, ``overlap``, ``mode``, ``prompt``); ``lexical``: whether it keeps
-    BM25 for hybrid search. ``search`` returns, per query, at most ``k`` ``Hit``s best first (score
-    descending, then row); in an index of documents, documents with their best passage.
-    """
-
-    path: str | Path
-
-    @property
-    def manifest(self) -> dict: ...
-
-    @property
-    def documents(self) -> dict | None: ...
-
-    @property
-    def document_ids(self) -> list[str]: ...
-
-    @property
-    def lexical(self) -> bool: ...
-
-    @property
-    def model(self) -> str: ...
-
-    @property
-    def dim(self) -> int: ...
-
-    def __len__(self) -> int: ...
-
-    def check_model(self, name_or_path: str | Path, dim: int | None = None) -> None: ...
-
-    def check_backend(self, backend: str | None, allow_mixed: bool = False) -> None: ...
-
-    def search(self, queries: Any, k: int = 10, **options: Any) -> list[list[Hit]]: ...
-
-    def add(self, embeddings: Any, ids: Sequence[str] | None = None, texts: Any = None, **options: Any) -> None: ...
-
-    def delete(self, ids: Iterable[str]) -> int: ...
-
-
-def is_database_url(location: str | Path) -> bool:
-    """Whether ``location`` is a ``postgresql://`` (or ``postgres://``) URL rather than a folder."""
-    return isinstance(location, str) and location.startswith(SCHEMES)
-
-
-def split_location(location: str, table: str | None = None) -> tuple[str, str]:
-    """(URL, table) from ``postgresql://...[#table]``; ``table`` wins over the fragment."""
-    url, _, fragment = location.partition("#")
-    return url, table or fragment or DEFAULT_TABLE

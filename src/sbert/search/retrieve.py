@@ -6,8 +6,9 @@ all go through these functions, so that what is measured is what is served:
     texts --embed_corpus--> rows (whole texts, or windows by a ``Chunking``) --build_index/add_texts--> Index
     queries --encode_query--> vectors --Index.search (dense, maxp/mean, hybrid BM25)--> hits --rerank--> hits
 
-``Index`` is any of ``VectorIndex`` (a folder), ``PgVectorIndex`` (PostgreSQL) or ``MemoryIndex``
-(``location=None``); ``open_index`` opens the first two from a folder or a ``postgresql://`` URL.
+``Index`` (``sbert.search.index.base``) is any of ``VectorIndex`` (a folder), ``PgVectorIndex`` (PostgreSQL) or
+``MemoryIndex`` (``location=None``); ``open_index`` opens the first two from a folder or a ``postgresql://``
+URL. Which class lives at a location is ``sbert.search.index.homes``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sbert.search.base import Hit, Hybrid, Index, is_database_url, split_location
+from sbert.search.base import Hit, Hybrid
 from sbert.search.fusion import ALPHA, CANDIDATES, DEFAULT_FUSION, FUSIONS
+from sbert.search.index.base import Index
+from sbert.search.index.homes import index_class
 
 if TYPE_CHECKING:
     from sbert.search.index.query import Documents
@@ -42,21 +45,12 @@ __all__ = [
     "search_texts",
 ]
 
-_DATABASE_REFUSES = ("chunking", "bm25", "quantization")
-
 
 def open_index(location: str | Path, *, table: str | None = None, **options: Any) -> Index:
     """The index at ``location``: a ``PgVectorIndex`` for a ``postgresql://`` URL (``table``, or the URL's
-    ``#fragment``), else the ``VectorIndex`` folder. ``options`` go to the folder index's ``open``."""
-    if is_database_url(location):
-        from sbert.search.index.postgres import PgVectorIndex
-
-        return PgVectorIndex.open(*split_location(str(location), table))
-    if table is not None:
-        raise ValueError(f"--table applies to a postgresql:// URL, not to the folder {location}")
-    from sbert.search.index.folder import VectorIndex
-
-    return VectorIndex.open(location, **options)
+    ``#fragment``), else the ``VectorIndex`` folder (``sbert.search.index.homes``). ``options`` go to the folder
+    index's ``open``."""
+    return index_class(location).open_at(location, table=table, **options)
 
 
 def index_summary(index: Index) -> dict[str, Any]:
@@ -159,7 +153,8 @@ def build_index(
     URL; ``table``). ``options``: the index class's own (``metric``, ``ann``, ``quantization``, ...). The
     target is checked before anything is embedded. ``titles`` (one per text): embedded before their texts and
     returned in ``Hit.title``."""
-    target = _target(location, table, overwrite, chunking=chunking, bm25=bm25, **options)
+    home = index_class(location)
+    target = home.check_location(location, table=table, overwrite=overwrite, chunking=chunking, bm25=bm25, **options)
     corpus = embed_corpus(
         encoder, texts, ids, chunking=chunking, batch_size=batch_size, show_progress=show_progress,
         prompt_name=prompt_name, prompt=prompt, titles=titles,
@@ -169,48 +164,10 @@ def build_index(
     common["titles"] = corpus.titles  # kept by folder and memory indexes; PostgreSQL has them in the text
     if chunking is None and hasattr(encoder, "resolve_prompt"):  # windows record theirs in their Chunking
         common["document_prompt"] = encoder.resolve_prompt(prompt_name, prompt, task="document") or ""
-    if target is None:
-        from sbert.search.index.memory import MemoryIndex
-
-        return MemoryIndex.build(corpus.embeddings, documents=corpus.documents, bm25=bm25, **common)
-    if isinstance(target, tuple):
-        from sbert.search.index.postgres import PgVectorIndex
-
-        dropped = ("ann", "lock_timeout", "titles", "document_prompt", "search")
-        common = {key: value for key, value in common.items() if key not in dropped}
-        return PgVectorIndex.build(target[0], corpus.embeddings, table=target[1], overwrite=overwrite, **common)
-    from sbert.backends.onnx_query import record
-    from sbert.search.index.folder import VectorIndex
-
-    built = VectorIndex.build(
-        target, corpus.embeddings, overwrite=overwrite, show_progress=show_progress, documents=corpus.documents,
-        bm25=bm25, **common,
+    return home.build_at(
+        target, corpus.embeddings, encoder=encoder, overwrite=overwrite, show_progress=show_progress,
+        documents=corpus.documents, bm25=bm25, **common,
     )  # fmt: skip
-    record(built.path, encoder, built.manifest)  # the torch-free query path of `sbert search` (ONNX builds)
-    return built
-
-
-def _target(location, table, overwrite: bool, **settings: Any):
-    """None (memory), (URL, table) or a folder, checked: may an index be written there?"""
-    if location is None:
-        return None
-    if is_database_url(location):
-        for name in _DATABASE_REFUSES:
-            if settings.get(name):
-                raise ValueError(
-                    f"{name} applies to a folder index; an index in PostgreSQL holds texts, searched by HNSW"
-                )
-        from sbert.search.index.postgres import PgVectorIndex
-
-        url, table = split_location(str(location), table)
-        PgVectorIndex.check_target(url, table, overwrite)
-        return url, table
-    if table is not None:
-        raise ValueError(f"--table applies to a postgresql:// URL, not to the folder {location}")
-    from sbert.search.index.folder import VectorIndex
-
-    VectorIndex.check_target(location, overwrite)
-    return location
 
 
 def add_texts(
@@ -238,7 +195,7 @@ def add_texts(
         prompt_name, prompt = None, (None if index.documents else recorded)  # windows: their Chunking's
     chunking = Chunking.of(index.documents) if index.documents else None
     if chunking is not None and ids is None:
-        from sbert.search.index.folder import next_ids
+        from sbert.search.index.base import next_ids
 
         ids = next_ids(index.document_ids, len(texts))
     backend = getattr(encoder, "runtime", None)

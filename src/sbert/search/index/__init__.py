@@ -1,3 +1,4 @@
-"""Persistent and in-memory indexes: one file per backend (``folder``, ``memory``, ``postgres``), the rows'
-storage (``store``), the search structures (``structures``), the shared query path (``query``) and what an
-index records of its model (``recorded_model``). Open one with ``sbert.search.retrieve.open_index``."""
+"""Persistent and in-memory indexes: the base every home shares (``base``: the ``Index`` class and its checks),
+which home lives at a location (``homes``), one file per home (``folder``, ``memory``, ``postgres``), the
+folder's storage (``store``), its search structures (``structures``) and the query path of the folder and
+memory indexes (``query``). Open one with ``sbert.search.retrieve.open_index``."""

@@ -16,11 +16,9 @@ from __future__ import annotations
 import contextlib
 import threading
 import warnings
-from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any
 
 import numpy as np
 
@@ -29,10 +27,23 @@ from sbert.errors import IndexFormatError, IndexMismatchError, SbertError
 from sbert.search.base import Hit, Hybrid
 from sbert.search.exact import TopK
 from sbert.search.index import query as index_search
+from sbert.search.index.base import (
+    Index,
+    RowFields,
+    backend_after_add,
+    backend_name,
+    check_backend,
+    check_documents_match,
+    check_k,
+    check_new_documents,
+    check_rows,
+    check_search,
+    model_manifest,
+    plan_extras,
+    prepare,
+    rows_to_delete,
+)
 from sbert.search.index.query import Documents
-from sbert.search.index.recorded_model import MIXED, RecordedModel
-from sbert.search.index.recorded_model import check_backend as _check_backend
-from sbert.search.index.recorded_model import precision as _precision
 from sbert.search.index.store import (
     LEXICAL,
     LOCK_TIMEOUT,
@@ -40,10 +51,9 @@ from sbert.search.index.store import (
     IndexLockedError,
     SegmentStore,
     Snapshot,
-    new_manifest,
     new_tag,
+    now,
 )
-from sbert.search.index.store import now as _now
 from sbert.search.index.structures import EXACT, STORED, SUFFIX, Structure
 
 __all__ = ["Documents", "Hit", "Hybrid", "IndexLockedError", "VectorIndex", "backend_name"]
@@ -52,21 +62,11 @@ STRUCTURES = tuple(STORED)  # hnsw, int8, binary: the structures an index may ke
 COMPACT_AT = 0.25  # share of deleted rows that triggers a rewrite without them
 
 
-class _Runs(Protocol):
-    @property
-    def runtime(self) -> str: ...
-
-
-def backend_name(encoder: _Runs) -> str:
-    """How an ``Encoder`` makes its vectors, as recorded in an index: ``torch/fp32``, ``onnx/int8``, ..."""
-    return encoder.runtime
-
-
 def _store(path: str | Path) -> SegmentStore:
     return SegmentStore(path, {name: kind.settings for name, kind in STORED.items()}, SUFFIX)
 
 
-class VectorIndex(RecordedModel):
+class VectorIndex(Index):
     """Vectors with ids and texts in a folder. ``build`` makes one, ``open`` reads one, then
     ``add``/``delete``/``search``. Searching is exact unless an ``hnsw``, ``int8`` or ``binary``
     structure was built (``ann=True``, ``quantization=``) or asked for (``method=``).
@@ -124,20 +124,9 @@ class VectorIndex(RecordedModel):
         return list(self.manifest["structures"])
 
     @property
-    def documents(self) -> dict | None:
-        """How the documents of an index of documents were split and are scored (``window``, ``overlap``,
-        ``mode``); None for an index of texts."""
-        return self.manifest.get("documents")
-
-    @property
     def document_ids(self) -> list[str]:
         """The live documents of an index of documents, in the order of their first rows."""
         return index_search.groups(self._snap).names if self.documents else []
-
-    @property
-    def lexical(self) -> bool:
-        """Whether the index keeps a BM25 index of its texts (for hybrid search)."""
-        return bool(self.manifest.get("lexical"))
 
     def __len__(self) -> int:
         return len(self.ids) - len(self.deleted)
@@ -201,12 +190,11 @@ class VectorIndex(RecordedModel):
         default: the index's. ``hybrid``: fuse with BM25 results for the queries' texts (an index built
         with ``bm25=True``).
         """
-        if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
+        check_k(k)
         snap = self._current()
         check_search(self.path, snap.manifest, mode, hybrid)
-        _check_backend(self.path, snap.manifest, backend, allow_mixed_backend)
-        q = _prepare(queries, snap.manifest, self.path)
+        check_backend(self.path, snap.manifest, backend, allow_mixed_backend)
+        q = prepare(queries, snap.manifest, self.path)
 
         def rows(n: int) -> TopK:
             return self._search(snap, q, n, method, ef_search, rescore, backend, allow_mixed_backend, prepared=True)
@@ -238,10 +226,9 @@ class VectorIndex(RecordedModel):
     def _search(
         self, snap, queries, k, method, ef_search, rescore, backend, allow_mixed_backend, prepared=False
     ) -> TopK:
-        if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
-        _check_backend(self.path, snap.manifest, backend, allow_mixed_backend)
-        q = queries if prepared else _prepare(queries, snap.manifest, self.path)
+        check_k(k)
+        check_backend(self.path, snap.manifest, backend, allow_mixed_backend)
+        q = queries if prepared else prepare(queries, snap.manifest, self.path)
         structure = self._method(snap, method or _default_method(snap.manifest))
         k = min(k, max(1, len(snap.ids)))  # never wider than the index: padding is for deleted rows
         return structure.search(q, k, snap, ef_search=ef_search, rescore=rescore)
@@ -309,18 +296,18 @@ class VectorIndex(RecordedModel):
         x = as_float32(embeddings)
         if quantization == "binary" and x.shape[1] % 8:
             raise ValueError(f"binary quantisation needs a dimension divisible by 8, got {x.shape[1]}")
-        manifest = _model_manifest(model, backend, int(x.shape[1]), metric, truncate_dim)
+        manifest = model_manifest(model, backend, int(x.shape[1]), metric, truncate_dim)
         if ann:
             manifest["structures"]["hnsw"] = {"M": hnsw_m, "ef_construction": ef_construction, "ef_search": ef_search}
         if quantization:
             manifest["structures"][quantization] = {}
-        _plan_extras(manifest, documents, bm25, texts, document_prompt, search)
+        plan_extras(manifest, documents, bm25, texts, document_prompt, search)
         store.path.mkdir(parents=True, exist_ok=True)
         index = cls(store, Snapshot.empty(store.path, manifest), lock_timeout)
-        rows = _Rows.of(ids, texts, documents, len(x), titles)
+        rows = RowFields.of(ids, texts, documents, len(x), titles)
         with index._writing(refresh=False):
             store.check_target(overwrite)  # again, under the lock: another process may have built one
-            index._rebuild(manifest, _prepare(x, manifest, store.path), rows, show_progress)
+            index._rebuild(manifest, prepare(x, manifest, store.path), rows, show_progress)
         return index
 
     @staticmethod
@@ -328,6 +315,33 @@ class VectorIndex(RecordedModel):
         """Raise unless ``build`` may write to ``path`` (call it before costly encoding): IndexExistsError
         for an index without ``overwrite``, FolderNotReplaceableError for a folder of other files."""
         _store(path).check_target(overwrite)
+
+    # -- where it lives (homes.py) ---------------------------------------------------------------------
+    @classmethod
+    def open_at(cls, location: str | Path, *, table: str | None = None, **options: Any) -> VectorIndex:
+        """The index folder ``location`` (``options``: ``open``'s); a ``table`` is refused."""
+        _no_table(location, table)
+        return cls.open(location, **options)
+
+    @classmethod
+    def check_location(
+        cls, location: str | Path | None, *, table: str | None = None, overwrite: bool = False, **settings: Any
+    ) -> str | Path:
+        """``location``, once ``build`` may write there (``check_target``); a ``table`` is refused."""
+        _no_table(location, table)
+        cls.check_target(location, overwrite)
+        return location
+
+    @classmethod
+    def build_at(cls, target: str | Path, embeddings: Array, *, encoder: Any = None, **options: Any) -> VectorIndex:
+        """``build`` at ``target``; with the ``encoder`` that made ``embeddings``, the files of the torch-free
+        query path of ``sbert search`` where it runs on ONNX (``sbert.backends.onnx_query``)."""
+        from sbert.backends.onnx_query import record
+
+        built = cls.build(target, embeddings, **options)
+        if encoder is not None:
+            record(built.path, encoder, built.manifest)
+        return built
 
     def add(
         self,
@@ -351,15 +365,12 @@ class VectorIndex(RecordedModel):
         """
         with self._writing():
             snap = self._snap
-            self.check_backend(backend, allow_mixed_backend)
-            recorded = snap.manifest.get("backend")
-            if recorded and backend and _precision(recorded) != _precision(backend):
-                recorded = MIXED
-            x = _prepare(embeddings, snap.manifest, self.path)
-            _check_documents_match(self.path, snap, documents)
-            rows = _Rows.of(ids, texts, documents, len(x), titles)
+            recorded = backend_after_add(self.path, snap.manifest, backend, allow_mixed_backend)
+            x = prepare(embeddings, snap.manifest, self.path)
+            check_documents_match(self.path, snap, documents)
+            rows = RowFields.of(ids, texts, documents, len(x), titles)
             if rows.docs is not None:
-                _check_new_documents(self.path, snap, rows.docs)
+                check_new_documents(self.path, snap, rows.docs)
             self._append(snap, x, rows, recorded, show_progress)
 
     def delete(self, ids: Iterable[str]) -> int:
@@ -369,14 +380,7 @@ class VectorIndex(RecordedModel):
         ids = [str(i) for i in ids]
         with self._writing():
             snap = self._snap
-            if snap.manifest.get("documents"):
-                found = index_search.groups(snap)
-                number = {name: g for g, name in enumerate(found.names)}
-                missing = [i for i in ids if i not in number]
-                what, rows = "documents", [r for i in ids if i in number for r in found.rows[number[i]].tolist()]
-            else:
-                missing = [i for i in ids if i not in snap.row_of]
-                what, rows = "rows", [snap.row_of[i] for i in ids if i in snap.row_of]
+            what, missing, rows = rows_to_delete(snap, ids)
             if missing:
                 more = " ..." if len(missing) > 5 else ""
                 raise KeyError(f"index {self.path} has no live {what} with ids {missing[:5]}{more}")
@@ -386,7 +390,7 @@ class VectorIndex(RecordedModel):
                 self._compact(snap, deleted)
             else:
                 name = self._store.write_deleted(deleted)
-                self._commit({**snap.manifest, "deleted": name, "updated": _now()})
+                self._commit({**snap.manifest, "deleted": name, "updated": now()})
         return len(rows)
 
     def compact(self) -> None:
@@ -397,12 +401,12 @@ class VectorIndex(RecordedModel):
     def _compact(self, snap: Snapshot, deleted: np.ndarray) -> None:
         keep = np.setdiff1d(np.arange(len(snap.ids)), deleted)
         vectors = np.ascontiguousarray(snap.vectors[keep])
-        self._rebuild(snap.manifest, vectors, _Rows.of_snapshot(snap).take(keep), None)
+        self._rebuild(snap.manifest, vectors, RowFields.of_snapshot(snap).take(keep), None)
 
-    def _rebuild(self, manifest: dict, x: np.ndarray, rows: _Rows, show_progress: bool | None) -> None:
+    def _rebuild(self, manifest: dict, x: np.ndarray, rows: RowFields, show_progress: bool | None) -> None:
         """Write ``x`` as the index's only segment, with its structures made anew."""
         rows = rows.named(len(x), [])
-        _check_rows(x, rows.ids, rows.texts, {})
+        check_rows(x, rows.ids, rows.texts, {})
         tag = new_tag()
         seg = self._store.write_segment(tag, x, rows.ids, rows.texts, rows.docs, rows.spans, rows.titles)
         structures = {}
@@ -418,13 +422,13 @@ class VectorIndex(RecordedModel):
                 "deleted": None,
                 "structures": structures,
                 "lexical": lexical,
-                "updated": _now(),
+                "updated": now(),
             }
         )
 
-    def _append(self, snap: Snapshot, x: np.ndarray, rows: _Rows, backend: str | None, show_progress) -> None:
+    def _append(self, snap: Snapshot, x: np.ndarray, rows: RowFields, backend: str | None, show_progress) -> None:
         rows = rows.named(len(x), snap.ids)
-        _check_rows(x, rows.ids, rows.texts, snap.row_of)
+        check_rows(x, rows.ids, rows.texts, snap.row_of)
         tag = new_tag()
         seg = self._store.write_segment(tag, x, rows.ids, rows.texts, rows.docs, rows.spans, rows.titles)
         structures = {}
@@ -436,18 +440,20 @@ class VectorIndex(RecordedModel):
             structures[name] = {**entry, "file": self._store.write_structure(name, tag, structure.to_bytes())}
         segments = [*snap.manifest["segments"], seg]
         texts = None if rows.texts is None else [*snap.texts, *rows.texts]
-        every = _Rows(None, texts)
+        every = RowFields(None, texts)
         if rows.docs is not None and rows.spans is not None:
-            every = _Rows(None, texts, [*snap.docs, *rows.docs], [*snap.spans, *rows.spans])
+            every = RowFields(None, texts, [*snap.docs, *rows.docs], [*snap.spans, *rows.spans])
         lexical = self._write_lexical(snap.manifest, tag, every, snap.deleted)
-        manifest = {**snap.manifest, "segments": segments, "structures": structures, "updated": _now()}
+        manifest = {**snap.manifest, "segments": segments, "structures": structures, "updated": now()}
         if lexical is not None:
             manifest["lexical"] = lexical
         if backend is not None or "backend" in manifest:
             manifest["backend"] = backend
         self._commit(manifest)
 
-    def _write_lexical(self, manifest: dict, tag: str, rows: _Rows, deleted: np.ndarray | None = None) -> dict | None:
+    def _write_lexical(
+        self, manifest: dict, tag: str, rows: RowFields, deleted: np.ndarray | None = None
+    ) -> dict | None:
         """The BM25 index (``index_search.lexical_index``: of every row's text, or of whole documents),
         written as a new file, if the index keeps one."""
         if manifest.get("lexical") is None:
@@ -473,31 +479,6 @@ class VectorIndex(RecordedModel):
                 raise
 
 
-def check_search(path: str | Path, manifest: dict, mode: str | None, hybrid: Hybrid | None) -> None:
-    """Refuse search options the index cannot honour: hybrid without BM25, a mode in an index of texts."""
-    if hybrid is not None and not manifest.get("lexical"):
-        raise ValueError(f"index {path} has no BM25 index for hybrid search; build it with bm25=True (--bm25)")
-    if mode is not None and not manifest.get("documents"):
-        raise ValueError(f"index {path} holds texts, not windows of documents: 'mode' does not apply")
-
-
-def _model_manifest(
-    model: str | Path, backend: str | None, dim: int, metric: str, truncate_dim: int | None = None
-) -> dict:
-    """A new index's manifest for vectors of width ``dim`` made by ``model`` (a name or folder), cut to
-    ``truncate_dim`` (None: not cut)."""
-    from sbert.model_names import canonical_name, resolve
-
-    if truncate_dim is not None and truncate_dim != dim:
-        raise ValueError(f"truncate_dim {truncate_dim} does not match the embeddings' {dim} dimensions")
-
-    model_path = None
-    with contextlib.suppress(Exception):
-        model_path = str(resolve(model).resolve())
-    manifest = new_manifest(model=canonical_name(model), model_path=model_path, backend=backend, dim=dim, metric=metric)
-    return {**manifest, "truncate_dim": truncate_dim}
-
-
 def _structure(snap: Snapshot, name: str) -> Structure:
     """The snapshot's structure ``name``, read from its file on first use."""
     return snap.structure(name, lambda handle, file: _read(snap, name, handle, file))
@@ -516,129 +497,6 @@ def _default_method(manifest: dict) -> str:
     return "exact"
 
 
-def _prepare(embeddings: Array, manifest: dict, path: Path) -> np.ndarray:
-    """Embeddings as the index keeps and searches them: float32, C order, unit length for cosine."""
-    x = as_float32(embeddings)
-    if x.shape[1] != manifest["dim"]:
-        raise IndexMismatchError(
-            f"index {path} holds {manifest['dim']}-dim vectors (model {manifest['model']!r}); got {x.shape[1]}-dim"
-        )
-    if not np.isfinite(x).all():
-        raise ValueError("embeddings contain NaN or infinite values")
-    if manifest["metric"] != "cosine":
-        return np.ascontiguousarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return np.ascontiguousarray(x / np.where(norms == 0, 1, norms), dtype=np.float32)
-
-
-def next_ids(ids: Sequence[str], n: int) -> list[str]:
-    """``n`` new ids: consecutive numbers after the largest numeric id."""
-    numeric = [int(i) for i in ids if i.isdigit()]
-    start = max(numeric) + 1 if numeric else 0
-    return [str(start + i) for i in range(n)]
-
-
-def _check_rows(x: np.ndarray, ids: list[str], texts: Sequence[str] | None, row_of: dict[str, int]) -> None:
-    n = len(x)
-    if len(ids) != n or (texts is not None and len(texts) != n):
-        raise ValueError(f"{n} embeddings but {len(ids)} ids and {len(texts) if texts is not None else 0} texts")
-    if texts is not None and not all(isinstance(t, str | None) for t in texts):
-        raise ValueError("texts must be strings (or None)")
-    clash = [i for i in dict.fromkeys(ids) if i in row_of]
-    if clash or len(set(ids)) != n:
-        dupes = clash or [i for i, count in Counter(ids).items() if count > 1]
-        raise ValueError(f"ids must be unique in the index; repeated: {dupes[:5]}")
-
-
-# -- documents and lexical search ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Rows:
-    """What one write stores beside the vectors: row ids (None: numbered), texts, and for windows of
-    documents each row's document id and character span."""
-
-    ids: list[str] | None
-    texts: Sequence[str | None] | None
-    docs: list[str] | None = None
-    spans: list[tuple[int, int]] | None = None
-    titles: Sequence[str | None] | None = None  # each row's title (a window's: its document's), or None
-
-    @classmethod
-    def of(cls, ids: Sequence[str] | None, texts, documents: Documents | None, n: int, titles=None) -> _Rows:
-        ids = None if ids is None else [str(i) for i in ids]
-        if titles is not None and len(titles) != n:
-            raise ValueError(f"{n} embeddings but {len(titles)} titles")
-        titles = None if titles is None or all(t is None for t in titles) else list(titles)
-        if documents is None:
-            return cls(ids, texts, titles=titles)
-        if ids is not None:
-            raise ValueError("an index of documents names its rows itself: give document ids in documents, not ids")
-        if len(documents.ids) != n or len(documents.spans) != n:
-            raise ValueError(f"{n} embeddings but {len(documents.ids)} document ids and {len(documents.spans)} spans")
-        docs = [str(d) for d in documents.ids]
-        spans = [(int(a), int(b)) for a, b in np.asarray(documents.spans).reshape(-1, 2).tolist()]
-        return cls(_window_ids(docs), texts, docs, spans, titles)
-
-    @classmethod
-    def of_snapshot(cls, snap: Snapshot) -> _Rows:
-        titles = getattr(snap, "titles", None)
-        titles = None if titles is None or all(t is None for t in titles) else titles
-        if not snap.manifest.get("documents"):
-            return cls(snap.ids, snap.texts, titles=titles)
-        return cls(snap.ids, snap.texts, snap.docs, snap.spans, titles)
-
-    def take(self, keep: np.ndarray) -> _Rows:
-        def pick(values):
-            return None if values is None else [values[r] for r in keep.tolist()]
-
-        return _Rows(pick(self.ids), pick(self.texts), pick(self.docs), pick(self.spans), pick(self.titles))
-
-    def named(self, n: int, existing: list[str]) -> _Rows:
-        """These rows with ids: consecutive numbers after ``existing``'s largest numeric id where none were given."""
-        if self.ids is not None:
-            return self
-        return _Rows(next_ids(existing, n), self.texts, self.docs, self.spans, self.titles)
-
-
-def _window_ids(docs: list[str]) -> list[str]:
-    """Row ids of windows: ``<document id>#<number of the window in its document>``."""
-    seen: Counter[str] = Counter()
-    out = []
-    for doc in docs:
-        out.append(f"{doc}#{seen[doc]}")
-        seen[doc] += 1
-    return out
-
-
-def _plan_extras(
-    manifest: dict, documents: Documents | None, bm25: bool, texts, document_prompt: str | None = None, search=None
-) -> None:
-    """Record in a new index's manifest that it holds documents and/or keeps a BM25 index, the document
-    prompt its texts were embedded with (windows of documents: in ``documents``) and how to search it."""
-    if search:
-        manifest["search"] = dict(search)
-    if documents is not None:
-        manifest["documents"] = documents.settings()
-    elif document_prompt is not None:
-        manifest["document_prompt"] = document_prompt
-    if bm25:
-        if texts is None:
-            raise ValueError("a BM25 index needs the rows' texts; give texts")
-        manifest["lexical"] = index_search.plan_lexical(documents is not None)  # its file is written with the rows
-
-
-def _check_documents_match(path: Path, snap: Snapshot, documents: Documents | None) -> None:
-    if bool(snap.manifest.get("documents")) != (documents is not None):
-        what = "windows of documents (documents=...)" if documents is None else "texts, not windows of documents"
-        raise ValueError(f"index {path} holds {'documents' if documents is None else 'texts'}: add {what}")
-
-
-def _check_new_documents(path: Path, snap: Snapshot, docs: list[str]) -> None:
-    live = set(index_search.groups(snap).names)
-    clash = [d for d in dict.fromkeys(docs) if d in live]
-    if clash:
-        raise ValueError(f"index {path} already holds documents {clash[:5]}; delete them first to replace them")
-
-
 def _lexical(snap: Snapshot):
     """The snapshot's BM25 index, read from its file on first use."""
     from sbert.search.lexical import BM25
@@ -649,3 +507,8 @@ def _lexical(snap: Snapshot):
             return BM25.from_bytes(handle.read(), file, rows=None if over_documents else len(snap.ids))
 
     return snap.structure(LEXICAL, read)
+
+
+def _no_table(location: str | Path, table: str | None) -> None:
+    if table is not None:
+        raise ValueError(f"--table applies to a postgresql:// URL, not to the folder {location}")

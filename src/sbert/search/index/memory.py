@@ -19,18 +19,21 @@ from sbert.arrays import Array, as_float32
 from sbert.search.base import Hit, Hybrid
 from sbert.search.exact import TopK
 from sbert.search.index import query as index_search
-from sbert.search.index.folder import (
-    _check_documents_match,
-    _check_new_documents,
-    _check_rows,
-    _model_manifest,
-    _plan_extras,
-    _prepare,
-    _Rows,
+from sbert.search.index.base import (
+    Index,
+    RowFields,
+    backend_after_add,
+    check_documents_match,
+    check_k,
+    check_new_documents,
+    check_rows,
     check_search,
+    model_manifest,
+    plan_extras,
+    prepare,
+    rows_to_delete,
 )
 from sbert.search.index.query import Documents
-from sbert.search.index.recorded_model import MIXED, RecordedModel, precision
 from sbert.search.index.store import METRICS
 from sbert.search.index.structures import EXACT
 
@@ -40,7 +43,7 @@ __all__ = ["MemoryIndex"]
 class _Version:
     """The rows as ``index_search`` and the exact structure read them (a store ``Snapshot``'s shape)."""
 
-    def __init__(self, manifest: dict, vectors: np.ndarray, rows: _Rows, deleted: np.ndarray) -> None:
+    def __init__(self, manifest: dict, vectors: np.ndarray, rows: RowFields, deleted: np.ndarray) -> None:
         self.manifest, self.vectors, self.deleted = manifest, vectors, deleted
         self.ids = list(rows.ids or [])
         self.texts = list(rows.texts) if rows.texts is not None else [None] * len(self.ids)
@@ -56,16 +59,16 @@ class _Version:
             self._derived[name] = make()
         return self._derived[name]
 
-    def rows(self) -> _Rows:
+    def rows(self) -> RowFields:
         docs = self.docs if self.manifest.get("documents") else None
-        return _Rows(self.ids, self.texts, docs, self.spans if docs is not None else None, self.titles)
+        return RowFields(self.ids, self.texts, docs, self.spans if docs is not None else None, self.titles)
 
 
-class MemoryIndex(RecordedModel):
+class MemoryIndex(Index):
     """Vectors with ids and texts in memory, searched exactly as a ``VectorIndex`` searches them:
     ``build``, then ``add``/``delete``/``search`` (the same arguments and ``Hit``s)."""
 
-    def __init__(self, manifest: dict, vectors: np.ndarray, rows: _Rows, deleted: np.ndarray | None = None) -> None:
+    def __init__(self, manifest: dict, vectors: np.ndarray, rows: RowFields, deleted: np.ndarray | None = None) -> None:
         """Use ``build``."""
         self.path = "(memory)"
         self._version = _Version(manifest, vectors, rows, np.zeros(0, np.int64) if deleted is None else deleted)
@@ -93,14 +96,31 @@ class MemoryIndex(RecordedModel):
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
         x = as_float32(embeddings)
-        manifest = _model_manifest(model, backend, int(x.shape[1]), metric)
-        _plan_extras(manifest, documents, bm25, texts, document_prompt, search)
+        manifest = model_manifest(model, backend, int(x.shape[1]), metric)
+        plan_extras(manifest, documents, bm25, texts, document_prompt, search)
         if bm25:
             # kept in memory, built at the first hybrid search
             manifest["lexical"] = {**manifest["lexical"], "file": None}
-        rows = _Rows.of(ids, texts, documents, len(x), titles).named(len(x), [])
-        _check_rows(x, rows.ids, rows.texts, {})
-        return cls(manifest, _prepare(x, manifest, Path("(memory)")), rows)
+        rows = RowFields.of(ids, texts, documents, len(x), titles).named(len(x), [])
+        check_rows(x, rows.ids, rows.texts, {})
+        return cls(manifest, prepare(x, manifest, "(memory)"), rows)
+
+    # -- where it lives (homes.py: location None) -------------------------------------------------------
+    @classmethod
+    def open_at(cls, location: str | Path, *, table: str | None = None, **options: Any) -> MemoryIndex:
+        raise ValueError("an index in memory is not opened but built (location None): it lives as long as its object")
+
+    @classmethod
+    def check_location(
+        cls, location: str | Path | None, *, table: str | None = None, overwrite: bool = False, **settings: Any
+    ) -> None:
+        """Nothing to check: nothing is written."""
+        return None
+
+    @classmethod
+    def build_at(cls, target: None, embeddings: Array, *, encoder: Any = None, **options: Any) -> MemoryIndex:
+        """``build`` (``options`` about files, locks and structures are ignored)."""
+        return cls.build(embeddings, **options)
 
     # -- what it holds ---------------------------------------------------------------------------------
     @property
@@ -124,16 +144,8 @@ class MemoryIndex(RecordedModel):
         return self._version.deleted
 
     @property
-    def documents(self) -> dict | None:
-        return self.manifest.get("documents")
-
-    @property
     def document_ids(self) -> list[str]:
         return index_search.groups(self._version).names if self.documents else []
-
-    @property
-    def lexical(self) -> bool:
-        return bool(self.manifest.get("lexical"))
 
     @property
     def structures(self) -> list[str]:
@@ -160,14 +172,13 @@ class MemoryIndex(RecordedModel):
         hybrid: Hybrid | None = None,
     ) -> list[list[Hit]]:
         """As ``VectorIndex.search``; ``method`` may only be exact."""
-        if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
+        check_k(k)
         if method not in (None, "exact"):
             raise ValueError(f"index {self.path} searches exactly; it has no {method!r} structure")
         version = self._version
         check_search(self.path, version.manifest, mode, hybrid)
         self.check_backend(backend, allow_mixed_backend)
-        q = _prepare(queries, version.manifest, Path(self.path))
+        q = prepare(queries, version.manifest, self.path)
 
         def rows(n: int) -> TopK:
             return EXACT.search(q, n, version)
@@ -197,21 +208,20 @@ class MemoryIndex(RecordedModel):
     ) -> None:
         """Append rows, as ``VectorIndex.add`` does."""
         old = self._version
-        self.check_backend(backend, allow_mixed_backend)
-        x = _prepare(embeddings, old.manifest, Path(self.path))
-        _check_documents_match(Path(self.path), old, documents)
-        new = _Rows.of(ids, texts, documents, len(x), titles).named(len(x), old.ids)
-        _check_rows(x, new.ids, new.texts, old.row_of)
+        recorded = backend_after_add(self.path, old.manifest, backend, allow_mixed_backend)
+        x = prepare(embeddings, old.manifest, self.path)
+        check_documents_match(self.path, old, documents)
+        new = RowFields.of(ids, texts, documents, len(x), titles).named(len(x), old.ids)
+        check_rows(x, new.ids, new.texts, old.row_of)
         if new.docs is not None:
-            _check_new_documents(Path(self.path), old, new.docs)
+            check_new_documents(self.path, old, new.docs)
         if self.lexical and (new.texts is None or any(t is None for t in new.texts)):
             raise ValueError("a BM25 index needs the rows' texts; give texts")
         manifest = dict(old.manifest)
-        recorded = manifest.get("backend")
-        if recorded and backend and recorded != MIXED and precision(recorded) != precision(backend):
-            manifest["backend"] = MIXED
+        if recorded != manifest.get("backend"):
+            manifest["backend"] = recorded
         before = old.rows()
-        rows = _Rows(
+        rows = RowFields(
             [*before.ids, *new.ids],
             [*old.texts, *(new.texts if new.texts is not None else [None] * len(x))],
             None if new.docs is None else [*before.docs, *new.docs],
@@ -226,14 +236,7 @@ class MemoryIndex(RecordedModel):
         many rows. Unknown ids raise KeyError naming them."""
         ids = [str(i) for i in ids]
         old = self._version
-        if old.manifest.get("documents"):
-            found = index_search.groups(old)
-            number = {name: g for g, name in enumerate(found.names)}
-            missing = [i for i in ids if i not in number]
-            rows = [r for i in ids if i in number for r in found.rows[number[i]].tolist()]
-        else:
-            missing = [i for i in ids if i not in old.row_of]
-            rows = [old.row_of[i] for i in ids if i in old.row_of]
+        _, missing, rows = rows_to_delete(old, ids)
         if missing:
             raise KeyError(f"index {self.path} has no live ids {missing[:5]}{' ...' if len(missing) > 5 else ''}")
         deleted = np.union1d(old.deleted, np.unique(rows)).astype(np.int64)

@@ -26,10 +26,10 @@ import re
 import uuid
 import warnings
 import weakref
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,17 +40,14 @@ from sbert.errors import (
     IndexUnavailableError,
     SbertError,
 )
-from sbert.search.base import DEFAULT_TABLE, is_database_url, split_location
-from sbert.search.index.recorded_model import MIXED, RecordedModel, check_backend, precision
+from sbert.search.base import Hit
+from sbert.search.index.base import Index, backend_after_add, check_k, check_rows, model_manifest, prepare
 
-__all__ = [
-    "DEFAULT_TABLE",
-    "DatabaseError",
-    "DatabaseUnavailableError",
-    "PgVectorIndex",
-    "is_database_url",
-    "split_location",
-]
+__all__ = ["DEFAULT_TABLE", "DatabaseError", "DatabaseUnavailableError", "PgVectorIndex", "split_location"]
+
+DEFAULT_TABLE = "sbert_index"  # the table of an index at a postgresql:// URL without one
+REFUSES = ("chunking", "bm25", "quantization")  # build settings of a folder index that a table cannot keep
+NOT_KEPT = ("ann", "lock_timeout", "titles", "document_prompt", "search")  # what a table does not record
 
 POOL_SIZE = 4  # connections a PgVectorIndex opens at most (searches from several threads)
 CONNECT_TIMEOUT = 5  # seconds a connection attempt may take (unless the URL sets connect_timeout)
@@ -73,6 +70,12 @@ class DatabaseError(SbertError, RuntimeError):
 class DatabaseUnavailableError(DatabaseError, IndexUnavailableError):
     """A database that cannot be reached now (down, unreachable, or no connection free in time); names
     host:port/database, never the password."""
+
+
+def split_location(location: str, table: str | None = None) -> tuple[str, str]:
+    """(URL, table) from ``postgresql://...[#table]``; ``table`` wins over the fragment."""
+    url, _, fragment = location.partition("#")
+    return url, table or fragment or DEFAULT_TABLE
 
 
 def _where(url: str) -> str:
@@ -184,7 +187,7 @@ def _check_table_name(table: str) -> str:
     return table
 
 
-class PgVectorIndex(RecordedModel):
+class PgVectorIndex(Index):
     """Vectors with ids and texts in a PostgreSQL table with an HNSW index. ``build`` makes one, ``open``
     reads one, then ``add``/``delete``/``search``. Searches from several threads run side by side on a pool
     of up to ``pool_size`` connections (psycopg_pool; each call takes one, broken ones are replaced);
@@ -246,17 +249,15 @@ class PgVectorIndex(RecordedModel):
         holds an index is replaced only with ``overwrite``; a table that is not an sbert index never.
         ``build_memory`` is PostgreSQL's ``maintenance_work_mem`` for building the HNSW graph (pgvector builds
         far faster while the graph fits: about (4 * dim + 8 * hnsw_m + 100) bytes a row)."""
-        from sbert.search.index.folder import _model_manifest, _prepare
-
         _check_table_name(table)
         if metric not in _OPS:
             raise ValueError(f"metric must be one of {sorted(_OPS)}, got {metric!r}")
         dim = int(np.asarray(embeddings).shape[-1])
-        manifest = _model_manifest(model, backend, dim, metric)
+        manifest = model_manifest(model, backend, dim, metric)
         manifest.update(hnsw_m=int(hnsw_m), ef_construction=int(ef_construction), ef_search=int(ef_search))
-        x = _prepare(embeddings, manifest, Path(table))
+        x = prepare(embeddings, manifest, table)
         ids = [str(i) for i in range(len(x))] if ids is None else [str(i) for i in ids]
-        _check_rows(x, ids, texts)
+        check_rows(x, ids, texts)
         conn = _connect(url)
         try:
             with conn.transaction():
@@ -287,6 +288,37 @@ class PgVectorIndex(RecordedModel):
                 f"{_where(url)}: table {table!r} already holds an index (overwrite=True, --overwrite)"
             )
 
+    # -- where it lives (homes.py: postgresql:// URLs) -------------------------------------------------
+    @classmethod
+    def open_at(cls, location: str | Path, *, table: str | None = None, **options: Any) -> PgVectorIndex:
+        """The index at ``postgresql://...[#table]`` (``table`` wins over the fragment)."""
+        return cls.open(*split_location(str(location), table))
+
+    @classmethod
+    def check_location(
+        cls, location: str | Path | None, *, table: str | None = None, overwrite: bool = False, **settings: Any
+    ) -> tuple[str, str]:
+        """(URL, table), once ``build`` may write there (``check_target``); settings a table cannot keep
+        (windows of documents, BM25, quantisation) are refused."""
+        for name in REFUSES:
+            if settings.get(name):
+                raise ValueError(
+                    f"{name} applies to a folder index; an index in PostgreSQL holds texts, searched by HNSW"
+                )
+        url, table = split_location(str(location), table)
+        cls.check_target(url, table, overwrite)
+        return url, table
+
+    @classmethod
+    def build_at(
+        cls, target: tuple[str, str], embeddings: Array, *, encoder: Any = None, **options: Any
+    ) -> PgVectorIndex:
+        """``build`` in ``target`` (URL, table), without the options a table does not record (``NOT_KEPT``:
+        titles live in the texts) nor those of building elsewhere (``documents``, ``bm25``, ``show_progress``)."""
+        skipped = (*NOT_KEPT, "documents", "bm25", "show_progress")
+        kept = {key: value for key, value in options.items() if key not in skipped}
+        return cls.build(target[0], embeddings, table=target[1], **kept)
+
     def close(self) -> None:
         """Close the pool's connections."""
         self._close()
@@ -305,13 +337,6 @@ class PgVectorIndex(RecordedModel):
     @property
     def structures(self) -> list[str]:
         return ["hnsw"]
-
-    documents = None  # an index of texts: documents split into windows live in folder indexes only
-    lexical = False
-
-    @property
-    def document_ids(self) -> list[str]:
-        return []
 
     @property
     def deleted(self) -> np.ndarray:
@@ -364,11 +389,7 @@ class PgVectorIndex(RecordedModel):
         similarity or dot product; ``cosine``: the cosine either way; ``row``: the row's position in the
         table). ``method`` hnsw (default; ``ef_search`` candidates, at least ``k`` up to pgvector's largest,
         ``EF_SEARCH_MAX``) or exact (a full scan)."""
-        from sbert.search.base import Hit
-        from sbert.search.index.folder import _prepare
-
-        if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
+        check_k(k)
         if mode is not None or hybrid is not None or rescore is not None:
             raise ValueError(
                 f"index {self.path} (PostgreSQL) holds texts without BM25: mode, hybrid, rescore do not apply"
@@ -376,7 +397,7 @@ class PgVectorIndex(RecordedModel):
         if method not in (None, "hnsw", "exact"):
             raise ValueError(f"index {self.path} (PostgreSQL) searches by hnsw or exact, not {method!r}")
         self.check_backend(backend, allow_mixed_backend)
-        q = _prepare(queries, self._manifest, Path(self.path))
+        q = prepare(queries, self._manifest, self.path)
         breadth = min(max(k, ef_search or self._manifest["ef_search"]), EF_SEARCH_MAX)
         op = _OPS[self.metric][1]
         sign = -1.0 if self.metric == "dot" else None  # <#> is the negative dot product; <=> is 1 - cosine
@@ -408,24 +429,19 @@ class PgVectorIndex(RecordedModel):
     ) -> None:
         """Append rows in one transaction, after any other writer's (ids default to consecutive numbers
         after the largest numeric id). ``backend``: see ``check_backend``; mixing precisions records ``mixed``."""
-        from sbert.search.index.folder import _prepare
-
         if documents is not None:
             raise ValueError(f"index {self.path} (PostgreSQL) holds texts, not windows of documents")
         with self._writing() as (conn, manifest):
-            check_backend(self.path, manifest, backend, allow_mixed_backend)
-            x = _prepare(embeddings, manifest, Path(self.path))
+            recorded = backend_after_add(self.path, manifest, backend, allow_mixed_backend)
+            x = prepare(embeddings, manifest, self.path)
             if ids is None:
                 ids = _next_ids(conn, self.table, len(x))
             ids = [str(i) for i in ids]
-            _check_rows(x, ids, texts)
+            check_rows(x, ids, texts)
             clash = conn.execute(_sql("SELECT id FROM {} WHERE id = ANY(%s) LIMIT 5", self.table), (ids,)).fetchall()
             if clash:
                 raise ValueError(f"ids must be unique in the index; already there: {[c[0] for c in clash]}")
             _copy_rows(conn, self.table, ids, texts, x)
-            recorded = manifest.get("backend")
-            if recorded and backend and recorded != MIXED and precision(recorded) != precision(backend):
-                recorded = MIXED
             _touch(conn, self.table, recorded if recorded else backend)
 
     def delete(self, ids: Iterable[str]) -> int:
@@ -596,14 +612,3 @@ def _next_ids(conn, table: str, n: int) -> list[str]:
     top = conn.execute(_sql("SELECT max(id::numeric) FROM {} WHERE id ~ '^[0-9]+$'", table)).fetchone()[0]
     start = 0 if top is None else int(top) + 1
     return [str(start + i) for i in range(n)]
-
-
-def _check_rows(x: np.ndarray, ids: list[str], texts) -> None:
-    if len(ids) != len(x) or (texts is not None and len(texts) != len(x)):
-        n_texts = 0 if texts is None else len(texts)
-        raise ValueError(f"{len(x)} embeddings but {len(ids)} ids and {n_texts} texts")
-    if len(set(ids)) != len(ids):
-        dupes = [i for i, count in Counter(ids).items() if count > 1]
-        raise ValueError(f"ids must be unique in the index; repeated: {dupes[:5]}{' ...' if len(dupes) > 5 else ''}")
-    if texts is not None and not all(isinstance(t, str | None) for t in texts):
-        raise ValueError("texts must be strings (or None)")
