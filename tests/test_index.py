@@ -289,3 +289,88 @@ def test_a_process_that_opens_an_index_and_exits_prints_nothing(tmp_path, vector
             [sys.executable, "-c", _OPEN, str(tmp_path / "ix"), method, kept], capture_output=True, text=True
         )
         assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+# -- the homes of an index, and what they share ------------------------------------------------------------
+def test_each_location_finds_its_home():
+    from sbert.search.index.base import BaseIndex
+    from sbert.search.index.homes import HOMES, home_of, index_class, is_database_url
+    from sbert.search.index.memory import MemoryIndex
+
+    assert [home_of(x) for x in (None, "ix", Path("ix"), "postgresql://h/db", "postgres://h/db#t")] == [
+        "memory", "folder", "folder", "postgresql", "postgresql",
+    ]  # fmt: skip
+    assert (index_class(None), index_class("some/folder")) == (MemoryIndex, VectorIndex)
+    assert [is_database_url(x) for x in (None, "ix", "postgresql://h/db", "postgres://h/db")] == [0, 0, 1, 1]
+    assert all(issubclass(home.load(), BaseIndex) for home in HOMES.values())
+
+
+@pytest.mark.parametrize("where", ["folder", "memory"])
+def test_the_mixed_backend_rule_is_the_same_in_every_home(tmp_path, vectors, where):
+    """One rule (``base.backend_after_add``): another precision is refused unless allowed, then recorded as
+    mixed, which stays mixed and checks nothing more; the same precision keeps the recorded backend."""
+    from sbert.search.index.memory import MemoryIndex
+
+    x = vectors[:10]
+    ix = (
+        VectorIndex.build(tmp_path / "ix", x, model="default", backend="torch/fp32")
+        if where == "folder"
+        else MemoryIndex.build(x, model="default", backend="torch/fp32")
+    )
+    ix.add(vectors[10:12], backend="onnx/fp32")
+    assert ix.backend == "torch/fp32"  # same precision: comparable, nothing to record
+    with pytest.raises(IndexMismatchError, match=r"index .* holds vectors made with torch/fp32; these are made with"):
+        ix.add(vectors[12:14], backend="onnx/int8")
+    assert len(ix) == 12 and ix.ids[-1] == "11"  # the refused rows were not added
+    ix.add(vectors[12:14], backend="onnx/int8", allow_mixed_backend=True)
+    ix.add(vectors[14:16], backend="torch/bf16")
+    assert (ix.backend, len(ix), ix.ids[-1]) == ("mixed", 16, "15")
+
+
+def test_the_rows_checks_are_the_same_in_every_home(tmp_path, vectors):
+    from sbert.search.index.memory import MemoryIndex
+
+    x = vectors[:12]
+    for build in (
+        lambda **kw: VectorIndex.build(tmp_path / "ix", x, model="default", overwrite=True, **kw),
+        lambda **kw: MemoryIndex.build(x, model="default", **kw),
+    ):
+        with pytest.raises(ValueError, match=r"^12 embeddings but 6 ids and 0 texts$"):
+            build(ids=list("abcdef"))
+        with pytest.raises(ValueError, match=r"^texts must be strings \(or None\)$"):
+            build(texts=[1] * 12)
+        twice = [c for c in "abcdef" for _ in range(2)]
+        with pytest.raises(
+            ValueError, match=r"^ids must be unique in the index; repeated: \['a', 'b', 'c', 'd', 'e'\] \.\.\.$"
+        ):
+            build(ids=twice)
+        with pytest.raises(ValueError, match=r"^k must be at least 1, got 0$"):
+            build().search(x[:1], 0)
+
+
+class _Letters:
+    """A stand-in encoder: a text's vector counts its letters a, b, c."""
+
+    runtime = "stub/fp32"
+
+    def encode_document(self, texts, **options):
+        return np.array([[t.count(c) + 0.1 for c in "abc"] for t in texts], dtype=np.float32)
+
+    def resolve_prompt(self, *args, **options):
+        return ""
+
+
+def test_a_new_home_is_one_row_of_homes(monkeypatch):
+    """``open_index`` and ``build_index`` find a home by its row alone: a row naming the memory index for
+    ``toy://`` URLs builds a memory index there, and opens it as the memory index opens (it cannot)."""
+    from sbert.search import retrieve
+    from sbert.search.index import homes
+    from sbert.search.index.memory import MemoryIndex
+
+    monkeypatch.setitem(homes.HOMES, "toy", homes.Home("sbert.search.index.memory:MemoryIndex", ("toy://",)))
+    assert homes.home_of("toy://here") == "toy" and homes.is_database_url("toy://here")
+    built = retrieve.build_index("toy://here", _Letters(), ["aa", "bb", "cc"], ["x", "y", "z"], model="default")
+    assert isinstance(built, MemoryIndex) and built.ids == ["x", "y", "z"] and built.backend == "stub/fp32"
+    assert built.search(_Letters().encode_document(["b"]), 1)[0][0].id == "y"
+    with pytest.raises(ValueError, match="not opened but built"):
+        retrieve.open_index("toy://here")

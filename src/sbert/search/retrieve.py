@@ -6,9 +6,9 @@ all go through these functions, so that what is measured is what is served:
     texts --embed_corpus--> rows (whole texts, or windows by a ``Chunking``) --build_index/add_texts--> Index
     queries --encode_query--> vectors --Index.search (dense, maxp/mean, hybrid BM25)--> hits --rerank--> hits
 
-``Index`` (``sbert.search.index.base``) is any of ``VectorIndex`` (a folder), ``PgVectorIndex`` (PostgreSQL) or
-``MemoryIndex`` (``location=None``); ``open_index`` opens the first two from a folder or a ``postgresql://``
-URL. Which class lives at a location is ``sbert.search.index.homes``.
+An index (``BaseIndex``, ``sbert.search.index.base``) is any of ``VectorIndex`` (a folder), ``PgVectorIndex``
+(PostgreSQL) or ``MemoryIndex`` (``location=None``); ``open_index`` opens the first two from a folder or a
+``postgresql://`` URL. Which class lives at a location is ``sbert.search.index.homes``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 
 from sbert.search.base import Hit, Hybrid
 from sbert.search.fusion import ALPHA, CANDIDATES, DEFAULT_FUSION, FUSIONS
-from sbert.search.index.base import Index
+from sbert.search.index.base import BaseIndex
 from sbert.search.index.homes import index_class
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 
-def open_index(location: str | Path, *, table: str | None = None, **options: Any) -> Index:
+def open_index(location: str | Path, *, table: str | None = None, **options: Any) -> BaseIndex:
     """The index at ``location``: a ``PgVectorIndex`` for a ``postgresql://`` URL (``table``, or the URL's
     ``#fragment``), else the ``VectorIndex`` folder (``sbert.search.index.homes``). ``options`` go to the folder
     index's ``open``."""
@@ -147,7 +147,7 @@ def build_index(
     overwrite: bool = False,
     titles: Sequence[str | None] | None = None,
     **options: Any,
-) -> Index:
+) -> BaseIndex:
     """A new index of ``texts`` embedded by ``encoder`` (``model``: its name or folder, as recorded):
     in memory (``location`` None: a ``MemoryIndex``), in a folder, or in PostgreSQL (a ``postgresql://``
     URL; ``table``). ``options``: the index class's own (``metric``, ``ann``, ``quantization``, ...). The
@@ -171,7 +171,7 @@ def build_index(
 
 
 def add_texts(
-    index: Index,
+    index: BaseIndex,
     encoder: Any,
     texts: Sequence[str],
     ids: Sequence[str] | None = None,
@@ -226,7 +226,7 @@ def add_texts(
 
 
 # -- the prompts an index was built with ------------------------------------------------------------------
-def document_prompt(index: Index) -> str | None:
+def document_prompt(index: BaseIndex) -> str | None:
     """The document prompt the index's rows were embedded with, as text ("": none); None where the index
     does not record it (built before indexes recorded it, or in PostgreSQL)."""
     documents = index.documents
@@ -235,7 +235,7 @@ def document_prompt(index: Index) -> str | None:
     return index.manifest.get("document_prompt") if hasattr(index, "manifest") else None
 
 
-def check_prompt(index: Index, encoder: Any, role: str, prompt_name: str | None, prompt: str | None) -> None:
+def check_prompt(index: BaseIndex, encoder: Any, role: str, prompt_name: str | None, prompt: str | None) -> None:
     """Refuse a ``prompt_name``/``prompt`` that conflicts with the document prompt ``index`` was built with:
     for ``role`` "document" (adding texts) any prompt other than it; for "query" (searching) the document
     prompt itself where the model's query prompt differs (queries embedded as if they were documents)."""
@@ -302,7 +302,7 @@ class SearchOptions:
         if self.alpha is not None and not 0 <= self.alpha <= 1:
             raise ValueError(f"alpha must be from 0 to 1, got {self.alpha}")
 
-    def for_index(self, index: Index) -> SearchOptions:
+    def for_index(self, index: BaseIndex) -> SearchOptions:
         """These options with ``hybrid``, ``fusion`` and ``alpha`` settled for ``index`` (see the class)."""
         recorded = recorded_search(index.manifest or {})
         hybrid = self.hybrid
@@ -321,7 +321,7 @@ def recorded_search(manifest: dict) -> dict[str, Any]:
 
 
 def search_texts(
-    index: Index,
+    index: BaseIndex,
     encoder: Any,
     queries: Sequence[str],
     options: SearchOptions = SearchOptions(),
@@ -345,7 +345,7 @@ def search_texts(
 
 
 def search_vectors(
-    index: Index,
+    index: BaseIndex,
     vectors: Any,
     queries: Sequence[str],
     options: SearchOptions = SearchOptions(),

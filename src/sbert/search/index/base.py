@@ -1,6 +1,6 @@
 """What every index is, and the checks its homes share.
 
-``Index`` is the base of the three homes of an index: ``VectorIndex`` (a folder, ``folder.py``),
+``BaseIndex`` is the base of the three homes of an index: ``VectorIndex`` (a folder, ``folder.py``),
 ``MemoryIndex`` (in memory, ``memory.py``: what ``sbert eval`` builds) and ``PgVectorIndex`` (a PostgreSQL
 table, ``postgres.py``). Each gives its ``manifest`` (what it records of its model: model, model_path,
 backend, dim, metric, truncate_dim) and ``path`` (how messages name it), ``add``/``delete`` rows and
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MIXED",
-    "Index",
+    "BaseIndex",
     "RowFields",
     "backend_after_add",
     "backend_name",
@@ -96,7 +96,7 @@ def backend_after_add(path: str | Path, manifest: dict, backend: str | None, all
     return recorded
 
 
-class Index(ABC):
+class BaseIndex(ABC):
     """An index of rows (texts, or windows of documents) with the model that embedded them.
 
     ``manifest`` records the model, ``dim``, ``metric``, ``backend``, and for an index of documents its
@@ -113,7 +113,7 @@ class Index(ABC):
     # -- where it lives --------------------------------------------------------------------------------
     @classmethod
     @abstractmethod
-    def open_at(cls, location: str | Path, *, table: str | None = None, **options: Any) -> Index:
+    def open_at(cls, location: str | Path, *, table: str | None = None, **options: Any) -> BaseIndex:
         """The index at ``location`` (``table``: a database's; ``options``: the home's own)."""
 
     @classmethod
@@ -125,7 +125,7 @@ class Index(ABC):
 
     @classmethod
     @abstractmethod
-    def build_at(cls, target: Any, embeddings: Array, *, encoder: Any = None, **options: Any) -> Index:
+    def build_at(cls, target: Any, embeddings: Array, *, encoder: Any = None, **options: Any) -> BaseIndex:
         """A new index at ``target`` (``check_location``'s) of ``embeddings`` made by ``encoder``."""
 
     # -- what it holds ---------------------------------------------------------------------------------

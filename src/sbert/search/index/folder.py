@@ -28,7 +28,7 @@ from sbert.search.base import Hit, Hybrid
 from sbert.search.exact import TopK
 from sbert.search.index import query as index_search
 from sbert.search.index.base import (
-    Index,
+    BaseIndex,
     RowFields,
     backend_after_add,
     backend_name,
@@ -66,7 +66,7 @@ def _store(path: str | Path) -> SegmentStore:
     return SegmentStore(path, {name: kind.settings for name, kind in STORED.items()}, SUFFIX)
 
 
-class VectorIndex(Index):
+class VectorIndex(BaseIndex):
     """Vectors with ids and texts in a folder. ``build`` makes one, ``open`` reads one, then
     ``add``/``delete``/``search``. Searching is exact unless an ``hnsw``, ``int8`` or ``binary``
     structure was built (``ann=True``, ``quantization=``) or asked for (``method=``).

@@ -2,7 +2,7 @@
 
 ``sbert.search.retrieve``'s ``open_index`` and ``build_index`` find the class here (``index_class``): None is
 the memory, a URL whose scheme a row names is that row's home, anything else a folder. A new home is a
-module with a subclass of ``sbert.search.index.base.Index`` (its ``open_at``, ``check_location`` and
+module with a subclass of ``sbert.search.index.base.BaseIndex`` (its ``open_at``, ``check_location`` and
 ``build_at`` say how it opens and builds at its locations) and one row of ``HOMES``.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sbert.search.index.base import Index
+    from sbert.search.index.base import BaseIndex
 
 __all__ = ["FOLDER", "HOMES", "MEMORY", "Home", "home_of", "index_class", "is_database_url"]
 
@@ -29,7 +29,7 @@ class Home:
     index: str
     schemes: tuple[str, ...] = ()
 
-    def load(self) -> type[Index]:
+    def load(self) -> type[BaseIndex]:
         module, _, name = self.index.partition(":")
         return getattr(importlib.import_module(module), name)
 
@@ -52,7 +52,7 @@ def home_of(location: str | Path | None) -> str:
     return FOLDER
 
 
-def index_class(location: str | Path | None) -> type[Index]:
+def index_class(location: str | Path | None) -> type[BaseIndex]:
     """The index class of the home at ``location`` (see ``home_of``)."""
     return HOMES[home_of(location)].load()
 

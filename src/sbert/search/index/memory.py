@@ -20,7 +20,7 @@ from sbert.search.base import Hit, Hybrid
 from sbert.search.exact import TopK
 from sbert.search.index import query as index_search
 from sbert.search.index.base import (
-    Index,
+    BaseIndex,
     RowFields,
     backend_after_add,
     check_documents_match,
@@ -64,7 +64,7 @@ class _Version:
         return RowFields(self.ids, self.texts, docs, self.spans if docs is not None else None, self.titles)
 
 
-class MemoryIndex(Index):
+class MemoryIndex(BaseIndex):
     """Vectors with ids and texts in memory, searched exactly as a ``VectorIndex`` searches them:
     ``build``, then ``add``/``delete``/``search`` (the same arguments and ``Hit``s)."""
 

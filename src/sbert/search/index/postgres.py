@@ -41,7 +41,7 @@ from sbert.errors import (
     SbertError,
 )
 from sbert.search.base import Hit
-from sbert.search.index.base import Index, backend_after_add, check_k, check_rows, model_manifest, prepare
+from sbert.search.index.base import BaseIndex, backend_after_add, check_k, check_rows, model_manifest, prepare
 
 __all__ = ["DEFAULT_TABLE", "DatabaseError", "DatabaseUnavailableError", "PgVectorIndex", "split_location"]
 
@@ -187,7 +187,7 @@ def _check_table_name(table: str) -> str:
     return table
 
 
-class PgVectorIndex(Index):
+class PgVectorIndex(BaseIndex):
     """Vectors with ids and texts in a PostgreSQL table with an HNSW index. ``build`` makes one, ``open``
     reads one, then ``add``/``delete``/``search``. Searches from several threads run side by side on a pool
     of up to ``pool_size`` connections (psycopg_pool; each call takes one, broken ones are replaced);
