@@ -46,8 +46,8 @@ from sbert.search.index.base import BaseIndex, backend_after_add, check_k, check
 __all__ = ["DEFAULT_TABLE", "DatabaseError", "DatabaseUnavailableError", "PgVectorIndex", "split_location"]
 
 DEFAULT_TABLE = "sbert_index"  # the table of an index at a postgresql:// URL without one
-REFUSES = ("chunking", "bm25", "quantization")  # build settings of a folder index that a table cannot keep
-NOT_KEPT = ("ann", "lock_timeout", "titles", "document_prompt", "search")  # what a table does not record
+_REFUSES = ("chunking", "bm25", "quantization")  # build settings of a folder index that a table cannot keep
+_NOT_KEPT = ("ann", "lock_timeout", "titles", "document_prompt", "search")  # what a table does not record
 
 POOL_SIZE = 4  # connections a PgVectorIndex opens at most (searches from several threads)
 CONNECT_TIMEOUT = 5  # seconds a connection attempt may take (unless the URL sets connect_timeout)
@@ -300,7 +300,7 @@ class PgVectorIndex(BaseIndex):
     ) -> tuple[str, str]:
         """(URL, table), once ``build`` may write there (``check_target``); settings a table cannot keep
         (windows of documents, BM25, quantisation) are refused."""
-        for name in REFUSES:
+        for name in _REFUSES:
             if settings.get(name):
                 raise ValueError(
                     f"{name} applies to a folder index; an index in PostgreSQL holds texts, searched by HNSW"
@@ -313,9 +313,9 @@ class PgVectorIndex(BaseIndex):
     def build_at(
         cls, target: tuple[str, str], embeddings: Array, *, encoder: Any = None, **options: Any
     ) -> PgVectorIndex:
-        """``build`` in ``target`` (URL, table), without the options a table does not record (``NOT_KEPT``:
+        """``build`` in ``target`` (URL, table), without the options a table does not record (``_NOT_KEPT``:
         titles live in the texts) nor those of building elsewhere (``documents``, ``bm25``, ``show_progress``)."""
-        skipped = (*NOT_KEPT, "documents", "bm25", "show_progress")
+        skipped = (*_NOT_KEPT, "documents", "bm25", "show_progress")
         kept = {key: value for key, value in options.items() if key not in skipped}
         return cls.build(target[0], embeddings, table=target[1], **kept)
 
