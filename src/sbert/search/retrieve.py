@@ -53,7 +53,7 @@ def open_index(location: str | Path, *, table: str | None = None, **options: Any
     return index_class(location).open_at(location, table=table, **options)
 
 
-def index_summary(index: Index) -> dict[str, Any]:
+def index_summary(index: BaseIndex) -> dict[str, Any]:
     """What ``index`` holds (``sbert index info``): rows (and deleted rows), model, backend, dimension,
     metric, its search structures and default method, segments, documents (their chunking and count; None
     for an index of whole texts) and whether it keeps BM25."""

@@ -137,6 +137,20 @@ class BaseIndex(ABC):
     def __len__(self) -> int: ...
 
     @property
+    @abstractmethod
+    def deleted(self) -> np.ndarray:
+        """Rows deleted but still stored (int64 row numbers)."""
+
+    @property
+    @abstractmethod
+    def structures(self) -> list[str]:
+        """The search structures the index keeps beside its rows (``hnsw``, ``int8``, ``binary``)."""
+
+    @abstractmethod
+    def default_method(self) -> str:
+        """How ``search`` searches unless told: ``exact`` or a structure's name."""
+
+    @property
     def documents(self) -> dict | None:
         """How the documents of an index of documents were split and are scored (``window``, ``overlap``,
         ``mode``); None for an index of texts."""
