@@ -1,12 +1,19 @@
-"""Shared fixtures: the default model (loaded once), the reference implementation, and STSb sentences."""
+"""Shared fixtures (the default model loaded once a process, the reference implementation, STSb sentences, tiny
+models), the slow-tier rule and ``slow_fixture``, and what every test module can import by name."""
 
 from __future__ import annotations
 
+import copy
+import functools
+import os
 import random
 import shutil
 import signal
+import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +21,7 @@ import sbert
 from sbert.data.paths import data_dir
 from sbert.data.sts import read_stsb
 from sbert.errors import InputFileError
+from sbert.model_names import resolve
 
 # A suite started as a background job (`nohup pytest &`) inherits SIGINT ignored, and so would every process
 # it starts: the Ctrl-C tests would then test nothing. Restore Python's own handler (children then start
@@ -21,58 +29,48 @@ from sbert.errors import InputFileError
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-# The fast tier, `pytest -m "not slow"`: what needs no model, no training and no server answers in
-# well under a minute. A test is slow when it uses a fixture that loads a model or reads the reference
-# implementation, or lives in a module that trains, starts processes or servers.
-MODEL_FIXTURES = {
-    "model",
-    "reference",
-    "tiny_encoder",
-    "stsb_sentences",
-    "saved",
-    "tiny_model",
-    "tiny_dense_folder",
-    "cross",
-    "two_ranks",  # test_distributed: trains in two processes
-}
-# Slow without such a fixture: large brute-force comparisons, model folders built inside the test.
-SLOW_TESTS = {
-    "test_choose_c_and_cross_validation_on_separable_data",
-    "test_hnsw_recall_at_10_on_20000_vectors",
-    "test_links_leading_outside_the_folder_are_refused",
-    "test_load_never_imports_sentence_transformers",
-    "test_mining_equals_brute_force_on_500_texts",
-    "test_mining_with_exact_scores_does_not_depend_on_chunk_sizes",
-    "test_non_finite_weights_are_refused_at_load_naming_the_file",
-    "test_scores_and_order_do_not_depend_on_chunk_sizes",
-    "test_semantic_search_equals_brute_force_with_odd_chunks",
-    "test_single_modes_and_every_ordered_triple_equal_sentence_transformers",
-    "test_transfer_evaluation_shows_its_folds_when_asked",
-    "test_hub_cache_layout_links_into_its_blobs_are_allowed",
-    "test_truncated_pickle_weights_name_the_folder",
-}
-SLOW_MODULES = {
-    "test_cli_train",
-    "test_cross_encoder",
-    "test_docs",
-    "test_evaluation_reference",
-    "test_index_concurrency",
-    "test_onnx",
-    "test_remote_code",
-    "test_serve",
-    "test_serve_robust",
-    "test_st_formats",
-    "test_train_interrupt",
-    "test_trainer",
-    "test_training_equivalence",
-}
+# Under pytest-xdist (`-n auto`) each worker is one process among several on the same cores: torch's threads
+# share them out (one each on 2 cores and 2 workers) instead of every worker starting a thread per core and all
+# of them waiting on each other. Set before torch is imported; OMP_NUM_THREADS given by the caller wins.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // _WORKERS)))
+
+# Every folder of tests is on sys.path, as pytest's default import mode puts a test module's own folder there
+# when it collects it: a module imports a helper or another test module by its name (``from test_beir import
+# write_beir``, ``from conftest import make_tiny_encoder``) whichever files a run selects. Module names are
+# therefore unique across folders (pytest refuses a second ``test_x.py``).
+TESTS = Path(__file__).resolve().parent
+for _folder in [TESTS, *sorted(p for p in TESTS.rglob("*") if p.is_dir() and p.name != "__pycache__")]:
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
+
+# The fast tier, `pytest -m "not slow"`: what needs no model, no training and no server. A test is slow when
+# it carries ``@pytest.mark.slow`` (or its module sets ``pytestmark = pytest.mark.slow``), or when it uses a
+# fixture declared with ``slow_fixture`` below (one that loads a model or trains), directly or through
+# another fixture.
+
+
+def slow_fixture(*, scope: str = "function") -> Callable[[Callable[..., Any]], Any]:
+    """``pytest.fixture(scope=...)`` for a fixture that loads a model, trains or starts processes: every
+    test that uses it, directly or through another fixture, is marked slow."""
+
+    def declare(func: Callable[..., Any]) -> Any:
+        func.slow = True  # type: ignore[attr-defined]
+        return pytest.fixture(scope=scope)(func)
+
+    return declare
+
+
+def _uses_slow_fixture(item: pytest.Item) -> bool:
+    defs = getattr(item, "_fixtureinfo", None)
+    chosen = [d[-1] for d in defs.name2fixturedefs.values() if d] if defs else []
+    return any(getattr(d.func, "slow", False) for d in chosen)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        module = item.module.__name__.rpartition(".")[2] if item.module else ""
-        name = getattr(item, "originalname", item.name)
-        if module in SLOW_MODULES or name in SLOW_TESTS or MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if _uses_slow_fixture(item):
             item.add_marker(pytest.mark.slow)
 
 
@@ -91,19 +89,19 @@ def children_temp_dir(tmp_path_factory) -> Path:
     shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@slow_fixture(scope="session")
 def model():
     return sbert.load("default", device="cpu")
 
 
-@pytest.fixture(scope="session")
+@slow_fixture(scope="session")
 def reference():
     """sentence-transformers' SentenceTransformer on the same default model folder."""
     st = pytest.importorskip("sentence_transformers")
-    return st.SentenceTransformer(str(sbert.load("default", device="cpu").path), device="cpu")
+    return st.SentenceTransformer(str(resolve("default")), device="cpu")
 
 
-@pytest.fixture(scope="session")
+@slow_fixture(scope="session")
 def stsb_sentences() -> list[str]:
     """400 distinct STSb test sentences of varied length, in shuffled order."""
     try:
@@ -137,6 +135,12 @@ TINY_WORDS = [
 ]  # texts for tiny models
 
 
+@functools.cache
+def _default_tokenizer():
+    """The default model's tokenizer, loaded once a process (each tiny encoder gets a copy of its own)."""
+    return sbert.load("default", device="cpu").transformer.tokenizer
+
+
 def make_tiny_encoder(seed: int = 0, dropout: float = 0.1):
     """A 1-layer, 16-wide BERT with the default model's tokenizer: fast enough to train in a test."""
     import torch
@@ -145,7 +149,7 @@ def make_tiny_encoder(seed: int = 0, dropout: float = 0.1):
     from sbert.encoder import Encoder
     from sbert.modules import Pooling, Transformer
 
-    tokenizer = sbert.load("default", device="cpu").transformer.tokenizer
+    tokenizer = copy.deepcopy(_default_tokenizer())
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
         hidden_size=16,
@@ -160,7 +164,7 @@ def make_tiny_encoder(seed: int = 0, dropout: float = 0.1):
     return Encoder([Transformer(BertModel(config), tokenizer, max_seq_length=32), Pooling(16, "mean")])
 
 
-@pytest.fixture()
+@slow_fixture()
 def tiny_encoder():
     return make_tiny_encoder()
 

@@ -1,4 +1,4 @@
-"""Trains the cases of tests/test_distributed.py: in one process (imported by the test), or as one rank of
+"""Trains the cases of tests/unit/training/test_distributed.py: in one process (imported by the test), or as one rank of
 ``torchrun --nproc_per_node 2 tests/ddp_worker.py OUT`` (run by the test), which writes OUT/<case>.pt.
 
 The tiny model has no dropout (p=0): with dropout, each rank would draw its own masks and the run could

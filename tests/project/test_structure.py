@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parent.parent / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGE = SRC / "sbert"
 MAX_LINES = 60
 REASON = "# long:"  # a function may be longer where a comment on its first line says why
@@ -126,7 +126,7 @@ def _layer_of(name: str) -> int | None:
     for number, members in enumerate(LAYERS):
         if parts[1] in members:
             return number
-    raise AssertionError(f"{name}: not in any layer of tests/test_structure.py's LAYERS; add it (and to the docs)")
+    raise AssertionError(f"{name}: not in any layer of test_structure.py's LAYERS; add it (and to the docs)")
 
 
 def test_no_module_imports_a_higher_layer():

@@ -10,6 +10,8 @@ import torch
 from sbert.cross_encoder import CrossEncoder
 from sbert.errors import ModelNotFoundError
 
+pytestmark = pytest.mark.slow  # loads and trains a cross-encoder
+
 PAIRS = [
     ("A man eats food.", "Someone is eating."),
     ("A cat sleeps.", "The stock market fell sharply today, analysts said."),

@@ -154,6 +154,7 @@ def test_encode_runs_in_evaluation_mode_and_restores_training(model):
         model.eval()
 
 
+@pytest.mark.slow
 def test_load_never_imports_sentence_transformers():
     import subprocess
     import sys

@@ -8,6 +8,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from conftest import slow_fixture
 from torch import nn
 
 import sbert
@@ -161,7 +162,7 @@ def test_save_replaces_a_model_folder_but_keeps_the_users_files(model, tmp_path)
 
 
 # -- damaged, poisoned and escaping folders (issue 13, section 11) ---------------------------------------------
-@pytest.fixture()
+@slow_fixture()
 def tiny_dense_folder(tmp_path):
     from conftest import make_tiny_encoder
 
@@ -182,6 +183,7 @@ def test_truncated_or_empty_weights_name_the_file(tiny_dense_folder, weights):
         sbert.load(tiny_dense_folder, device="cpu")
 
 
+@pytest.mark.slow
 def test_truncated_pickle_weights_name_the_folder(tiny_dense_folder):
     encoder = sbert.load(tiny_dense_folder, device="cpu")
     (tiny_dense_folder / "model.safetensors").unlink()
@@ -192,6 +194,7 @@ def test_truncated_pickle_weights_name_the_folder(tiny_dense_folder):
         sbert.load(tiny_dense_folder, allow_pickle=True, device="cpu")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_non_finite_weights_are_refused_at_load_naming_the_file(tmp_path, bad):
     from conftest import make_tiny_encoder
@@ -223,6 +226,7 @@ def test_module_paths_leaving_the_folder_are_refused(tiny_dense_folder, module_p
         sbert.load(tiny_dense_folder, device="cpu")
 
 
+@pytest.mark.slow
 def test_links_leading_outside_the_folder_are_refused(tiny_dense_folder, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -243,6 +247,7 @@ def test_links_leading_outside_the_folder_are_refused(tiny_dense_folder, tmp_pat
         sbert.load(tiny_dense_folder, device="cpu")
 
 
+@pytest.mark.slow
 def test_hub_cache_layout_links_into_its_blobs_are_allowed(tiny_dense_folder, tmp_path):
     repo = tmp_path / "hub" / "models--org--tiny"
     snapshot = repo / "snapshots" / "abc123"

@@ -7,7 +7,7 @@ cross-entropy, padding ignored). The decoder is the encoder's own architecture a
 its weights shared with the encoder's where the names match (embeddings, self-attention, feed-forward)
 and its LM head tied to the word embeddings; only the cross-attention and the LM head's transform and bias
 are its own. sentence-transformers' ``DenoisingAutoEncoderLoss`` (``tie_encoder_decoder=True``) computes
-the same loss; tests/test_tsdae.py checks loss and gradients against it.
+the same loss; tests/unit/losses/test_tsdae.py checks loss and gradients against it.
 
 The decoder belongs to the loss: the trainer trains it and keeps it in checkpoints (the losses' state),
 but it is not part of the ``Encoder`` and so never written into the saved model folder.

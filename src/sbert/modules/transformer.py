@@ -24,7 +24,7 @@ from sbert.token_ids import encode_ids
 CONFIG_FILE = "sentence_bert_config.json"
 PACK_WIDTH = 64  # tokens per packed row (or the batch's longest text, if longer)
 # Architectures whose position embeddings are read from explicit ``position_ids`` counted from 0,
-# so several texts can share a row (checked against padded batching in tests/test_packing.py).
+# so several texts can share a row (checked against padded batching in tests/unit/test_packing.py).
 PACKABLE_TYPES = ("bert",)
 # The files a tokenizer is built from: the Rust tokenizer's own file, or a WordPiece, BPE or SentencePiece vocabulary.
 TOKENIZER_FILES = (

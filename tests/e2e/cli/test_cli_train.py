@@ -25,6 +25,8 @@ from sbert.training import Trainer
 from sbert.training.recipe import objective_examples
 from sbert.training.spec import ObjectiveSpec, load_run_file
 
+pytestmark = pytest.mark.slow  # trains models
+
 STSB = "\n".join(
     f"main-captions\tMSRvid\t2012test\t{i:04d}\t{i % 6}.0\tA man is playing number {i}.\tA person plays {i}."
     for i in range(24)

@@ -24,7 +24,9 @@ import pytest
 
 from sbert.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # runs every documented block and command
+
+ROOT = Path(__file__).resolve().parents[3]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _BLOCK = re.compile(r"(?:<!--\s*doctest:\s*(?P<mark>[^>]*?)\s*-->\s*\n)?```(?P<lang>\w*)\n(?P<code>.*?)```", re.S)
 

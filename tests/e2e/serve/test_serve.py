@@ -19,6 +19,8 @@ import uvicorn  # noqa: E402
 from sbert.serve.app import Limits, create_app  # noqa: E402
 from sbert.serve.merging import DynamicBatcher  # noqa: E402
 
+pytestmark = pytest.mark.slow  # starts the service
+
 KEY = "test-key"
 TEXTS = ["A man is playing a guitar.", "The new movie is awesome.", "A woman slices an onion.", "Hi"]
 

@@ -19,6 +19,8 @@ from test_serve import TEXTS, Server, free_port  # noqa: E402
 
 from sbert.serve.app import EngineSettings, create_app  # noqa: E402
 
+pytestmark = pytest.mark.slow  # starts the service
+
 JSON = {"Content-Type": "application/json"}
 POISON = "this text makes the model fail"  # stands for an input that fails only inside a merged batch
 SURROGATE = b'{"input": ["A fine sentence.", "bad \\ud800 text"], "encoding_format": "float"}'

@@ -14,7 +14,7 @@ import pytest
 
 from sbert.search import exact
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(Path(__file__).resolve().parents[3] / "src")
 HEAVY = ("torch", "transformers")
 TEXTS = [
     "A man is playing a guitar.",

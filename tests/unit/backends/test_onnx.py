@@ -15,6 +15,8 @@ import sbert
 from sbert.backends import onnx as onnx_backend
 from sbert.modules import Dense, Normalize
 
+pytestmark = pytest.mark.slow  # exports models to ONNX
+
 
 @pytest.fixture(scope="module")
 def model_copy(tmp_path_factory):

@@ -111,6 +111,7 @@ def test_senteval_folds_never_train_on_their_test_rows():
             assert not rows & set(test.tolist())
 
 
+@pytest.mark.slow
 def test_choose_c_and_cross_validation_on_separable_data():
     rng = np.random.default_rng(0)
     y = np.array([0, 1] * 40)
@@ -207,6 +208,7 @@ def _tiny_transfer_tasks():
     return cv, split, encoder
 
 
+@pytest.mark.slow
 def test_transfer_evaluation_shows_its_folds_when_asked(capsys, monkeypatch):
     from sbert.evaluation.transfer import TransferEvaluator
 

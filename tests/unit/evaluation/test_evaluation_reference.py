@@ -8,6 +8,8 @@ from sbert.data.paths import data_dir
 from sbert.errors import InputFileError
 from sbert.evaluation.tasks import task_evaluator
 
+pytestmark = pytest.mark.slow  # scores the default model against sentence-transformers
+
 st = pytest.importorskip("sentence_transformers")
 
 

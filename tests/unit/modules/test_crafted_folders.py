@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import slow_fixture
 
 import sbert
 from sbert.cli import main
 from sbert.errors import ModelFormatError
 
 
-@pytest.fixture(scope="module")
+@slow_fixture(scope="module")
 def saved_tiny(tmp_path_factory) -> Path:
     """A tiny BERT + mean pooling + Dense(16 -> 8) folder, saved once."""
     from conftest import make_tiny_encoder

@@ -145,6 +145,7 @@ def test_every_pair_of_modes_in_either_order_equals_sentence_transformers(modes,
     _compare_with_sentence_transformers(modes, tmp_path)
 
 
+@pytest.mark.slow
 def test_single_modes_and_every_ordered_triple_equal_sentence_transformers(tmp_path):
     cases = [(m,) for m in MODES] + list(itertools.permutations(MODES, 3))
     for i, modes in enumerate(cases):

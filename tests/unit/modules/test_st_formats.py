@@ -20,6 +20,8 @@ from sbert.cross_encoder import CrossEncoder
 from sbert.errors import ModelFormatError
 from sbert.modules import Normalize
 
+pytestmark = pytest.mark.slow  # loads models beside sentence-transformers
+
 st = pytest.importorskip("sentence_transformers")
 
 TEXTS = ["A man is playing a flute.", "Two dogs run through a field of tall grass.", "Stocks fell sharply."]
@@ -115,7 +117,7 @@ def test_prompts_and_unknown_settings_survive_a_save(tiny_folder, tmp_path):
     written["__version__"]["sentence_transformers"] = "6.2.0"
     (folder / "config_sentence_transformers.json").write_text(json.dumps(written))
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the default prompt is applied now (tests/test_prompts.py), not warned about
+        warnings.simplefilter("error")  # the default prompt is applied now (test_prompts.py), not warned about
         ours = sbert.load(folder, device="cpu")
     assert ours.prompts == written["prompts"] and ours.default_prompt_name == "query"
     assert ours.similarity_fn_name == "dot"

@@ -54,6 +54,7 @@ def noisy_products(request, monkeypatch):
 
 
 # chunks of one query and one corpus row: 5 queries (5,015 chunk pairs), not 37 (37,111 pairs took 17-25 s)
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "query_chunk, corpus_chunk, n_queries", [(1, 1, 5), (7, 97, 37), (1000, 1000, 37), (3, 1003, 37)]
 )
@@ -89,6 +90,7 @@ def test_ties_are_ordered_by_corpus_index_whatever_the_chunking():
             np.testing.assert_array_equal(found.indices, expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("score", ["cosine", "dot", "euclidean", "manhattan"])
 def test_scores_and_order_do_not_depend_on_chunk_sizes(score, noisy_products):
     """Equal vectors (duplicate texts) get equal scores and come in index order, however the work is chunked."""
@@ -133,6 +135,7 @@ def _brute_pairs(emb: np.ndarray) -> list[tuple[float, int, int]]:
     return sorted(pairs, key=lambda p: (-p[0], p[1], p[2]))
 
 
+@pytest.mark.slow
 def test_mining_equals_brute_force_on_500_texts(noisy_products):
     emb = np.random.default_rng(2).normal(size=(500, 16)).astype(np.float32)
     expected = _brute_pairs(emb)
@@ -168,6 +171,7 @@ def test_mining_with_small_top_k_keeps_each_rows_best_partners(noisy_products):
     assert [p.score for p in mined] == sorted((p.score for p in mined), reverse=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("noisy_products", [True], indirect=True, ids=["noisy"])
 def test_mining_with_exact_scores_does_not_depend_on_chunk_sizes(noisy_products):
     rng = np.random.default_rng(4)

@@ -16,16 +16,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import slow_fixture
 from ddp_worker import CASES, objective, train
 
 from sbert.data.examples import RetrievalExample
 from sbert.losses.in_batch import share_of_columns
 from sbert.training import distributed
 
-WORKER = Path(__file__).with_name("ddp_worker.py")
+WORKER = Path(__file__).resolve().parents[2] / "ddp_worker.py"
 
 
-@pytest.fixture(scope="module")
+@slow_fixture(scope="module")
 def two_ranks(tmp_path_factory) -> Path:
     """The folder where ``torchrun --nproc_per_node 2`` left each case's weights (rank 0's)."""
     out = tmp_path_factory.mktemp("ddp")

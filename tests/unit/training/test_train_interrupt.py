@@ -16,6 +16,8 @@ from test_trainer import params, regression_trainer
 from sbert.errors import SbertError
 from sbert.training import TrainingInterrupted
 
+pytestmark = pytest.mark.slow  # trains in a child process and stops it
+
 
 def signal_at(step: int, *signums: int):
     """An ``on_step`` callback that sends this process ``signums`` after ``step``."""

@@ -16,6 +16,8 @@ from sbert.evaluation import STSEvaluator
 from sbert.losses import CosineRegressionLoss, SoftmaxLoss, TripletLoss
 from sbert.training import Objective, TrainConfig, Trainer
 
+pytestmark = pytest.mark.slow  # trains models
+
 WORDS = [
     "the",
     "a",

@@ -22,6 +22,8 @@ from sbert.losses import CosineRegressionLoss, SoftmaxLoss, TripletLoss
 from sbert.training import Objective, TrainConfig, Trainer
 from sbert.training.trainer import _param_groups
 
+pytestmark = pytest.mark.slow  # trains beside sentence-transformers
+
 st = pytest.importorskip("sentence_transformers")
 # The paper's rate. Adam turns a gradient that is float noise (attention key biases have zero gradient in
 # exact arithmetic; some coordinates of the last LayerNorm nearly so) into a step of up to the learning

@@ -149,6 +149,7 @@ def test_damaged_or_foreign_folders_give_clear_errors(tmp_path, vectors):
         VectorIndex.open(folder)
 
 
+@pytest.mark.slow
 def test_hnsw_recall_at_10_on_20000_vectors(tmp_path):
     corpus, queries = clustered(20_000, dim=128, centres=400), clustered(200, dim=128, centres=400, seed=9)
     ix = VectorIndex.build(tmp_path / "ix", corpus, model="default", ann=True)

@@ -18,6 +18,8 @@ import pytest
 
 from sbert.search.index.folder import IndexLockedError, VectorIndex
 
+pytestmark = pytest.mark.slow  # starts processes
+
 DIM = 16
 
 KINDS = {"exact": {}, "hnsw": {"ann": True, "ef_construction": 16}}
