@@ -37,7 +37,7 @@ if _WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // _WORKERS)))
 
 # Every folder of tests is on sys.path, as pytest's default import mode puts a test module's own folder there
-# when it collects it: a module imports a helper or another test module by its name (``from test_beir import
+# when it collects it: a module imports a shared module or another test module by its name (``from test_beir import
 # write_beir``, ``from conftest import make_tiny_encoder``) whichever files a run selects. Module names are
 # therefore unique across folders (pytest refuses a second ``test_x.py``).
 TESTS = Path(__file__).resolve().parent
