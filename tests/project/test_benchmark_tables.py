@@ -348,7 +348,7 @@ def test_a_batches_row_stopped_by_a_signal_says_where_it_goes_on_and_exits_143(m
     )
 
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 RESULTS = BENCHMARKS / "results"
 _COMMAND = re.compile(r"`(?:flock \S+ )?python -m benchmarks\.([a-z0-9_]+)")
 
