@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sbert.data.beir import Document
+
+if TYPE_CHECKING:
+    from sbert.losses.objectives import ObjectiveKind
 
 
 @dataclass(frozen=True)
@@ -27,13 +31,21 @@ class Method:
     first: str | None = None
 
     @property
+    def kind(self) -> ObjectiveKind:
+        """The objective's entry in ``sbert.losses.objectives.OBJECTIVES`` (its facts and its loss)."""
+        from sbert.losses.objectives import OBJECTIVES  # on use: the CLI's tables stay free of torch
+
+        return OBJECTIVES[self.objective]
+
+    @property
     def needs_teacher(self) -> bool:
-        return self.objective in ("margin-mse", "distill-kl")
+        """Trains on the rows a ``--teacher`` scored."""
+        return self.kind.needs_teacher
 
     @property
     def in_batch(self) -> bool:
         """Trains with in-batch negatives (what ``--guide`` masks)."""
-        return self.objective == "mnrl"
+        return self.kind.in_batch
 
 
 METHODS: dict[str, Method] = {

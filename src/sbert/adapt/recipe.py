@@ -297,19 +297,13 @@ def training_rows(
     teacher-scored candidates for the distillation objectives, of the ``trained_queries`` only
     (``sbert.adapt.teacher.scored_rows``: written to ``kept.path`` as they are scored, read back by a resumed
     run with the same inputs), or each document's text for TSDAE."""
-    if chosen.objective == "tsdae":
+    if chosen.kind.texts_alone:  # each document's text once (TSDAE)
         from sbert.data.examples import Text
-        from sbert.losses.denoising import DenoisingAutoEncoderLoss
 
-        return [Text(q.positive) for q in queries], DenoisingAutoEncoderLoss(student, seed=settings.seed)
+        return [Text(q.positive) for q in queries], objective_loss(chosen, settings, student)
     if not chosen.needs_teacher:
-        from sbert.losses.in_batch import MultipleNegativesRankingLoss, guide_from
-
-        named = {"guide": settings.guide, "guide_margin": settings.guide_margin}
-        guide = guide_from(named, settings.max_seq_length)  # it judges the text the student reads
-        return [q.example() for q in queries], MultipleNegativesRankingLoss(settings.scale, guide)
+        return [q.example() for q in queries], objective_loss(chosen, settings, student)
     from sbert.adapt.teacher import scored_key, scored_rows
-    from sbert.losses.distillation import DistillKLDivLoss, MarginMSELoss
 
     queries = trained_queries(queries, settings)
     decided = {k: getattr(settings, k) for k in SCORES_DEPEND_ON}
@@ -328,9 +322,21 @@ def training_rows(
         show_progress=kept.progress,
         max_seq_length=settings.max_seq_length,  # the teacher scores the text the student reads
     )
-    if chosen.objective == "margin-mse":
-        return rows, MarginMSELoss(None, "dot")
-    return rows, DistillKLDivLoss(None, "dot", settings.temperature)
+    return rows, objective_loss(chosen, settings, student)
+
+
+def objective_loss(chosen: Method, settings: AdaptSettings, student) -> nn.Module:
+    """The method's loss, as its ``OBJECTIVES`` entry builds it from these settings: no teacher (the rows carry
+    its scores), a guide reading the text the student reads, TSDAE's deletions drawn from ``settings.seed``."""
+    from sbert.losses.objectives import LossInputs
+
+    kind = chosen.kind
+    given = {"scale": settings.scale, "temperature": settings.temperature, "teacher": ""}
+    given |= {"guide": settings.guide or "", "guide_margin": settings.guide_margin}
+    own = {**kind.settings, **{key: value for key, value in given.items() if key in kind.settings}}
+    dim = getattr(student, "model_dim", 0)  # only a classification head reads the width: no adapt method has one
+    inputs = LossInputs(own, dim, model=student, text_length=settings.max_seq_length, seed=settings.seed)
+    return kind.bi_encoder(inputs)
 
 
 def trained_queries(queries: Sequence[PseudoQuery], settings: AdaptSettings) -> list[PseudoQuery]:

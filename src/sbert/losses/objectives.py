@@ -50,13 +50,15 @@ class LossInputs:
     score_range: ScoreRange = DEFAULT_SCORE_RANGE
     model: Any = None
     text_length: int | None = None
+    seed: int | None = None  # a loss that draws at random (TSDAE's deletions): its generator's seed; None: torch's
 
 
 @dataclass(frozen=True)
 class ObjectiveKind:
     """One objective: the examples it takes (most wanted first), its settings with their defaults, and
     how to build its loss for a bi-encoder and (``None``: not trainable so) a cross-encoder, whose head
-    then has ``cross_labels(settings)`` outputs."""
+    then has ``cross_labels(settings)`` outputs; ``in_batch``: it scores each row against the other rows'
+    texts (in-batch negatives, what a ``guide`` masks)."""
 
     needs: tuple[type, ...]
     bi_encoder: Callable[[LossInputs], nn.Module]
@@ -64,6 +66,17 @@ class ObjectiveKind:
     cross_encoder: Callable[[LossInputs], nn.Module] | None = None
     cross_labels: Callable[[Mapping[str, Any]], int] | None = None
     help: str = ""
+    in_batch: bool = False
+
+    @property
+    def needs_teacher(self) -> bool:
+        """Whether a teacher model (its ``teacher`` setting) scores the rows it learns from."""
+        return "teacher" in self.settings
+
+    @property
+    def texts_alone(self) -> bool:
+        """Whether it learns from texts alone (``Text`` rows: no pairs, no labels)."""
+        return self.needs == (Text,)
 
 
 def _guide(x: LossInputs):
@@ -102,6 +115,7 @@ OBJECTIVES: dict[str, ObjectiveKind] = {
         needs=IN_BATCH_EXAMPLES,
         settings={"scale": 20.0, **POSITIVE_SETTINGS, **GUIDE_SETTINGS},
         bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"], _guide(x)),
+        in_batch=True,
         help="in-batch negatives: cross-entropy over scaled cosine (0..n hard negatives per row)",
     ),
     "cached-mnrl": ObjectiveKind(
@@ -110,12 +124,14 @@ OBJECTIVES: dict[str, ObjectiveKind] = {
         bi_encoder=lambda x: CachedMultipleNegativesRankingLoss(
             x.settings["scale"], x.settings["mini_batch_size"], _guide(x)
         ),
+        in_batch=True,
         help="mnrl with gradient caching (GradCache): large batches in the memory of mini_batch_size texts",
     ),
     "simcse": ObjectiveKind(
         needs=(Text,),
         settings={"scale": 20.0, **GUIDE_SETTINGS},
         bi_encoder=lambda x: MultipleNegativesRankingLoss(x.settings["scale"], _guide(x)),
+        in_batch=True,
         help="SimCSE: each text against itself under other dropout, in-batch negatives (texts alone)",
     ),
     "margin-mse": ObjectiveKind(
@@ -140,7 +156,7 @@ OBJECTIVES: dict[str, ObjectiveKind] = {
     "tsdae": ObjectiveKind(
         needs=(Text,),
         settings={"delete_ratio": DELETE_RATIO},
-        bi_encoder=lambda x: DenoisingAutoEncoderLoss(x.model, x.settings["delete_ratio"]),
+        bi_encoder=lambda x: DenoisingAutoEncoderLoss(x.model, x.settings["delete_ratio"], seed=x.seed),
         help="TSDAE: a decoder tied to the encoder rebuilds each text from the vector of its words with "
         "delete_ratio of them deleted (texts alone)",
     ),

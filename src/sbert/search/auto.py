@@ -421,6 +421,7 @@ def choose_search(
     ``default_choice`` where the best is ahead of it by no more than ``KEEP_DEFAULT_WITHIN`` standard errors.
     With ``adapted``, an encoder loaded from a folder with an ``adapt.json`` (``AdaptRecord``) has its
     pseudo-queries drawn from the documents it was not trained on (those in ``documents``)."""
+    from sbert.evaluation.retrieval import ndcg_at_k
     from sbert.search.retrieve import SearchOptions, build_index, search_texts
     from sbert.windows import Chunking
 
@@ -442,7 +443,7 @@ def choose_search(
                 options = SearchOptions(10, hybrid=choice.hybrid, fusion=choice.fusion, alpha=choice.alpha)
                 hits = search_texts(index, encoder, query_texts, options, batch_size=batch_size)
                 pairs = zip(query_ids, hits, strict=True)
-                found = [ndcg_of_one([h.id for h in ranked], held.relevant[q]) for q, ranked in pairs]
+                found = [ndcg_at_k([h.id for h in ranked], {held.relevant[q]}, 10) for q, ranked in pairs]
                 scores[choice.name], per_query[choice.name] = 100 * sum(found) / len(found), found
     titles = {d.id: d.title.strip() for d in documents}
     kinds = {"title": sum(1 for q, text in held.queries.items() if text == titles[held.relevant[q]])}
@@ -477,14 +478,6 @@ def reusing_vectors(encoder: Any) -> contextlib.AbstractContextManager:
     but the held-out ones, and windows equal to whole documents) are embedded once."""
     reuse = getattr(encoder, "reusing_vectors", None)
     return reuse() if callable(reuse) else contextlib.nullcontext()
-
-
-def ndcg_of_one(ranked: Sequence[str], relevant: str, k: int = 10) -> float:
-    """NDCG@k with one relevant document (``evaluation.retrieval.ndcg_at_k``'s value): 1/log2(rank + 1)."""
-    import math
-
-    top = list(ranked[:k])
-    return 1.0 / math.log2(top.index(relevant) + 2) if relevant in top else 0.0
 
 
 def index_settings(result: AutoResult) -> dict[str, Any]:

@@ -566,6 +566,27 @@ def test_the_guide_judges_the_text_the_student_reads():
     assert training_rows(method("title"), AdaptSettings(method="title"), None, DOCS, [])[1].guide is None
 
 
+def test_a_methods_facts_and_loss_come_from_its_objectives_entry(monkeypatch):
+    from dataclasses import replace
+
+    from sbert.adapt.methods import METHODS, method
+    from sbert.adapt.recipe import objective_loss
+    from sbert.losses.distillation import DistillKLDivLoss, MarginMSELoss
+    from sbert.losses.objectives import OBJECTIVES
+
+    assert {name for name, m in METHODS.items() if m.needs_teacher} == {"distill-margin", "distill-kl"}
+    assert {name for name, m in METHODS.items() if not m.in_batch} == {"distill-margin", "distill-kl", "tsdae"}
+    assert method("tsdae").kind is OBJECTIVES["tsdae"] and method("tsdae").kind.texts_alone
+    settings = AdaptSettings(method="distill-kl", teacher="default", temperature=0.5)
+    kl = objective_loss(method("distill-kl"), settings, None)  # the rows carry the teacher's scores: no teacher
+    assert isinstance(kl, DistillKLDivLoss) and kl.teacher is None and (kl.temperature, kl.similarity) == (0.5, "dot")
+    margin = objective_loss(method("distill-margin"), settings, None)
+    assert type(margin) is MarginMSELoss and margin.teacher is None
+    assert objective_loss(method("title"), AdaptSettings(scale=7.0), None).scale == 7.0
+    monkeypatch.setitem(OBJECTIVES, "mnrl", replace(OBJECTIVES["mnrl"], in_batch=False))
+    assert not method("title").in_batch  # read from the table, not from the objective's name
+
+
 def test_a_guide_is_refused_before_any_work_where_it_cannot_mask(tmp_path, monkeypatch):
     from test_remote_code import tiny_cross_encoder_folder
 

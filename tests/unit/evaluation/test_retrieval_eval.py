@@ -4,6 +4,7 @@ InformationRetrievalEvaluator on a SciFact slice, and ``sbert eval --retrieval``
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import numpy as np
@@ -59,6 +60,14 @@ def test_a_perfect_ranking_scores_one_even_with_more_relevant_documents_than_k()
         assert metric(["r1", "r2", "n"], relevant, 2) == pytest.approx(1.0)
     assert recall_at_k(["r1", "r2", "n"], relevant, 2) == 0.5
     assert ndcg_at_k(["n", "m"], relevant, 2) == map_at_k([], relevant, 10) == 0.0
+
+
+def test_ndcg_with_one_relevant_document_is_one_over_log2_of_rank_plus_one():
+    """The case ``sbert.search.auto`` scores its held-out pseudo-queries with (one relevant document each)."""
+    assert ndcg_at_k(["a", "b", "c"], {"a"}, 10) == 1.0
+    assert ndcg_at_k(["b", "a"], {"a"}, 10) == pytest.approx(1 / math.log2(3), abs=1e-12)
+    assert ndcg_at_k(["b", "c", "d", "a"], {"a"}, 10) == pytest.approx(1 / math.log2(5), abs=1e-12)
+    assert ndcg_at_k([str(i) for i in range(10)] + ["a"], {"a"}, 10) == 0.0  # ranked 11th: outside the top 10
 
 
 def test_means_leave_out_queries_without_relevant_documents_and_count_missing_rankings_as_empty():

@@ -154,6 +154,20 @@ def test_every_objective_builds_its_loss_from_its_settings():
     assert (margin.margin, margin.distance) == (3.0, "cosine")
 
 
+def test_each_objective_states_its_facts_in_its_entry():
+    """What callers ask of an objective (``sbert adapt``: a teacher? in-batch negatives to guide? texts alone?)
+    is read from ``OBJECTIVES``, never from its name."""
+    from sbert.losses.objectives import OBJECTIVES
+
+    def having(fact):
+        return {name for name, kind in OBJECTIVES.items() if getattr(kind, fact)}
+
+    assert having("in_batch") == {"mnrl", "cached-mnrl", "simcse"}
+    assert having("needs_teacher") == {"margin-mse", "distill-kl", "embedding-mse"}
+    assert having("texts_alone") == {"simcse", "embedding-mse", "tsdae"}
+    assert {name for name, kind in OBJECTIVES.items() if "guide" in kind.settings} == having("in_batch")
+
+
 def test_a_new_objective_is_one_table_entry(monkeypatch, tmp_path):
     """A loss registered in OBJECTIVES is usable from a run specification with its own setting."""
     from sbert.losses.objectives import OBJECTIVES, ObjectiveKind

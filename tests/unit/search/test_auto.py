@@ -145,14 +145,6 @@ def test_the_default_way_of_searching_stays_unless_the_best_is_ahead_of_it_beyon
     assert tie["best"].name == "dense" and tie["choice"] == default
 
 
-def test_ndcg_of_one_relevant_document_equals_the_evaluators():
-    from sbert.evaluation.retrieval import ndcg_at_k
-    from sbert.search.auto import ndcg_of_one
-
-    for ranked in (["a", "b", "c"], ["b", "a"], ["b", "c", "d"], [str(i) for i in range(12)] + ["a"]):
-        assert ndcg_of_one(ranked, "a") == pytest.approx(ndcg_at_k(ranked, {"a"}, 10))
-
-
 def test_auto_embeds_each_document_it_did_not_change_once_and_indexes_as_without_reuse():
     from sbert.evaluation.retrievers import IndexRetriever, RetrievalSettings
 
