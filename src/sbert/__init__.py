@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 __version__ = "0.1.0"
 
@@ -26,7 +26,7 @@ def load(
     *,
     allow_pickle: bool = False,
     device: str | None = None,
-    backend: str = "torch",
+    backend: Literal["torch", "onnx"] = "torch",
     precision: str = "fp32",
     truncate_dim: int | None = None,
 ) -> Encoder:
@@ -51,7 +51,7 @@ def load(
 _MODULES = {"similarity": "sbert.similarity", "cluster": "sbert.search.cluster"}  # sbert.<name>, loaded on use
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name == "Encoder":
         from sbert.encoder import Encoder
 

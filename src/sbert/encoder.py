@@ -12,7 +12,7 @@ import re
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import numpy as np
 import torch
@@ -41,6 +41,11 @@ from sbert.progress import ENCODE_FROM, progress_bar
 from sbert.prompts import Prompts, Task, prompt_length, prompted
 from sbert.token_ids import collection_paused
 from sbert.versions import saved_versions
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from sbert.protocols import IndexEncoder, TrainableEncoder
 
 CHUNK = 65_536  # texts tokenised at a time: bounds the memory for ids, keeps sorting near-global
 ST_CONFIG = "config_sentence_transformers.json"
@@ -96,7 +101,8 @@ class Encoder(nn.Sequential):
     @property
     def transformer(self) -> Transformer | StaticEmbedding:
         """The first module, which turns texts into token ids and those into vectors (a static model's table)."""
-        return next(iter(self._modules.values()))  # not self[0]: nn.Sequential's indexing costs microseconds a call
+        first = next(iter(self._modules.values()))  # not self[0]: nn.Sequential's indexing costs microseconds a call
+        return cast("Transformer | StaticEmbedding", first)
 
     @property
     def is_static(self) -> bool:
@@ -107,7 +113,7 @@ class Encoder(nn.Sequential):
     def model_dim(self) -> int:
         """Width of the vectors the modules compute (what training sees), before ``truncate_dim``."""
         first, *rest = self._modules.values()
-        dim = first.dim
+        dim = cast(int, first.dim)
         for module in rest:
             dim = getattr(module, "dim", dim)
         return dim
@@ -274,11 +280,49 @@ class Encoder(nn.Sequential):
         with collection_paused():
             ids, truncated = self.transformer.tokenize(prompted(texts, prompt))
         excluded = prompt and any(not getattr(m, "include_prompt", True) for m in self)
-        if not excluded:
+        if not excluded or prompt is None:
             return Tokenized(ids, truncated)
         special = set(self.transformer.tokenizer.all_special_ids)
         length = prompt_length(self.transformer.tokenize([prompt])[0][0], special)
         return Tokenized(ids, truncated, [length] * len(texts))
+
+    @overload
+    def encode(
+        self,
+        texts: str | Iterable[str],
+        batch_size: int = 32,
+        normalize: bool = False,
+        convert_to: Literal["numpy"] = "numpy",
+        show_progress: bool | None = None,
+        output: Literal["sentence"] = "sentence",
+        sort_by_length: bool = True,
+        allow_empty: bool = False,
+        on_truncation: Literal["warn", "error", "ignore"] = "warn",
+        max_tokens: int | None = None,
+        packing: bool = False,
+        truncate_dim: int | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+    ) -> np.ndarray: ...
+
+    @overload
+    def encode(
+        self,
+        texts: str | Iterable[str],
+        batch_size: int = 32,
+        normalize: bool = False,
+        convert_to: Literal["numpy", "torch"] = "numpy",
+        show_progress: bool | None = None,
+        output: Literal["sentence", "token"] = "sentence",
+        sort_by_length: bool = True,
+        allow_empty: bool = False,
+        on_truncation: Literal["warn", "error", "ignore"] = "warn",
+        max_tokens: int | None = None,
+        packing: bool = False,
+        truncate_dim: int | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+    ) -> np.ndarray | torch.Tensor | list[Any]: ...
 
     def encode(
         self,
@@ -296,7 +340,7 @@ class Encoder(nn.Sequential):
         truncate_dim: int | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
-    ) -> np.ndarray | torch.Tensor | list:
+    ) -> np.ndarray | torch.Tensor | list[Any]:
         """Embed texts: (n, dim) float32 for a list, (dim,) for one string, (0, dim) for an empty list.
 
         ``output="token"`` gives instead, per text, its token vectors (n_tokens, hidden) without padding.
@@ -338,23 +382,63 @@ class Encoder(nn.Sequential):
             self._warn_truncated(truncated, len(items), prompt)
         return _converted(out, isinstance(texts, str), convert_to)
 
+    @overload
+    def encode_query(
+        self,
+        texts: str | Iterable[str],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        *,
+        convert_to: Literal["numpy"] = "numpy",
+        output: Literal["sentence"] = "sentence",
+        **options: Any,
+    ) -> np.ndarray: ...
+
+    @overload
     def encode_query(
         self, texts: str | Iterable[str], prompt_name: str | None = None, prompt: str | None = None, **options: Any
-    ) -> np.ndarray | torch.Tensor | list:
+    ) -> np.ndarray | torch.Tensor | list[Any]: ...
+
+    def encode_query(
+        self, texts: str | Iterable[str], prompt_name: str | None = None, prompt: str | None = None, **options: Any
+    ) -> np.ndarray | torch.Tensor | list[Any]:
         """``encode`` for search queries: given no prompt, the model's "query" prompt (empty if it has none),
         never the default one; as sentence-transformers' ``encode_query``."""
         if prompt_name is None and prompt is None:
             prompt_name = self._prompts.task_name("query")
-        return self.encode(texts, prompt_name=prompt_name, prompt=prompt, **options)
+        out: np.ndarray | torch.Tensor | list[Any] = self.encode(
+            texts, prompt_name=prompt_name, prompt=prompt, **options
+        )
+        return out
+
+    @overload
+    def encode_document(
+        self,
+        texts: str | Iterable[str],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        *,
+        convert_to: Literal["numpy"] = "numpy",
+        output: Literal["sentence"] = "sentence",
+        **options: Any,
+    ) -> np.ndarray: ...
+
+    @overload
+    def encode_document(
+        self, texts: str | Iterable[str], prompt_name: str | None = None, prompt: str | None = None, **options: Any
+    ) -> np.ndarray | torch.Tensor | list[Any]: ...
 
     def encode_document(
         self, texts: str | Iterable[str], prompt_name: str | None = None, prompt: str | None = None, **options: Any
-    ) -> np.ndarray | torch.Tensor | list:
+    ) -> np.ndarray | torch.Tensor | list[Any]:
         """``encode`` for the documents searched: given no prompt, the model's "document" prompt (empty if it has
         none; as in sentence-transformers 6.2, "passage" is not used unless named), never the default one."""
         if prompt_name is None and prompt is None:
             prompt_name = self._prompts.task_name("document")
-        return self.encode(texts, prompt_name=prompt_name, prompt=prompt, **options)
+        out: np.ndarray | torch.Tensor | list[Any] = self.encode(
+            texts, prompt_name=prompt_name, prompt=prompt, **options
+        )
+        return out
 
     def encode_tokenized(
         self,
@@ -371,7 +455,7 @@ class Encoder(nn.Sequential):
         """Sentence vectors (n, dim) of texts already tokenised by ``tokenize``: what ``encode`` gives for them."""
         batching = self._batching(batch_size, sort_by_length, max_tokens, packing)
         width = self._check_truncate_dim(truncate_dim) or self.dim
-        out = _empty_output(len(tokens), width, "sentence")
+        out = np.empty((len(tokens), width), dtype=np.float32)
         with (
             self._inference(),
             progress_bar(len(tokens), "encode", show_progress, "text", from_items=ENCODE_FROM) as bar,
@@ -389,9 +473,10 @@ class Encoder(nn.Sequential):
             return Batching(self.transformer.collate, False, batch_size, sort_by_length, max_tokens)
         if self.backend_name != "torch" and output == "sentence":
             raise ValueError("packing runs on the torch backend only; call use_backend('torch') or drop packing")
-        self.transformer.check_packable()
+        transformer = cast(Transformer, self.transformer)  # check_packable refuses a static model
+        transformer.check_packable()
         tokens = PACKED_TOKENS if max_tokens is None else max_tokens
-        return Batching(self.transformer.collate_packed, True, batch_size, sort_by_length, tokens)
+        return Batching(transformer.collate_packed, True, batch_size, sort_by_length, tokens)
 
     @contextlib.contextmanager
     def _inference(self) -> Iterator[None]:
@@ -430,7 +515,16 @@ class Encoder(nn.Sequential):
         finally:
             self._memo = outer
 
-    def _run(self, tokens: Tokenized, batching: Batching, normalize: bool, width: int, out, start: int, bar) -> None:
+    def _run(
+        self,
+        tokens: Tokenized,
+        batching: Batching,
+        normalize: bool,
+        width: int,
+        out: np.ndarray | list[Any],
+        start: int,
+        bar: Any,
+    ) -> None:
         """Embed ``tokens`` into ``out[start:]``: an (n, width) array, or a list for token vectors."""
         memo: VectorMemo | None = getattr(self, "_memo", None)
         if memo is not None and isinstance(out, np.ndarray):
@@ -444,7 +538,14 @@ class Encoder(nn.Sequential):
         self._run_rows(tokens, batching, normalize, width, out, start + np.arange(len(tokens)), bar)
 
     def _run_rows(
-        self, tokens: Tokenized, batching: Batching, normalize: bool, width: int, out, positions: np.ndarray, bar
+        self,
+        tokens: Tokenized,
+        batching: Batching,
+        normalize: bool,
+        width: int,
+        out: np.ndarray | list[Any],
+        positions: np.ndarray,
+        bar: Any,
     ) -> None:
         """Embed ``tokens`` into the rows ``positions`` of ``out`` (one per text)."""
         if tokens.prompt_lengths is not None and isinstance(out, np.ndarray) and self._runner is not self._torch:
@@ -483,7 +584,8 @@ class Encoder(nn.Sequential):
     def forward(self, features: Features, packed: bool = False) -> Features:
         """Run the modules in order; ``packed`` features (``Transformer.collate_packed``) take the transformer's
         packed path."""
-        features = self.transformer.forward_packed(features) if packed else self.transformer(features)
+        transformer = self.transformer
+        features = cast(Transformer, transformer).forward_packed(features) if packed else transformer(features)
         for module in list(self)[1:]:
             features = module(features)
         return features
@@ -499,7 +601,10 @@ class Encoder(nn.Sequential):
         ``encode_query`` uses), "document" (``encode_document``'s), None (``encode``'s default prompt); one
         role for every group or one per group. Truncation is silent here.
         """
-        per_group = list(roles) if isinstance(roles, (list, tuple)) else [roles] * len(groups)
+        if isinstance(roles, (list, tuple)):
+            per_group: list[Task | None] = list(roles)
+        else:
+            per_group = [cast("Task | None", roles)] * len(groups)
         if len(per_group) != len(groups):
             raise ValueError(f"{len(per_group)} roles for {len(groups)} groups of texts")
         out = []
@@ -530,7 +635,7 @@ class Encoder(nn.Sequential):
             for idx, module in enumerate(self):
                 name = type(module).__name__
                 folder = "" if idx == 0 and isinstance(module, Transformer) else f"{idx}_{name}"
-                module.save(tmp / folder)
+                cast(Module, module).save(tmp / folder)
                 entries.append({"idx": idx, "name": str(idx), "path": folder, "type": module.type_name})
             write_json(tmp / "modules.json", entries)
             write_json(tmp / ST_CONFIG, self._settings_to_save())
@@ -542,11 +647,14 @@ class Encoder(nn.Sequential):
         sentence-transformers and sbert too)."""
         rest = list(self)[1:]
         only_normalize = len(rest) <= 1 and all(isinstance(m, Normalize) for m in rest)
-        return self.is_static and self[0].skip_unknown and only_normalize
+        table = self.transformer
+        return isinstance(table, StaticEmbedding) and table.skip_unknown and only_normalize
 
     def _save_model2vec(self, path: str | Path) -> Path:
         with atomic_dir(path) as tmp:
-            save_model2vec(self[0], tmp, normalize=len(self) == 2, config={"saved_by": "sbert"})
+            save_model2vec(
+                cast(StaticEmbedding, self.transformer), tmp, normalize=len(self) == 2, config={"saved_by": "sbert"}
+            )
             write_json(tmp / ST_CONFIG, self._settings_to_save())
         return Path(path)
 
@@ -626,12 +734,12 @@ class Encoder(nn.Sequential):
         }
 
 
-def _empty_output(n: int, width: int, output: str) -> np.ndarray | list:
+def _empty_output(n: int, width: int, output: str) -> np.ndarray | list[Any]:
     """Where ``encode`` writes: an (n, width) array of sentence vectors, or a list for token vectors."""
     return np.empty((n, width), dtype=np.float32) if output == "sentence" else [None] * n
 
 
-def _converted(out: np.ndarray | list, single: bool, convert_to: str) -> np.ndarray | torch.Tensor | list:
+def _converted(out: np.ndarray | list[Any], single: bool, convert_to: str) -> np.ndarray | torch.Tensor | list[Any]:
     """``encode``'s result in the form asked for: one item for a single text; numpy or torch."""
     convert = torch.from_numpy if convert_to == "torch" else (lambda array: array)
     if isinstance(out, list):
@@ -706,12 +814,19 @@ def _caller_stacklevel() -> int:
     """The ``stacklevel`` that makes a warning point at the first frame outside sbert (the user's line)."""
     import sys
 
-    frame, level = sys._getframe(1), 1
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
     package = str(Path(__file__).parent)
     while frame is not None and (frame.f_code.co_filename.startswith(package) or _is_wrapper(frame)):
         frame, level = frame.f_back, level + 1
     return level
 
 
-def _is_wrapper(frame) -> bool:
+def _is_wrapper(frame: FrameType) -> bool:
     return bool(re.search(r"[/\\](torch|contextlib)[/\\]", frame.f_code.co_filename))
+
+
+if TYPE_CHECKING:  # mypy (.ci/run) checks that an Encoder keeps the contracts search and training rely on
+
+    def _keeps_the_contracts(encoder: Encoder) -> tuple[IndexEncoder, TrainableEncoder]:
+        return encoder, encoder

@@ -21,13 +21,16 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from sbert.atomic import atomic_file
 from sbert.prompts import prompted
 from sbert.token_ids import encode_ids
+
+if TYPE_CHECKING:
+    from sbert.protocols import SearchEncoder
 
 RECORD = "query-encoder.json"
 TOKENIZER = "query-tokenizer.json"
@@ -50,7 +53,7 @@ def record(folder: str | Path, encoder: Any, manifest: dict) -> bool:
     fast = getattr(transformer, "_fast", None)
     prompt = encoder.resolve_prompt(task="query") if fast is not None else None
     keeps_prompt = all(getattr(m, "include_prompt", True) for m in encoder) if fast is not None else False
-    if fast is None or not keeps_prompt:
+    if fast is None or transformer is None or path is None or not keeps_prompt:
         for name in (RECORD, TOKENIZER):
             (folder / name).unlink(missing_ok=True)
         return False
@@ -88,7 +91,7 @@ class QueryEncoder:
         options.inter_op_num_threads = 1
         self.session = ort.InferenceSession(spec["onnx"]["path"], options, providers=["CPUExecutionProvider"])
         self.inputs = [i.name for i in self.session.get_inputs()]
-        self.runtime = spec["index"]["backend"]
+        self.runtime: str = spec["index"]["backend"]
 
     @classmethod
     def of_index(cls, folder: str | Path, manifest: dict) -> QueryEncoder | None:
@@ -111,6 +114,17 @@ class QueryEncoder:
         except (OSError, ValueError, KeyError, TypeError, ImportError):
             return None
 
+    def resolve_prompt(
+        self, prompt_name: str | None = None, prompt: str | None = None, task: str | None = None
+    ) -> str | None:
+        """``prompt`` if given, else the recorded query prompt (None: none); ``ValueError`` for a ``prompt_name``
+        or the "document" task, which only the model knows."""
+        if prompt is not None:
+            return prompt
+        if prompt_name is not None or task == "document":
+            raise ValueError("the light query encoder knows the recorded query prompt only")
+        return self.spec["prompt"]
+
     def encode_query(
         self,
         texts: Sequence[str],
@@ -118,8 +132,10 @@ class QueryEncoder:
         prompt_name: str | None = None,
         prompt: str | None = None,
         on_truncation: str = "warn",
+        show_progress: bool | None = None,
     ) -> np.ndarray:
-        """(n, dim) float32 query vectors, as ``Encoder.encode_query`` on the ONNX backend computes them.
+        """(n, dim) float32 query vectors, as ``Encoder.encode_query`` on the ONNX backend computes them (no
+        progress bar: ``show_progress`` is accepted and ignored).
 
         Raises ``ValueError`` for what the light path does not do (another prompt, empty texts, a query cut
         at the model's limit): the caller then takes the full path, which handles or explains it."""
@@ -168,3 +184,9 @@ def light_query_encoder(index: Any) -> QueryEncoder | None:
     if os.environ.get("SBERT_NO_LIGHT_SEARCH"):
         return None
     return QueryEncoder.of_index(index.path, index.manifest)
+
+
+if TYPE_CHECKING:  # mypy (.ci/run) checks that the light path keeps the contract search relies on
+
+    def _keeps_the_contract(light: QueryEncoder) -> SearchEncoder:
+        return light

@@ -11,7 +11,8 @@ rows whose true scores are within float32 rounding of the cut could change with 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, NamedTuple
+from types import ModuleType
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
 
@@ -41,17 +42,18 @@ def pair_scores(a: np.ndarray, b: np.ndarray, score: str) -> np.ndarray:
     float64 pair by pair: a pair's score depends only on its two vectors, not on what is computed beside it."""
     pairs = b.ndim == 2
     if score in ("dot", "cosine"):
-        out = np.einsum("nd,nd->n" if pairs else "nd,nwd->nw", a, b, dtype=np.float64)
+        out: np.ndarray = np.einsum("nd,nd->n" if pairs else "nd,nwd->nw", a, b, dtype=np.float64)
         if score == "cosine":
             norm_a = np.maximum(np.sqrt(np.einsum("nd,nd->n", a, a, dtype=np.float64)), 1e-12)
             norm_b = np.maximum(np.sqrt(np.einsum("...d,...d->...", b, b, dtype=np.float64)), 1e-12)
             out = out / (norm_a if pairs else norm_a[:, None]) / norm_b
         return out
-    diff = (a if pairs else a[:, None, :]).astype(np.float64) - b
+    diff: np.ndarray = (a if pairs else a[:, None, :]).astype(np.float64) - b
     if score == "euclidean":
-        return -np.sqrt(np.einsum("...d,...d->...", diff, diff))
+        squared: np.ndarray = np.einsum("...d,...d->...", diff, diff)
+        return np.asarray(-np.sqrt(squared))
     if score == "manhattan":
-        return -np.abs(diff).sum(-1)
+        return np.asarray(-np.abs(diff).sum(-1))
     raise ValueError(f"unknown similarity {score!r}; expected one of {', '.join(SCORES)}")
 
 
@@ -66,7 +68,8 @@ def _rows(corpus: torch.Tensor, indices: np.ndarray) -> np.ndarray:
     import torch
 
     if corpus.device.type == "cpu" and corpus.dtype in (torch.float32, torch.float64):
-        return corpus.numpy()[indices]
+        rows: np.ndarray = corpus.numpy()[indices]
+        return rows
     flat = torch.from_numpy(np.ascontiguousarray(indices).ravel()).to(corpus.device)
     return _numpy(corpus.index_select(0, flat)).reshape(*indices.shape, corpus.shape[1])
 
@@ -87,7 +90,8 @@ def _band_top(scores: torch.Tensor, offset: int, k: int) -> tuple[np.ndarray, np
     import torch
 
     values, positions = torch.topk(scores, k, dim=1, largest=True, sorted=False)
-    width = int((scores >= ranking.floor(values.min(dim=1, keepdim=True).values)).sum(dim=1).max())
+    lowest = ranking.floor(values.min(dim=1, keepdim=True).values)
+    width = int((scores >= torch.as_tensor(lowest)).sum(dim=1).max())
     if width > k:
         values, positions = torch.topk(scores, width, dim=1, largest=True, sorted=False)
     return values.float().cpu().numpy(), positions.cpu().numpy() + offset
@@ -135,6 +139,7 @@ def semantic_search(
     if query_chunk_size < 1 or corpus_chunk_size < 1:
         raise ValueError("chunk sizes must be at least 1")
     if _without_torch(query_emb, corpus_emb, score, exact_scores):  # numpy only: same rows, same scores
+        query_emb, corpus_emb = cast(np.ndarray, query_emb), cast(np.ndarray, corpus_emb)  # both checked numpy
         return _numpy_search(query_emb, corpus_emb, top_k, query_chunk_size, corpus_chunk_size)
     torch, similarity = _torch_modules()
     fn = similarity.get(score)
@@ -172,7 +177,7 @@ def semantic_search(
     return TopK(np.vstack(out_s).astype(np.float32), np.vstack(out_i).astype(np.int64))
 
 
-def _torch_modules():
+def _torch_modules() -> tuple[ModuleType, ModuleType]:
     import torch
 
     from sbert import similarity
