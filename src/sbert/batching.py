@@ -12,7 +12,7 @@ import numpy as np
 
 
 def batches(
-    lengths: Sequence[int],
+    lengths: Sequence[int] | np.ndarray,
     batch_size: int,
     sort_by_length: bool = True,
     max_tokens: int | None = None,
@@ -30,9 +30,9 @@ def batches(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if max_tokens is not None and max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-    lengths = np.asarray(lengths, dtype=np.int64)
-    n = len(lengths)
-    order = np.argsort(-lengths, kind="stable") if sort_by_length else np.arange(n)
+    sizes = np.asarray(lengths, dtype=np.int64)
+    n = len(sizes)
+    order = np.argsort(-sizes, kind="stable") if sort_by_length else np.arange(n)
     if max_tokens is None:
         for start in range(0, n, batch_size):
             yield order[start : start + batch_size]
@@ -40,7 +40,7 @@ def batches(
     start, longest = 0, 0
     total = 0
     for end in range(n):
-        size = int(lengths[order[end]])
+        size = int(sizes[order[end]])
         longest_with, total_with = max(longest, size), total + size
         cost = total_with if packed else (end - start + 1) * longest_with
         if end > start and (cost > max_tokens or end - start == batch_size):
@@ -74,8 +74,8 @@ def pack_rows(lengths: Sequence[int], width: int) -> list[list[int]]:
     return rows
 
 
-def padding_ratio(lengths: Sequence[int], batch_size: int, sort_by_length: bool = True) -> float:
+def padding_ratio(lengths: Sequence[int] | np.ndarray, batch_size: int, sort_by_length: bool = True) -> float:
     """Share of token slots that are padding under this batching: 0 is none, 0.5 is half wasted."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    slots = sum(len(b) * int(lengths[b].max()) for b in batches(lengths, batch_size, sort_by_length))
-    return 1.0 - float(lengths.sum()) / slots if slots else 0.0
+    sizes = np.asarray(lengths, dtype=np.int64)
+    slots = sum(len(b) * int(sizes[b].max()) for b in batches(sizes, batch_size, sort_by_length))
+    return 1.0 - float(sizes.sum()) / slots if slots else 0.0

@@ -173,6 +173,6 @@ def token_vectors(features: Features, normalize: bool) -> list[np.ndarray]:
     tokens = features["token_embeddings"]
     if normalize:
         tokens = F.normalize(tokens, p=2, dim=-1)
-    tokens = tokens.float().cpu().numpy()
+    vectors = tokens.float().cpu().numpy()
     mask = features["attention_mask"].bool().cpu().numpy()
-    return [tokens[k][mask[k]] for k in range(len(tokens))]
+    return [vectors[k][mask[k]] for k in range(len(vectors))]

@@ -70,7 +70,7 @@ def model_folder(name: str) -> Path:
 def _part(spec: SplitZip, n: int) -> Path:
     distribution = spec.distribution.format(n=n)
     try:
-        path = Path(metadata.distribution(distribution).locate_file(spec.member.format(n=n)))
+        path = Path(str(metadata.distribution(distribution).locate_file(spec.member.format(n=n))))
     except metadata.PackageNotFoundError:
         path = None
     if path is None or not path.is_file():

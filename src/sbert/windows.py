@@ -176,7 +176,7 @@ class Chunking:
             raise ValueError(f"overlap must be at least 0, got {self.overlap}")
         if self.window is not None and self.overlap is None:
             object.__setattr__(self, "overlap", default_overlap(self.window))
-        if self.window is not None and self.overlap >= self.window:
+        if self.window is not None and self.overlap is not None and self.overlap >= self.window:
             raise ValueError(f"overlap ({self.overlap} tokens) must be smaller than the window ({self.window})")
 
     @classmethod

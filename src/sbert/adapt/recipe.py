@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sbert.adapt.methods import METHODS, Method, default_method, method
 from sbert.adapt.pseudo_queries import PseudoQuery, pseudo_queries
@@ -86,8 +86,9 @@ def adapt(
 
     check_replaceable(out)  # a folder of other files is refused now, not after a teacher's hour of scoring
     documents, source = read_corpus_documents(corpus, columns)
-    settings = replace(settings, method=settings.method or default_method(documents))
-    chosen = method(settings.method)
+    name = settings.method or default_method(documents)
+    settings = replace(settings, method=name)
+    chosen = method(name)
     if chosen.needs_teacher:
         check_teacher(settings)
     if settings.guide:
@@ -95,8 +96,9 @@ def adapt(
     if chosen.first:
         first = Path(out).with_name(Path(out).name + ".train") / f"first-{chosen.first}"
         if not (resume and (first / "modules.json").is_file()):
-            run = {"resume": resume, "device": device, "progress": progress, "on_step": on_step, "columns": columns}
-            adapt(model, corpus, first, replace(settings, method=chosen.first, guide=None), **run)
+            stage = replace(settings, method=chosen.first, guide=None)
+            adapt(model, corpus, first, stage, resume=resume, device=device, progress=progress, on_step=on_step,
+                  columns=columns)  # fmt: skip
         model = first
     held, settings, documents, queries = _held_out_and_queries(documents, source, chosen, settings)
     report(plan(documents, held, source, queries, chosen, settings), progress)
@@ -107,13 +109,13 @@ def adapt(
     config = _train_config(settings, len(rows), progress)
     trainer = Trainer(encoder, [Objective(rows, loss, f"adapt:{settings.method}")], config, out, device=device)
     trainer.run_dir.mkdir(parents=True, exist_ok=True)
-    record = {"base_model": str(model), "corpus": str(source), "columns": asdict(columns or Columns())}
+    record: dict[str, Any] = {"base_model": str(model), "corpus": str(source), "columns": asdict(columns or Columns())}
     record |= {"method": settings.method, "documents": len(documents)}
     record |= {"pairs": len(rows), "pseudo_queries": len(queries), "held_out": sorted(held)}
-    kept = json.dumps({**record, **asdict(settings)}, indent=2) + "\n"
-    (trainer.run_dir / ADAPT_RECORD).write_text(kept)
+    text = json.dumps({**record, **asdict(settings)}, indent=2) + "\n"
+    (trainer.run_dir / ADAPT_RECORD).write_text(text)
     summary = trainer.train(resume=resume, on_step=on_step)
-    write_record(Path(out), kept)
+    write_record(Path(out), text)
     return {**summary, **record}
 
 
@@ -123,15 +125,16 @@ def _held_out_and_queries(
     """The documents held out for ``--auto`` (their ids), the settings with the hold-out settled, the documents
     that train and their pseudo-queries; each refusal (nothing left, nothing to learn) before any work."""
     held = set(adapt_hold_out(documents, settings.hold_out))
-    settings = replace(settings, hold_out=len(held) if settings.hold_out is None else settings.hold_out)
-    check_trainable(documents, held, source, settings.hold_out)
+    hold_out = len(held) if settings.hold_out is None else settings.hold_out
+    settings = replace(settings, hold_out=hold_out)
+    check_trainable(documents, held, source, hold_out)
     total, documents = len(documents), [d for d in documents if d.id not in held]
     try:
         queries = drawn_queries(documents, source, chosen, settings)
     except ValueError as err:  # the documents the hold-out left could give none: say so
         if not held:
             raise
-        raise type(err)(f"{err}; {held_out_words(held, total, len(documents), settings.hold_out)}") from err
+        raise type(err)(f"{err}; {held_out_words(held, total, len(documents), hold_out)}") from err
     if chosen.in_batch:
         check_learnable(queries, documents, source, settings)
     return held, settings, documents, queries
@@ -242,6 +245,8 @@ def check_guide(settings: AdaptSettings, chosen: Method) -> None:
     work (a two-stage method's guide masks its in-batch stage only)."""
     from sbert.losses.teachers import is_cross_encoder_folder, teacher_folder
 
+    if not settings.guide:
+        return
     if not chosen.in_batch:
         raise ValueError(
             f"--guide masks in-batch negatives; adapt method {settings.method!r} trains {chosen.objective}, "
@@ -305,13 +310,16 @@ def training_rows(
         return [q.example() for q in queries], objective_loss(chosen, settings, student)
     from sbert.adapt.teacher import scored_key, scored_rows
 
+    teacher = settings.teacher
+    if not teacher:  # refused by adapt first (check_teacher), and so here for a direct call
+        raise ValueError(f"adapt method {settings.method!r} needs a teacher model (--teacher)")
     queries = trained_queries(queries, settings)
     decided = {k: getattr(settings, k) for k in SCORES_DEPEND_ON}
     key = scored_key(queries, **(kept.inputs or {}), **decided)
     dense = settings.negatives - settings.negatives // 2
     rows = scored_rows(
         student,
-        settings.teacher,
+        teacher,
         documents,
         queries,
         dense,

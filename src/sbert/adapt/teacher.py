@@ -219,9 +219,9 @@ def teacher_scores(
         queries, texts = [q for q, c in rows for _ in c], [t for _, c in rows for t in c]
         flat = teacher.scores(queries, texts, device, show_progress).tolist()
         out, at = [], 0
-        for _, texts in rows:
-            out.append(flat[at : at + len(texts)])
-            at += len(texts)
+        for _, candidates in rows:
+            out.append(flat[at : at + len(candidates)])
+            at += len(candidates)
         return out
     texts = list(dict.fromkeys([q for q, _ in rows] + [t for _, c in rows for t in c]))
     vectors = teacher.vectors(texts, device, show_progress).cpu().numpy()

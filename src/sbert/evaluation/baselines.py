@@ -52,7 +52,7 @@ class WordVectorAverage:
 
     def encode(self, texts: str | Iterable[str], batch_size: int = 0, **_ignored) -> np.ndarray:
         single = isinstance(texts, str)
-        items = [texts] if single else list(texts)
+        items: list[str] = [texts] if isinstance(texts, str) else list(texts)
         out = np.zeros((len(items), self.dim), dtype=np.float32)
         for row, text in enumerate(items):
             ids = [self.index[t] for t in self.tokenize(text) if t in self.index]

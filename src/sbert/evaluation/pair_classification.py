@@ -14,12 +14,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from sbert import similarity
+from sbert.arrays import Array
 
 SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
 DISTANCES = ("euclidean", "manhattan")
 
+Scores = Array | Sequence[float]  # one score per pair
 
-def _sorted_rows(scores: Sequence[float], labels: Sequence[int], higher_is_similar: bool) -> list[tuple[float, int]]:
+
+def _sorted_rows(scores: Scores, labels: Sequence[int], higher_is_similar: bool) -> list[tuple[float, int]]:
     if len(scores) != len(labels) or not len(scores):
         raise ValueError(f"expected as many labels as scores (at least one), got {len(scores)} and {len(labels)}")
     if any(label not in (0, 1) for label in labels):
@@ -39,9 +42,7 @@ def _between(rows: list[tuple[float, int]], i: int) -> float:
     return rows[i][0] if middle == rows[i + 1][0] else middle
 
 
-def best_accuracy(
-    scores: Sequence[float], labels: Sequence[int], higher_is_similar: bool = True
-) -> tuple[float, float]:
+def best_accuracy(scores: Scores, labels: Sequence[int], higher_is_similar: bool = True) -> tuple[float, float]:
     """(accuracy, threshold): the share of pairs answered right by the best threshold."""
     rows = _sorted_rows(scores, labels, higher_is_similar)
     negatives_left = sum(1 for _, label in rows if label == 0)
@@ -59,9 +60,7 @@ def best_accuracy(
     return best, threshold
 
 
-def best_f1(
-    scores: Sequence[float], labels: Sequence[int], higher_is_similar: bool = True
-) -> tuple[float, float, float, float]:
+def best_f1(scores: Scores, labels: Sequence[int], higher_is_similar: bool = True) -> tuple[float, float, float, float]:
     """(F1, precision, recall, threshold) of the threshold with the best F1 (all 0 without duplicates)."""
     rows = _sorted_rows(scores, labels, higher_is_similar)
     total = sum(label for _, label in rows)
@@ -78,7 +77,7 @@ def best_f1(
     return best
 
 
-def average_precision(scores: Sequence[float], labels: Sequence[int], higher_is_similar: bool = True) -> float:
+def average_precision(scores: Scores, labels: Sequence[int], higher_is_similar: bool = True) -> float:
     """Average precision of the ranking by score (scikit-learn's, ties counted together); 0 without
     duplicates. Only the order counts, so infinite scores rank as any other."""
     from scipy.stats import rankdata
@@ -90,7 +89,7 @@ def average_precision(scores: Sequence[float], labels: Sequence[int], higher_is_
     return float(average_precision_score(np.asarray(labels), rankdata(sign * np.asarray(scores, dtype=np.float64))))
 
 
-def pair_scores(a: np.ndarray, b: np.ndarray, name: str) -> tuple[np.ndarray, bool]:
+def pair_scores(a: np.ndarray, b: np.ndarray, name: str) -> tuple[Array, bool]:
     """(scores of each (a[i], b[i]), whether higher means more similar): distances for euclidean/manhattan."""
     if name not in SIMILARITIES:
         raise ValueError(f"similarity {name!r}: expected one of {', '.join(SIMILARITIES)}")
@@ -98,7 +97,7 @@ def pair_scores(a: np.ndarray, b: np.ndarray, name: str) -> tuple[np.ndarray, bo
     return (-scores, False) if name in DISTANCES else (scores, True)
 
 
-def classification_metrics(scores: Sequence[float], labels: Sequence[int], higher_is_similar: bool = True) -> dict:
+def classification_metrics(scores: Scores, labels: Sequence[int], higher_is_similar: bool = True) -> dict:
     """accuracy, accuracy_threshold, f1, precision, recall, f1_threshold, ap (shares, not x 100)."""
     accuracy, accuracy_threshold = best_accuracy(scores, labels, higher_is_similar)
     f1, precision, recall, f1_threshold = best_f1(scores, labels, higher_is_similar)

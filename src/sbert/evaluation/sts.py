@@ -9,10 +9,11 @@ from scipy.stats import pearsonr, spearmanr
 
 from sbert import similarity
 from sbert.data.examples import ScoredPair
+from sbert.evaluation.pair_classification import Scores
 
 
-def correlations(gold: Sequence[float], predicted: Sequence[float]) -> tuple[float, float]:
-    """(Spearman, Pearson) x 100 of ``predicted`` against ``gold``."""
+def correlations(gold: Scores, predicted: Scores) -> tuple[float, float]:
+    """(Spearman, Pearson) x 100 of ``predicted`` against ``gold`` (lists or arrays)."""
     gold, predicted = np.asarray(gold, dtype=np.float64), np.asarray(predicted, dtype=np.float64)
     if len(gold) != len(predicted) or len(gold) < 2:
         raise ValueError(f"need two equally long score lists of 2 or more, got {len(gold)} and {len(predicted)}")
@@ -94,8 +95,8 @@ class STSSubsetsEvaluator:
     def __call__(self, encoder, show_progress: bool | None = None) -> dict[str, float]:
         pairs = [p for subset in self.subsets.values() for p in subset]
         if is_cross_encoder(encoder):
-            metrics = cross_encoder_metrics(encoder, pairs, self.batch_size, show_progress)
-            return {f"all_pooled/{k}": v for k, v in metrics.items()}
+            scored = cross_encoder_metrics(encoder, pairs, self.batch_size, show_progress)
+            return {f"all_pooled/{k}": v for k, v in scored.items()}
         u, v = embed_pairs(encoder, pairs, self.batch_size, on_truncation="ignore", show_progress=show_progress)
         metrics: dict[str, float] = {}
         for fn_name, fn in similarity.PAIRWISE.items():

@@ -34,8 +34,7 @@ def task_folders(tasks: str | None, retrieval_dirs: tuple[Path, ...] = (), data:
     from sbert.data.paths import data_dir
 
     names = expand(tasks if tasks is not None else "" if retrieval_dirs else DEFAULT_TASKS)
-    folder = data_dir(data) if names else None
-    return dict.fromkeys(names, folder)
+    return dict.fromkeys(names, data_dir(data)) if names else {}
 
 
 def needs_embeddings(folders: dict[str, Path], retrieval_dirs: tuple[Path, ...], triage_dirs: tuple = ()) -> bool:

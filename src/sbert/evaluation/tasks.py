@@ -64,10 +64,12 @@ def _stsb(name: str, data: Path, options: Options):
 
 
 def _sick(name: str, data: Path, options: Options):
+    from sbert.data.examples import ScoredPair
     from sbert.data.sts import read_sick
     from sbert.evaluation.sts import STSEvaluator
 
-    return STSEvaluator(list(read_sick(data / "sick" / "SICK_test_annotated.txt")), name, options.batch_size)
+    pairs = [p for p in read_sick(data / "sick" / "SICK_test_annotated.txt") if isinstance(p, ScoredPair)]
+    return STSEvaluator(pairs, name, options.batch_size)  # relatedness: each a ScoredPair
 
 
 def _sts_year(name: str, data: Path, options: Options):

@@ -19,7 +19,7 @@ def _activation(name: object, config_path: Path) -> nn.Module:
     short = name.rsplit(".", 1)[-1] if isinstance(name, str) else ""
     cls = getattr(nn, short, None)
     known = isinstance(cls, type) and (cls is nn.Identity or cls.__module__ == nn.Tanh.__module__)
-    if not known or not name.startswith("torch."):
+    if cls is None or not known or not isinstance(name, str) or not name.startswith("torch."):
         raise ModelFormatError(
             f"{config_path}: 'activation_function' {name!r} is not a torch.nn activation function (such as "
             "torch.nn.modules.activation.Tanh); sbert never imports code named in a model folder"

@@ -6,6 +6,7 @@ import ast
 import multiprocessing
 import sys
 from pathlib import Path
+from types import FrameType
 
 from sbert.errors import SbertError
 
@@ -51,7 +52,7 @@ def check_main_guard() -> None:
     file = getattr(main, "__file__", None)
     if main is None or file is None or (spec_name is not None and spec_name.split(".")[-1] == "__main__"):
         return  # interactive, -c, or `python -m package`: spawn does not re-run it
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and not (frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"):
         frame = frame.f_back
     if frame is None:

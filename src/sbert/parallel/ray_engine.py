@@ -161,7 +161,7 @@ def _connect(address: str | None) -> tuple[bool, RaySession | None]:
 class RaySession:
     """What ``start_ray`` changed: the signal handlers it replaced and, for a local cluster, its watcher."""
 
-    handlers: dict[int, Any]
+    handlers: dict[signal.Signals, Any]
     watcher: subprocess.Popen | None = None
 
 
@@ -241,7 +241,8 @@ def stop_ray(session: RaySession | None) -> None:
             if handler is not None:
                 signal.signal(signum, handler)
         if session.watcher is not None:
-            session.watcher.stdin.close()  # end of file: it sweeps, then exits
+            if session.watcher.stdin is not None:  # opened as a pipe
+                session.watcher.stdin.close()  # end of file: it sweeps, then exits
             with contextlib.suppress(subprocess.TimeoutExpired):
                 session.watcher.wait(timeout=ray_watch.SWEEP_S + 5)
 

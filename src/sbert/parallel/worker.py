@@ -10,7 +10,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from sbert.parallel.inputs import Chunk
 from sbert.parallel.shards import write_shard_files
@@ -43,7 +43,7 @@ class EncodeSpec:
             self.model,
             device=self.device,
             allow_pickle=self.allow_pickle,
-            backend=self.backend,
+            backend=cast(Literal["torch", "onnx"], self.backend),  # a name of BACKENDS, checked by the CLI
             precision=self.precision,
         )
         if self.max_seq_length:

@@ -421,7 +421,7 @@ def choose_search(
     ``default_choice`` where the best is ahead of it by no more than ``KEEP_DEFAULT_WITHIN`` standard errors.
     With ``adapted``, an encoder loaded from a folder with an ``adapt.json`` (``AdaptRecord``) has its
     pseudo-queries drawn from the documents it was not trained on (those in ``documents``)."""
-    from sbert.evaluation.retrieval import ndcg_at_k
+    from sbert.evaluation.ranking_metrics import ndcg_at_k
     from sbert.search.retrieve import SearchOptions, build_index, search_texts
     from sbert.windows import Chunking
 

@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -187,9 +188,10 @@ def distill(
     """A static model (``StaticEmbedding`` + ``Normalize``) distilled from ``encoder`` (see the module's
     docstring); ``dim=None`` keeps the transformer's width without PCA, ``sif=None`` weights nothing."""
     check_dim(encoder, dim)
-    vocab = build_vocabulary(encoder.transformer, words, remove_pattern)
+    transformer = cast(Transformer, encoder.transformer)  # check_dim refused a static model
+    vocab = build_vocabulary(transformer, words, remove_pattern)
     kept = np.array([i for i, run in enumerate(vocab.runs) if run is not None])
-    rows = token_vectors(encoder.transformer, [vocab.runs[i] for i in kept], batch_size, show_progress)
+    rows = token_vectors(transformer, [vocab.runs[i] for i in kept], batch_size, show_progress)
     if dim is not None:
         rows = pca(rows, dim)
     if sif is not None:
@@ -219,7 +221,10 @@ def save_distilled(model: Encoder, path: str | Path, base: str = "") -> Path:
     with atomic_dir(path) as tmp:
         normalize = any(isinstance(m, Normalize) for m in model)
         save_model2vec(
-            model.transformer, tmp, normalize=normalize, config={"tokenizer_name": base, "distilled_by": "sbert"}
+            cast(StaticEmbedding, model.transformer),
+            tmp,
+            normalize=normalize,
+            config={"tokenizer_name": base, "distilled_by": "sbert"},
         )
     return Path(path)
 

@@ -37,7 +37,9 @@ def principal_rotation(vectors: np.ndarray) -> np.ndarray:
     return fit_pca(vectors, width).components.T
 
 
-def variance_kept(vectors: np.ndarray, rotation: np.ndarray, widths: Sequence[int] = WIDTHS) -> dict[int, float]:
+def variance_kept(
+    vectors: np.ndarray, rotation: np.ndarray, widths: Sequence[int] = WIDTHS
+) -> dict[int, tuple[float, float]]:
     """For each width k, the share of the vectors' variance (about their mean) in the first k coordinates,
     before (``plain``) and after the rotation: ``{k: (plain, rotated)}``."""
     centred = vectors.astype(np.float64) - vectors.mean(axis=0)

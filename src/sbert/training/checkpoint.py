@@ -40,7 +40,7 @@ def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
 
 
 def rng_state() -> dict[str, Any]:
-    state = {"cpu": torch.get_rng_state()}
+    state: dict[str, Any] = {"cpu": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state

@@ -8,6 +8,7 @@ calls ``run``. The data formats come from ``sbert.data.formats``, the objectives
 from __future__ import annotations
 
 import logging
+from typing import TypeVar, cast
 
 from torch import nn
 
@@ -59,7 +60,7 @@ def build_model(spec: RunSpec):
     from sbert.cross_encoder import CrossEncoder
 
     first = spec.objectives[0]
-    labels = OBJECTIVES[first.objective].cross_labels(first.settings)
+    labels = _cross(first.objective, OBJECTIVES[first.objective].cross_labels)(first.settings)
     return CrossEncoder.load(spec.model, num_labels=labels, device=spec.device, allow_pickle=spec.allow_pickle)
 
 
@@ -80,6 +81,16 @@ def objective_examples(objective: ObjectiveSpec, seed: int = 0) -> list:
     return kept
 
 
+T = TypeVar("T")
+
+
+def _cross(objective: str, made: T | None) -> T:
+    """An objective's cross-encoder part (its loss, its label count), which ``RunSpec`` checked it has."""
+    if made is None:
+        raise ValueError(f"objective {objective!r} does not train a cross-encoder")
+    return made
+
+
 def make_loss(
     objective: ObjectiveSpec, model, cross_encoder: bool = False, max_seq_length: int | None = None
 ) -> nn.Module:
@@ -88,7 +99,7 @@ def make_loss(
     the run's cut, where it is below the model's own limit)."""
     kind = OBJECTIVES[objective.objective]
     if cross_encoder:
-        return kind.cross_encoder(LossInputs(objective.settings, 0, objective.score_range))
+        return _cross(objective.objective, kind.cross_encoder)(LossInputs(objective.settings, 0, objective.score_range))
     own = getattr(model, "max_seq_length", None)
     length = min(max_seq_length, own) if max_seq_length and own else (max_seq_length or own)
     return kind.bi_encoder(LossInputs(objective.settings, model.model_dim, objective.score_range, model, length))
@@ -119,11 +130,13 @@ def build_encoder(
     (``normalize=True``) or remove (``False``) a final Normalize layer (``None`` keeps the model's)."""
     import sbert
     from sbert.encoder import Encoder
-    from sbert.modules import Dense, Normalize, Pooling
+    from sbert.modules import Dense, Module, Normalize, Pooling
 
     encoder = sbert.load(model, **load_kwargs)
     if normalize is not None:
-        modules = [m for m in encoder if not isinstance(m, Normalize)] + ([Normalize()] if normalize else [])
+        modules = [cast(Module, m) for m in encoder if not isinstance(m, Normalize)] + (
+            [Normalize()] if normalize else []
+        )
         path = encoder.path
         encoder = Encoder(modules, encoder.similarity_fn_name, encoder.truncate_dim, encoder.settings)
         encoder.path = path
@@ -131,7 +144,7 @@ def build_encoder(
         encoder.reinitialize_transformer(seed)
     if pooling is not None:
         index = next(i for i, m in enumerate(encoder) if isinstance(m, Pooling))
-        old = encoder[index]
+        old = cast(Pooling, encoder[index])
         new = Pooling(old.word_dim, pooling)
         if new.dim != old.dim and any(isinstance(m, Dense) for m in encoder):
             raise ValueError(

@@ -72,7 +72,10 @@ class ObjectiveSpec:
     @property
     def kind(self) -> type:
         """The kind of example this objective reads from its format (NLI gives triplets for triplet objectives)."""
-        return FORMATS[self.format].kind_for(OBJECTIVES[self.objective].needs)
+        kind = FORMATS[self.format].kind_for(OBJECTIVES[self.objective].needs)
+        if kind is None:  # check() refuses such a pair first
+            raise ValueError(f"format {self.format!r} gives no examples objective {self.objective!r} reads")
+        return kind
 
     @property
     def score_range(self) -> tuple[float, float]:
@@ -116,7 +119,8 @@ class RunSpec:
     def _check_matryoshka(self) -> None:
         from sbert.losses.matryoshka import parse_dims
 
-        parse_dims(self.matryoshka)
+        if self.matryoshka is not None:
+            parse_dims(self.matryoshka)
         refused = sorted({o.objective for o in self.objectives} & {"classification", "cached-mnrl"})
         if self.cross_encoder or refused:
             what = "a cross-encoder" if self.cross_encoder else f"objective {refused[0]!r}"
