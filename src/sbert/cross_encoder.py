@@ -136,7 +136,7 @@ class CrossEncoder(nn.Module):
         """Logits (B, num_labels) of padded features."""
         return self.model(**features, return_dict=True).logits
 
-    def _collate(self, encoded, rows: np.ndarray) -> dict[str, torch.Tensor]:
+    def _collate(self, encoded, rows: np.ndarray | Sequence[int]) -> dict[str, torch.Tensor]:
         batch = [{k: encoded[k][r] for k in encoded} for r in rows]
         padded = self.tokenizer.pad(batch, padding=True, return_tensors="pt")
         return {k: v.to(self.device) for k, v in padded.items()}

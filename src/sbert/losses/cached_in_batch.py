@@ -128,8 +128,9 @@ class CachedMultipleNegativesRankingLoss(nn.Module):
         loss = self._loss_and_cache(vectors, len(batch), backward=training, dropped=dropped)
         if not training:
             return loss
-        mine = vectors.grad[distributed.share(len(vectors))]  # the cache: gradients of this rank's vectors
-        for piece, grad in zip(pieces, mine.split([len(p.texts) for p in pieces]), strict=True):
+        assert vectors.grad is not None  # the loss's backward above filled it
+        cache = vectors.grad[distributed.share(len(vectors))]  # the cache: gradients of this rank's vectors
+        for piece, grad in zip(pieces, cache.split([len(p.texts) for p in pieces]), strict=True):
             piece.grad = grad
         loss = loss.detach().requires_grad_()
         loss.register_hook(lambda grad: self._replay(encoder, pieces, autocast, grad))
@@ -174,5 +175,6 @@ class CachedMultipleNegativesRankingLoss(nn.Module):
             for piece in pieces:
                 with piece.rng.replayed(), autocast.context():
                     (vectors,) = encoder.embed_with_grad(piece.texts, roles=piece.role)
+                assert piece.grad is not None  # cached in step 2
                 surrogate = torch.dot(vectors.flatten().float(), piece.grad.flatten().float()) * grad
                 surrogate.backward()

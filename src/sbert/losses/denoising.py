@@ -23,12 +23,16 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from sbert.data.examples import Text
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 DELETE_RATIO = 0.6  # the paper's (and sentence-transformers') deletion probability
 _WORD = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")  # words (contractions whole) and punctuation marks
@@ -66,14 +70,14 @@ def tie_to(decoder_base: nn.Module, encoder_model: nn.Module) -> list[str]:
     return tied
 
 
-def build_decoder(encoder_model: nn.Module, tie: bool = True, seed: int | None = None) -> nn.Module:
+def build_decoder(encoder_model: nn.Module, tie: bool = True, seed: int | None = None) -> PreTrainedModel:
     """The encoder's architecture as a causal LM with cross-attention; tied (``tie``) to ``encoder_model``
     or, untied, a copy of its weights. Its own weights are drawn under ``seed`` (None: the global seed)."""
     from transformers import AutoModelForCausalLM
 
     from sbert.modules.transformer import quiet_transformers
 
-    config = copy.deepcopy(encoder_model.config)
+    config: Any = copy.deepcopy(encoder_model.config)  # a transformers PretrainedConfig
     config.is_decoder, config.add_cross_attention = True, True
     with torch.random.fork_rng(devices=[], enabled=seed is not None), quiet_transformers():
         if seed is not None:

@@ -19,7 +19,7 @@ may carry different numbers of negatives.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -29,6 +29,9 @@ from torch import nn
 from sbert.data.examples import DistillationExample, RetrievalExample, Text, Triplet
 from sbert.losses.teachers import Teacher
 from sbert.protocols import TrainableEncoder
+
+if TYPE_CHECKING:
+    from sbert.static.distill import Projection
 
 SIMILARITIES = ("dot", "cosine")
 DistillRow = DistillationExample | RetrievalExample | Triplet
@@ -150,7 +153,7 @@ class EmbeddingMSELoss(nn.Module):
             raise ValueError(f"target_loss {target_loss!r}: expected one of {', '.join(self.TARGET_LOSSES)}")
         self._teacher = (teacher,)
         self.target_loss = target_loss
-        self.projection = None  # sbert.static.distill.Projection, once prepared for a narrower student
+        self.projection: Projection | None = None  # once prepared for a narrower student
         self._rows: dict[str, int] = {}
         self._targets: torch.Tensor | None = None
 

@@ -69,8 +69,11 @@ class MatryoshkaLoss(nn.Module):
         if width is not None and self.dims[0] > width:
             raise ValueError(f"matryoshka dim {self.dims[0]} exceeds the model's {width} dimensions")
         recorded: list = []
-        total = None
-        for k, (dim, weight) in enumerate(zip(self.dims, self.weights, strict=True)):
-            part = weight * self.loss(_Cut(encoder, recorded, dim, record=k == 0), batch)
-            total = part if total is None else total + part
+        parts = [
+            weight * self.loss(_Cut(encoder, recorded, dim, record=k == 0), batch)
+            for k, (dim, weight) in enumerate(zip(self.dims, self.weights, strict=True))
+        ]
+        total = parts[0]  # the widest first; parse_dims gives at least one
+        for part in parts[1:]:
+            total = total + part
         return total

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
+
+if TYPE_CHECKING:
+    from sbert.cross_encoder import CrossEncoder
+    from sbert.encoder import Encoder
 
 
 def is_cross_encoder_folder(folder: Path) -> bool:
@@ -46,11 +50,12 @@ class Teacher:
         if isinstance(model, (str, Path)):
             model = load_teacher(model)
         self.model, self.batch_size = model, int(batch_size)
-        self.cache_size, self._cached = int(cache_size), {}
+        self.cache_size = int(cache_size)
+        self._cached: dict[Any, Any] = {}
         self.cross = hasattr(model, "predict") and not hasattr(model, "embed_with_grad")
         # a text cut to the student's length is cut on purpose: no truncation warning at every step
         self._cut = max_seq_length is not None and not self.cross
-        if self._cut:
+        if max_seq_length is not None and self._cut:
             model.max_seq_length = min(model.max_seq_length, int(max_seq_length))
         if self.cross and model.num_labels != 1:
             raise ValueError(f"a cross-encoder teacher must give one score per pair; this one gives {model.num_labels}")
@@ -138,7 +143,7 @@ def load_teacher(path: str | Path, device: str | None = None) -> Any:
     if is_cross_encoder_folder(folder):
         from sbert.cross_encoder import CrossEncoder
 
-        model = CrossEncoder.load(folder, device=device or "cpu")
+        model: CrossEncoder | Encoder = CrossEncoder.load(folder, device=device or "cpu")
     else:
         import sbert
 

@@ -67,6 +67,7 @@ class StaticEmbedding(Module):
     """``sentence_embedding[b] = mean_t(table[ids[b, t]] * weights[ids[b, t]])`` over each text's tokens."""
 
     type_name = "sentence_transformers.models.StaticEmbedding"
+    token_weights: Tensor | None  # a buffer: (vocabulary,) per-token weights, or None
 
     def __init__(
         self,
@@ -191,12 +192,12 @@ class StaticEmbedding(Module):
         table = self.embedding.weight
         if table.device.type != "cpu" or torch.is_grad_enabled() or ids.numel() * table.shape[1] > NUMPY_ROWS:
             return None
-        ids, mask = ids.numpy(), mask.numpy()
-        weights = mask.astype(np.float32)
+        rows, present = ids.numpy(), mask.numpy()
+        weights = present.astype(np.float32)
         if self.token_weights is not None:
-            weights *= self.token_weights.numpy()[ids]
-        summed = np.matmul(weights[:, None, :], table.detach().numpy()[ids])[:, 0]
-        return summed / np.maximum(mask.sum(axis=1, keepdims=True), 1).astype(np.float32)
+            weights *= self.token_weights.numpy()[rows]
+        summed = np.matmul(weights[:, None, :], table.detach().numpy()[rows])[:, 0]
+        return summed / np.maximum(present.sum(axis=1, keepdims=True), 1).astype(np.float32)
 
     def token_rows(self, ids: Tensor) -> Tensor:
         """Each token's row (times its weight): (batch, tokens, dim)."""

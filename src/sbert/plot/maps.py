@@ -101,9 +101,10 @@ def prepare(data, labels, texts, model, method, clusters, cluster_options, max_p
         raise ValueError("nothing to map: no texts or embeddings given")
     _check_labels(labels, clusters, total)
     rows = sample_rows(total, max_points, seed)
-    encoder = encoder_of(model) if embeddings is None else None
+    encoder = None
     if embeddings is None:
         chosen = texts if clusters else [texts[r] for r in rows]
+        encoder = encoder_of(model)
         embeddings = encoder.encode(chosen, batch_size=batch_size, on_truncation="ignore", show_progress=False)
         rows_in_embeddings = rows if clusters else np.arange(len(rows))
     else:
@@ -200,7 +201,8 @@ def draw_matplotlib(shown: MapData):
     for number, group in enumerate(order):
         at = groups == group
         label = group if number < LEGEND_MAX and len(order) > 1 else "_nolegend_"
-        ax.scatter(*shown.points[at].T, s=size, c=palette[group], alpha=0.75, linewidths=0, label=label, gid=group)
+        xs, ys = shown.points[at].T
+        ax.scatter(xs, ys, s=size, c=palette[group], alpha=0.75, linewidths=0, label=label, gid=group)
     if len(order) > 1:
         extra = f" (+{len(order) - LEGEND_MAX} more)" if len(order) > LEGEND_MAX else ""
         ax.legend(

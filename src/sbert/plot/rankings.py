@@ -39,7 +39,7 @@ class Rankings:
     model: str
     queries: list[QueryRanking]
 
-    def recall_curve(self, ks: Sequence[int]) -> np.ndarray:
+    def recall_curve(self, ks: Sequence[int] | np.ndarray) -> np.ndarray:
         """Mean recall@k over the queries for each k of ``ks`` (fractions, as ``recall_at_k``)."""
         from sbert.evaluation.retrieval import recall_at_k
 

@@ -82,7 +82,7 @@ def _plotly(runs: list[Rankings], title: str, bins: int):
         relevant, other = run.scores()
         edges = np.histogram_bin_edges(np.concatenate([relevant, other]), bins=bins)
         for scores, dash, what in ((relevant, "solid", "relevant"), (other, "dash", "not relevant")):
-            density = np.histogram(scores, bins=edges, density=True)[0] if len(scores) else []
+            density: np.ndarray | list[float] = np.histogram(scores, bins=edges, density=True)[0] if len(scores) else []
             fig.add_trace(
                 go.Scatter(x=edges[:-1], y=density, name=f"{label}: {what}", line={"color": colour, "dash": dash},
                            line_shape="hv"),

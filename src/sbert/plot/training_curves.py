@@ -41,20 +41,26 @@ def log_path(run_dir: str | Path) -> Path:
     )
 
 
+def _step(row: dict, where: str) -> int:
+    if row.get("step") is None:
+        raise InputFileError(f"{where}: a loss or dev row without its step")
+    return int(row["step"])
+
+
 def _add(row: dict, run: RunLog, where: str) -> None:
-    step = row.get("step")
     if "loss" in row:
+        step = _step(row, where)
         steps, losses = run.loss.setdefault(str(row.get("objective", "loss")), ([], []))
-        steps.append(int(step))
+        steps.append(step)
         losses.append(float(row["loss"]))
         if "lr" in row:
-            run.lr[0].append(int(step))
+            run.lr[0].append(step)
             run.lr[1].append(float(row["lr"]))
     elif "dev" in row:
         run.primary = row.get("primary") or run.primary
         if not isinstance(row["dev"], dict) or run.primary not in row["dev"]:
             raise InputFileError(f"{where}: a dev row without its primary metric {run.primary!r}")
-        run.dev[0].append(int(step))
+        run.dev[0].append(_step(row, where))
         run.dev[1].append(float(row["dev"][run.primary]))
 
 
@@ -99,9 +105,9 @@ def training(
     return _plotly(runs, title) if backend == "plotly" else _matplotlib(runs, title)
 
 
-def _series(runs: list[RunLog]) -> list[tuple[int, str, Any]]:
+def _series(runs: list[RunLog]) -> list[tuple[int, str, Any, str, bool]]:
     """(panel, label, (steps, values), colour, dashed) of every curve: 0 loss, 1 learning rate, 2 dev score."""
-    out = []
+    out: list[tuple[int, str, Any, str, bool]] = []
     for number, run in enumerate(runs):
         colour = PALETTE[number % len(PALETTE)]
         for part, (objective, curve) in enumerate(run.loss.items()):

@@ -149,7 +149,8 @@ class _StopOnSignal:
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self, enabled: bool = True) -> None:
-        self.enabled, self.received = enabled, None
+        self.enabled = enabled
+        self.received: int | None = None
         self.finishing = False  # past the last step: what is left is the final evaluation and save
         self._previous: dict[int, Any] = {}
 
@@ -277,7 +278,7 @@ class Trainer:
                 if not math.isfinite(value):  # the same on every rank: the loss is summed over them
                     self._log({"step": done, "objective": objective.name, "diverged": str(value)})
                     lr = parts.scheduler.get_last_lr()[0]
-                    raise TrainingDiverged(value, done, self.total_steps, lr, self.out)
+                    raise TrainingDiverged(value, done, self.total_steps, float(lr), self.out)
                 running = value if running is None else 0.98 * running + 0.02 * value
                 bar.set_postfix(loss=f"{running:.4f}", refresh=False)
                 bar.update(1)
@@ -398,7 +399,7 @@ class Trainer:
     def _due(self, every: int | None, done: int) -> bool:
         """Whether a periodic event (every ``every`` steps) falls after step ``done``; never after the last
         step, whose evaluation and save ``_finish`` does."""
-        return bool(every) and done % every == 0 and done < self.total_steps
+        return every is not None and every > 0 and done % every == 0 and done < self.total_steps
 
     def _checkpoint_when_due(self, done: int, parts: _Parts, stop: _StopOnSignal) -> None:
         """A periodic checkpoint; or, after SIGINT/SIGTERM, a checkpoint and ``TrainingInterrupted``."""
@@ -447,7 +448,7 @@ class Trainer:
 
     def _summary(self, start: int, elapsed: float, score: float | None, checkpoint: Path | None) -> dict:
         steps_run = self.total_steps - start
-        summary = {
+        summary: dict[str, Any] = {
             "steps": self.total_steps,
             "steps_run": steps_run,
             "seconds": elapsed,
