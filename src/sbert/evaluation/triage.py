@@ -25,6 +25,7 @@ from sbert.data.beir import RetrievalCollection
 from sbert.data.beir_labelled_pairs import classification_pairs, drawn_queries
 from sbert.evaluation.pair_classification import average_precision, best_f1, classification_metrics
 from sbert.evaluation.retrievers import IndexRetriever, RetrievalSettings
+from sbert.protocols import IndexEncoder
 from sbert.search.retrieve import LEAD_HITS, cosine, lead
 
 SHARES: tuple[str, ...] = ("accuracy", "f1", "precision", "recall", "ap", "lead_f1", "lead_precision", "lead_recall")
@@ -67,7 +68,7 @@ class TriageEvaluator:
     def primary_metric(self, model: Any) -> str:
         return "f1"
 
-    def __call__(self, model: Any, show_progress: bool | None = None) -> dict[str, float]:
+    def __call__(self, model: IndexEncoder, show_progress: bool | None = None) -> dict[str, float]:
         found = self.scores(model, show_progress)
         metrics = classification_metrics(found.pair_scores, found.pair_labels)
         leads = found.leads
@@ -78,7 +79,7 @@ class TriageEvaluator:
         out = {key: float(100 * value if key in SHARES else value) for key, value in metrics.items()}
         return {**out, "pairs": len(found.pair_labels), "duplicates": int(sum(found.pair_labels))}
 
-    def scores(self, model: Any, show_progress: bool | None = None) -> TriageScores:
+    def scores(self, model: IndexEncoder, show_progress: bool | None = None) -> TriageScores:
         """The pairs (drawn with ``model`` ranking) and the top hits of one search of the drawn queries."""
         retriever = IndexRetriever(RetrievalSettings(batch_size=self.batch_size))  # dense, as --lead searches
         retriever.index(model, list(self.collection.corpus.values()), show_progress=show_progress)
@@ -100,15 +101,15 @@ class TriageEvaluator:
 
 
 def pair_cosines(
-    model: Any, pairs: Sequence[tuple[str, str]], batch_size: int = 32, show_progress: bool | None = None
+    model: IndexEncoder, pairs: Sequence[tuple[str, str]], batch_size: int = 32, show_progress: bool | None = None
 ) -> np.ndarray:
     """The cosine of each (query, document) pair as a search scores it: ``encode_query`` against
     ``encode_document`` (each distinct text embedded once)."""
     queries = list(dict.fromkeys(q for q, _ in pairs))
     documents = list(dict.fromkeys(d for _, d in pairs))
-    options = {"batch_size": batch_size, "show_progress": show_progress}
-    q_vectors = np.asarray(model.encode_query(queries, **options), dtype=np.float64)
-    d_vectors = np.asarray(model.encode_document(documents, **options), dtype=np.float64)
+    q_vectors = np.asarray(model.encode_query(queries, batch_size=batch_size, show_progress=show_progress), np.float64)
+    d_vectors = model.encode_document(documents, batch_size=batch_size, show_progress=show_progress)
+    d_vectors = np.asarray(d_vectors, dtype=np.float64)
     q_row, d_row = {t: i for i, t in enumerate(queries)}, {t: i for i, t in enumerate(documents)}
     a = q_vectors[[q_row[q] for q, _ in pairs]]
     b = d_vectors[[d_row[d] for _, d in pairs]]

@@ -10,10 +10,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from sbert.parallel.inputs import Chunk
 from sbert.parallel.shards import write_shard_files
+
+if TYPE_CHECKING:
+    from sbert.encoder import Encoder
 
 # Tests only: a worker process that is about to write this shard (its index) kills itself with SIGKILL.
 KILL_AT_SHARD_ENV = "SBERT_PARALLEL_KILL_AT_SHARD"
@@ -50,7 +53,7 @@ class EncodeSpec:
             encoder.max_seq_length = self.max_seq_length
         return encoder
 
-    def encode(self, encoder: Any, folder: Path, chunk: Chunk) -> dict[str, Any]:
+    def encode(self, encoder: Encoder, folder: Path, chunk: Chunk) -> dict[str, Any]:
         """Encode ``chunk`` and write its shard files into ``folder``; returns the shard's record."""
         vectors = encoder.encode(
             chunk.texts,
