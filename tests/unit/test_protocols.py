@@ -17,6 +17,7 @@ def _light(prompt: str | None) -> QueryEncoder:
     return light
 
 
+@pytest.mark.slow  # builds a tiny encoder on the default model's tokenizer
 def test_the_encoder_satisfies_every_encoder_protocol():
     encoder = make_tiny_encoder()
     for protocol in (TextEncoder, SearchEncoder, IndexEncoder, TrainableEncoder):
