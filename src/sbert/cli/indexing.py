@@ -201,13 +201,14 @@ def index_add(
     """Embed CORPUS with the index's own model and add it to the index in FOLDER (waiting for other writers)."""
     from sbert.data.corpus import read_corpus
     from sbert.search.retrieve import add_texts, open_index
+    from sbert.search.searcher import search_model
 
     existing = open_index(folder, table=table, lock_timeout=lock_timeout)
-    existing.check_model(model or existing.model)
+    model = search_model(existing, model)
     records = read_corpus(corpus, skip_empty=read["skip_empty"], columns=read["columns"], unique_ids=True)
-    encoder = load_model(model or existing.model, runtime, allow_pickle)
+    encoder = load_model(model, runtime, allow_pickle)
     existing.fit_truncate_dim(encoder)
-    existing.check_model(model or existing.model, encoder.dim)
+    existing.check_model(model, encoder.dim)
     if existing.documents:  # split as the index's own documents were: say what that embeds
         from sbert.windows import Chunking
 

@@ -93,42 +93,32 @@ def search(folder, queries, k, model, method, ef_search, rescore, rerank, candid
     """Find the texts in the index at FOLDER most similar to each of QUERIES (embedded with the query prompt).
 
     An index built with --chunk returns documents, each with its best passage."""
-    from sbert.search.retrieve import SearchOptions, open_index, search_texts
+    from sbert.search.searcher import open_searcher
 
-    allow_pickle = flags["allow_pickle"]
-    existing = open_index(folder, table=flags["table"])
-    existing.check_model(model or existing.model)
-    encoder = _light_encoder(existing, queries, runtime, rerank, flags["prompts"])
-    if encoder is None:  # the model itself (torch and transformers loaded: seconds)
-        encoder = load_model(model or existing.model, runtime, allow_pickle)
-        existing.fit_truncate_dim(encoder)
-        existing.check_model(model or existing.model, encoder.dim)
-    existing.check_backend(encoder.runtime, flags["allow_mixed_backend"])
-    cross = None
-    if rerank:
-        from sbert.cross_encoder import CrossEncoder
-
-        cross = CrossEncoder.load(rerank, device=runtime.device, allow_pickle=allow_pickle)
-    options = SearchOptions(
-        k,
-        flags["mode"],
-        flags["hybrid"],
-        flags["fusion"],
-        flags["alpha"],
-        candidates,
-        cross,
-        method,
-        ef_search,
-        rescore,
-        flags["threshold"],
-        flags["lead"],
-    ).for_index(existing)
-    hits = search_texts(
-        existing, encoder, queries, options, allow_mixed_backend=flags["allow_mixed_backend"], **flags["prompts"]
-    )
+    chosen = _chosen("backend", "precision")  # else the index's light query path may answer, where it has one
+    searcher = open_searcher(
+        folder, model=model, table=flags["table"], backend=runtime.backend if chosen else None,
+        precision=runtime.precision if chosen else None, device=runtime.device, allow_pickle=flags["allow_pickle"],
+        rerank=rerank, allow_mixed_backend=flags["allow_mixed_backend"],
+        prompts_given=any(v is not None for v in flags["prompts"].values()), queries=queries,
+    )  # fmt: skip
+    options = searcher.options(
+        k=k, mode=flags["mode"], hybrid=flags["hybrid"], fusion=flags["fusion"], alpha=flags["alpha"],
+        candidates=candidates, method=method, ef_search=ef_search, rescore=rescore, threshold=flags["threshold"],
+        lead=flags["lead"],
+    )  # fmt: skip
+    hits = searcher.search(queries, options, allow_mixed_backend=flags["allow_mixed_backend"], **flags["prompts"])
     if not as_json:  # stdout is the JSON; a script reads how from the options it passed
-        click.echo(_searched(options, existing.metric), err=True)
-    _print_hits(queries, hits, as_json, flags["threshold"], flags["lead"], _score_label(options, existing.metric))
+        click.echo(_searched(options, searcher.index.metric), err=True)
+    _print_hits(queries, hits, as_json, flags["threshold"], flags["lead"], _score_label(options, searcher.index.metric))
+
+
+def _chosen(*names: str) -> bool:
+    """Whether any of the options ``names`` was given on the command line (not left at its default)."""
+    from click.core import ParameterSource
+
+    source = click.get_current_context().get_parameter_source
+    return any(source(name) not in (None, ParameterSource.DEFAULT) for name in names)
 
 
 def _score_label(options, metric: str) -> str:
@@ -152,25 +142,6 @@ def _searched(options, metric: str = "cosine") -> str:
         how = "reciprocal rank fusion"
         fused = "'fused' ranks this query's hits (by their ranks, not how close they are)"
     return f"searched hybrid: dense + BM25, {how}; {fused}; {cosine}{rerank} (--dense for the embeddings alone)"
-
-
-def _light_encoder(existing, queries, runtime, rerank, prompts: dict):
-    """The torch-free query encoder of a folder index built with --backend onnx (``sbert.backends.onnx_query``),
-    when nothing asks for more: no --rerank, --prompt, --device, nor a --backend/--precision unlike the index's."""
-    from click.core import ParameterSource
-
-    from sbert.search.index.homes import is_database_url
-
-    source = click.get_current_context().get_parameter_source
-    chosen = any(source(name) not in (None, ParameterSource.DEFAULT) for name in ("backend", "precision"))
-    if chosen and f"{runtime.backend}/{runtime.precision}" != existing.manifest.get("backend"):
-        return None
-    if rerank or runtime.device or any(v is not None for v in prompts.values()) or is_database_url(existing.path):
-        return None
-    from sbert.backends.onnx_query import light_query_encoder
-
-    light = light_query_encoder(existing)
-    return light if light is not None and light.accepts(queries) else None
 
 
 def _print_hits(

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sbert.cli.common import MODEL_HELP, device_options, friendly_errors, load_model
-from sbert.model_names import DEFAULT
+from sbert.cli.common import MODEL_HELP, device_options, friendly_errors
 from sbert.serve.settings import FIELD_VALUES, TORCH_WORKERS, Access, Connections, EngineSettings, Limits
 
 ENGINE, LIMITS, CONNECTIONS = EngineSettings(), Limits(), Connections()  # the defaults, shown in --help
@@ -192,26 +191,13 @@ def serve(
     check_api_key(api_key)  # a key no client can send fails here, before the port and the model
     sock = bind(host, port)  # first: a busy port fails at once, not after loading torch and the model
 
+    from sbert.serve import open_service
     from sbert.serve import serve as run
 
-    index = None
-    if index_dir is not None:
-        from sbert.search.retrieve import open_index
-
-        index = open_index(index_dir)
-        model = model or index.model
-        index.check_model(model)  # before loading it
-    model = model or DEFAULT
-    encoder = load_model(model, runtime, allow_pickle)
-    if index is not None:
-        index.fit_truncate_dim(encoder)
-        index.check_model(model, encoder.dim)
-        index.check_backend(encoder.runtime)  # int8 queries against float vectors degrade silently
-    cross = None
-    if rerank_model is not None:
-        from sbert.cross_encoder import CrossEncoder
-
-        cross = CrossEncoder.load(rerank_model, device=runtime.device, allow_pickle=allow_pickle)
+    served = open_service(
+        model, index=index_dir, rerank=rerank_model, backend=runtime.backend, precision=runtime.precision,
+        device=runtime.device, allow_pickle=allow_pickle,
+    )  # fmt: skip
     limits = Limits(
         max_inputs=max_inputs,
         max_chars=max_chars,
@@ -221,16 +207,13 @@ def serve(
         max_response_bytes=int(max_response_mb * 2**20),
     )
     run(
-        encoder,
-        model_name=model,
+        **served,
         host=host,
         port=port,
         sock=sock,
-        index=index,
         api_key=api_key,
         limits=limits,
         engine=EngineSettings(**engine),
-        cross_encoder=cross,
         access_log=access_log,
         access=Access(host=host, allowed_hosts=allowed_hosts, cors_origins=cors_origins),
         connections=Connections(

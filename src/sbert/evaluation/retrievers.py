@@ -59,7 +59,7 @@ class IndexRetriever:
     ``index`` builds the documents (in id order) into a ``MemoryIndex``, or into an index at ``location``
     (a folder or a ``postgresql://`` URL, replaced if there), or uses ``index`` as it is (already built
     from these documents with this model); ``search`` embeds the queries with ``encode_query`` and
-    searches as ``sbert.search.retrieve.search_texts``."""
+    searches through a ``sbert.search.searcher.Searcher``, as ``sbert search`` and ``sbert serve`` do."""
 
     def __init__(
         self,
@@ -95,14 +95,13 @@ class IndexRetriever:
         )
 
     def search(self, model: Any, queries: Sequence[str], k: int) -> list[list[Any]]:
-        from sbert.search.retrieve import search_texts
+        from sbert.search.searcher import Searcher
 
         if self.built is None:
             raise RuntimeError(f"{type(self).__name__}.search before index: index the documents first")
-        options = self.settings.search_options(k, self._cross_encoder())
-        return search_texts(
-            self.built, model, queries, options, batch_size=self.settings.batch_size, on_truncation="ignore"
-        )
+        searcher = Searcher(self.built, model, self._cross_encoder())  # as `sbert search` searches
+        options = self.settings.search_options(k, searcher.rerank)
+        return searcher.search(queries, options, batch_size=self.settings.batch_size, on_truncation="ignore")
 
     def scored_by(self, mode: str) -> IndexRetriever:
         """The same index (no second embedding), documents scored by ``mode`` instead."""
@@ -292,28 +291,22 @@ class RetrievalSettings:
 
     def search_options(self, k: int, cross_encoder: Any = None) -> Any:
         """The ``sbert.search.retrieve.SearchOptions`` of these settings for the best ``k``."""
+        from sbert.search.fusion import CANDIDATES
         from sbert.search.retrieve import SearchOptions
 
-        hybrid = {"fusion": self.fusion, "alpha": self.alpha}
         return SearchOptions(
-            k=k,
-            mode=self.mode if self.chunk else None,
-            hybrid=self.hybrid,
-            rerank=cross_encoder,
-            candidates=self.candidates or 100,
-            **{key: value for key, value in hybrid.items() if value is not None},
-        )
+            k=k, mode=self.mode if self.chunk else None, hybrid=self.hybrid, fusion=self.fusion, alpha=self.alpha,
+            rerank=cross_encoder, candidates=self.candidates or CANDIDATES,
+        )  # fmt: skip
 
     def with_hybrid(self, fusion: str | None = None, alpha: float | None = None) -> RetrievalSettings:
         return replace(self, hybrid=True, fusion=fusion, alpha=alpha)
 
     def cross_encoder(self) -> Any:
         """``rerank`` as a cross-encoder (loaded once per call from a folder)."""
-        if isinstance(self.rerank, (str, Path)):
-            from sbert.cross_encoder import CrossEncoder
+        from sbert.search.searcher import load_reranker
 
-            return CrossEncoder.load(self.rerank)
-        return self.rerank
+        return load_reranker(self.rerank)
 
 
 def _hits(found: TopK, ids: Sequence[str]) -> list[list[Hit]]:

@@ -440,7 +440,7 @@ def choose_search(
                 batch_size=batch_size, show_progress=show_progress,
             )  # fmt: skip
             for choice in (c for c in choices if c.chunk == chunk):
-                options = SearchOptions(10, hybrid=choice.hybrid, fusion=choice.fusion, alpha=choice.alpha)
+                options = SearchOptions(k=10, hybrid=choice.hybrid, fusion=choice.fusion, alpha=choice.alpha)
                 hits = search_texts(index, encoder, query_texts, options, batch_size=batch_size)
                 pairs = zip(query_ids, hits, strict=True)
                 found = [ndcg_at_k([h.id for h in ranked], {held.relevant[q]}, 10) for q, ranked in pairs]

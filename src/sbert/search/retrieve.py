@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sbert.errors import SbertError
 from sbert.search.base import Hit, Hybrid
 from sbert.search.fusion import ALPHA, CANDIDATES, DEFAULT_FUSION, FUSIONS
 from sbert.search.index.base import BaseIndex
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LEAD_HITS",
     "EmbeddedCorpus",
+    "SearchOptionError",
     "SearchOptions",
     "add_texts",
     "build_index",
@@ -259,7 +261,15 @@ def check_prompt(index: BaseIndex, encoder: Any, role: str, prompt_name: str | N
 
 
 # -- queries into hits -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+class SearchOptionError(SbertError, ValueError):
+    """Search options out of range or that do not go together; ``option`` names the one at fault."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+@dataclass(frozen=True, kw_only=True)
 class SearchOptions:
     """How to search: the best ``k``; ``mode`` (an index of documents: ``maxp``/``mean``, default the
     index's); ``hybrid`` BM25 fused by ``fusion`` (``alpha``: the dense side's weight); ``rerank``, a
@@ -274,7 +284,8 @@ class SearchOptions:
     ``hybrid``, ``fusion`` and ``alpha`` left None are the index's (``for_index``): what it recorded when
     built with ``--auto``, else hybrid (weighted, ``ALPHA``) where it keeps BM25 and dense where it does
     not, or dense with a ``threshold`` or a ``lead``. A ``k`` (or ``candidates``) beyond what the index
-    holds returns all it holds."""
+    holds returns all it holds. Given by keyword only; a ``SearchOptionError`` (a ``ValueError``) names the
+    option at fault."""
 
     k: int = 10
     mode: str | None = None
@@ -292,15 +303,20 @@ class SearchOptions:
     def __post_init__(self) -> None:
         for name in ("threshold", "lead"):
             if getattr(self, name) is not None and not math.isfinite(getattr(self, name)):
-                raise ValueError(f"{name} must be a finite number, got {getattr(self, name)}")
+                raise SearchOptionError(name, f"{name} must be a finite number, got {getattr(self, name)}")
         if self.lead is not None and self.rerank is not None:
-            raise ValueError("lead is a dense search's cosine margin: it does not apply to re-ranked scores")
+            raise SearchOptionError(
+                "lead", "lead is a dense search's cosine margin: it does not apply to re-ranked scores"
+            )
         if self.k < 1 or self.candidates < 1:
-            raise ValueError(f"k and candidates must be at least 1, got {self.k} and {self.candidates}")
+            raise SearchOptionError(
+                "k" if self.k < 1 else "candidates",
+                f"k and candidates must be at least 1, got {self.k} and {self.candidates}",
+            )
         if self.fusion is not None and self.fusion not in FUSIONS:
-            raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
+            raise SearchOptionError("fusion", f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
         if self.alpha is not None and not 0 <= self.alpha <= 1:
-            raise ValueError(f"alpha must be from 0 to 1, got {self.alpha}")
+            raise SearchOptionError("alpha", f"alpha must be from 0 to 1, got {self.alpha}")
 
     def for_index(self, index: BaseIndex) -> SearchOptions:
         """These options with ``hybrid``, ``fusion`` and ``alpha`` settled for ``index`` (see the class)."""

@@ -1,5 +1,6 @@
 """The embedding service; ``sbert serve`` runs it.
 
+``open_service`` loads what it serves (the model, an index with its own model: ``sbert.search.searcher``),
 ``bind``, ``make_server`` and ``serve`` (here) start it; ``app.create_app`` wires the FastAPI app from
 ``engine`` (how texts are batched and run), ``schemas``/``responses`` (the bodies), ``routes``,
 ``errors``, ``access`` and ``gate`` (Host/Origin checks, auth, limits, metrics, cancelling the requests of
@@ -70,6 +71,42 @@ def make_server(
     url = f"http://[{host}]:{port}" if sock.family == socket.AF_INET6 else f"http://{host}:{port}"
     logging.getLogger("uvicorn.error").info("sbert serve listening on %s (Press CTRL+C to quit)", url)
     return uvicorn.Server(config)
+
+
+def open_service(
+    model: str | None = None,
+    *,
+    index: str | None = None,
+    rerank: str | None = None,
+    backend: str = "torch",
+    precision: str = "fp32",
+    device: str | None = None,
+    allow_pickle: bool = False,
+) -> dict[str, Any]:
+    """What ``serve`` serves, as its keywords (``encoder``, ``model_name``, ``index``, ``cross_encoder``): with
+    ``index`` (a folder or a ``postgresql://`` URL), its ``Searcher`` (``sbert.search.searcher.open_searcher``:
+    the index's own model, checked before it loads), else ``model`` (default: the default model)."""
+    from sbert.search.searcher import load_reranker, open_searcher, search_model
+
+    if index is not None:
+        searcher = open_searcher(
+            index, model=model, backend=backend, precision=precision, device=device, allow_pickle=allow_pickle,
+            rerank=rerank, light=False,  # the service batches tokens: the light query encoder does not
+        )  # fmt: skip
+        name = str(search_model(searcher.index, model))
+        return {
+            "encoder": searcher.encoder,
+            "model_name": name,
+            "index": searcher.index,
+            "cross_encoder": searcher.rerank,
+        }
+    import sbert
+    from sbert.model_names import DEFAULT
+
+    name = model or DEFAULT
+    encoder = sbert.load(name, device=device, allow_pickle=allow_pickle, backend=backend, precision=precision)
+    cross = load_reranker(rerank, device=device, allow_pickle=allow_pickle)
+    return {"encoder": encoder, "model_name": name, "index": None, "cross_encoder": cross}
 
 
 def serve(

@@ -20,6 +20,7 @@ from fastapi import FastAPI
 from sbert.errors import ModelNotFoundError
 from sbert.model_names import canonical_name, known_names, resolve
 from sbert.protocols import PairScorer
+from sbert.search.searcher import Searcher
 from sbert.serve import errors
 from sbert.serve.access import Policy
 from sbert.serve.auth import check_api_key
@@ -68,9 +69,7 @@ def create_app(
         engine=embedding,
         context=context,
         similarity_fn_name=encoder.similarity_fn_name,
-        index=index,
-        index_backend=encoder.runtime if index is not None else None,
-        cross_encoder=cross_encoder,
+        searcher=None if index is None else Searcher(index, encoder, cross_encoder),
     )
 
     @asynccontextmanager

@@ -17,7 +17,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from sbert import similarity
-from sbert.protocols import PairScorer
+from sbert.search.retrieve import SearchOptionError, SearchOptions
+from sbert.search.searcher import Searcher
 from sbert.serve.engine import Embedded, EmbeddingEngine
 from sbert.serve.errors import ApiError
 from sbert.serve.responses import (
@@ -33,14 +34,18 @@ from sbert.serve.schemas import Context, EmbeddingRequest, RequestModel, SearchR
 
 @dataclass
 class Service:
-    """What the routes serve: the engine, request context, similarity function, index, cross-encoder."""
+    """What the routes serve: the engine, request context, similarity function, and for /search the index
+    with the served encoder and the cross-encoder (a ``Searcher``: ``sbert search``'s own)."""
 
     engine: EmbeddingEngine
     context: Context
     similarity_fn_name: str = "cosine"
-    index: Any = None  # a VectorIndex, for /search
-    index_backend: str | None = None  # how the encoder makes vectors, as the index records it
-    cross_encoder: PairScorer | None = None
+    searcher: Searcher | None = None
+
+    @property
+    def index(self) -> Any:
+        """The index /search searches (None: none is served)."""
+        return None if self.searcher is None else self.searcher.index
 
     async def read(self, request: Request, model: type[RequestModel]) -> RequestModel:
         """The request's body as ``model``, validated against this server (ApiError otherwise), parsed on a
@@ -129,9 +134,9 @@ async def search(request: Request) -> Response:
     if service.index is None:
         raise ApiError(404, "no index is loaded: start the server with --index DIR", code="no_index")
     body = await service.read(request, SearchRequest)
-    await run_in_threadpool(_check_search, service, body)  # refresh() may wait on a database: not on the loop
+    options = await run_in_threadpool(_options, service, body)  # refresh() may wait on a database: not on the loop
     queries = await service.engine.embed(body.query, _prompt(service, task="query"))  # as Encoder.encode_query
-    hits = await _hits(service, body, queries.vectors)
+    hits = await run_in_threadpool(service.searcher.search_vectors, queries.vectors, body.query, options)
     limit = service.context.limits.max_response_bytes
     _check_size(sum(len(h.id) + len(h.text or "") + 48 for found in hits for h in found), limit)  # before building it
     results = [
@@ -163,11 +168,15 @@ def _prompt(service: Service, prompt_name: str | None = None, prompt: str | None
 
 
 def _embedding_body(body: EmbeddingRequest, embedded: Embedded, model_name: str) -> dict:
-    """OpenAI's embeddings response: vectors (cut to ``dimensions`` and re-normalised), floats or base64."""
+    """OpenAI's embeddings response: vectors (cut to ``dimensions`` and re-normalised, as ``Encoder.encode``
+    with ``truncate_dim`` and ``normalize`` does), floats or base64."""
     vectors = embedded.vectors
     if body.dimensions is not None and body.dimensions < vectors.shape[1]:
-        vectors = vectors[:, : body.dimensions]
-        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        import torch
+
+        from sbert.pipeline import finish
+
+        vectors = finish(torch.from_numpy(vectors), body.dimensions, normalize=True)
     vectors = np.ascontiguousarray(vectors, dtype="<f4")
     base64_out = body.encoding_format == "base64"
     data = [
@@ -185,38 +194,24 @@ def _hit(hit) -> dict:
     return {k: v for k, v in hit.as_json().items() if k != "row"}
 
 
-def _check_search(service: Service, body: SearchRequest) -> None:
-    """Refuse a ``method`` the index does not hold, ``rerank`` without a cross-encoder or with a ``lead``,
-    ``hybrid`` without a BM25 index, ``mode`` for an index of texts."""
-    service.index.refresh()  # another process may have written a new version (with other structures)
-    if body.method not in (None, "exact", *service.index.structures):
-        raise ApiError(400, f"'method' must be exact or one of {service.index.structures}", "method")
-    if body.rerank and service.cross_encoder is None:
+def _options(service: Service, body: SearchRequest) -> SearchOptions:
+    """The request's search options, as ``sbert search`` builds them (``Searcher.options``). Refused (400): a
+    ``method`` the index does not hold, ``rerank`` without a cross-encoder, ``hybrid`` without a BM25 index,
+    ``mode`` for an index of texts, and options that do not go together (``SearchOptionError``)."""
+    index = service.index
+    index.refresh()  # another process may have written a new version (with other structures)
+    if body.method not in (None, "exact", *index.structures):
+        raise ApiError(400, f"'method' must be exact or one of {index.structures}", "method")
+    if body.rerank and service.searcher.rerank is None:
         raise ApiError(400, "no cross-encoder is loaded: start the server with --rerank MODEL", "rerank")
-    if body.rerank and body.lead is not None:
-        raise ApiError(400, "'lead' is a dense search's cosine margin: it does not apply to re-ranked scores", "lead")
-    if body.hybrid and not service.index.lexical:
+    if body.hybrid and not index.lexical:
         raise ApiError(400, "the index has no BM25 index for hybrid search: build it without --no-bm25", "hybrid")
-    if body.mode is not None and not service.index.documents:
+    if body.mode is not None and not index.documents:
         raise ApiError(400, "'mode' applies to an index of documents (built with --chunk)", "mode")
-
-
-async def _hits(service: Service, body: SearchRequest, vectors: np.ndarray) -> list:
-    """Each query's hits, as ``sbert search`` finds them (``sbert.search.retrieve.search_vectors``)."""
-    from sbert.search.retrieve import SearchOptions, search_vectors
-
-    options = SearchOptions(
-        k=body.k,
-        mode=body.mode,
-        hybrid=body.hybrid,
-        fusion=body.fusion,
-        alpha=body.alpha,
-        candidates=body.candidates,
-        rerank=service.cross_encoder if body.rerank else None,
-        method=body.method,
-        threshold=body.threshold,
-        lead=body.lead,
-    )
-    return await run_in_threadpool(
-        search_vectors, service.index, vectors, body.query, options, backend=service.index_backend
-    )
+    try:
+        return service.searcher.options(
+            rerank=body.rerank, k=body.k, mode=body.mode, hybrid=body.hybrid, fusion=body.fusion, alpha=body.alpha,
+            candidates=body.candidates, method=body.method, threshold=body.threshold, lead=body.lead,
+        )  # fmt: skip
+    except SearchOptionError as err:
+        raise ApiError(400, str(err), err.option) from None

@@ -192,7 +192,7 @@ def test_every_window_of_a_document_keeps_its_documents_title(tmp_path):
                         chunking=Chunking(window=12, overlap=3), titles=["Baking bread", None])  # fmt: skip
     add_texts(index, encoder, ["Trains run late."], ["train"], titles=["Rail news"])
     assert len(index) > 4  # the long document is several windows
-    hits = {h.id: h for h in search_texts(index, encoder, ["dough"], SearchOptions(3))[0]}
+    hits = {h.id: h for h in search_texts(index, encoder, ["dough"], SearchOptions(k=3))[0]}
     assert (hits["bread"].title, hits["cats"].title, hits["train"].title) == ("Baking bread", None, "Rail news")
 
 
