@@ -80,11 +80,11 @@ def test_serve_index_uses_the_indexs_model_and_names_it_without_its_path(adapted
 
 
 def test_serve_index_with_another_model_is_refused_before_loading_it(adapted_index, monkeypatch):
-    import sbert.cli.service
+    import sbert
 
     ix, _ = adapted_index
     loaded = []
-    monkeypatch.setattr(sbert.cli.service, "load_model", lambda *a: loaded.append(a))
+    monkeypatch.setattr(sbert, "load", lambda *a, **k: loaded.append(a))
     result = CliRunner().invoke(main, ["serve", "--port", str(free_port()), "--index", str(ix), "--model", "default"])
     assert result.exit_code == 1, result.output
     assert "was built with model" in result.output and "refusing to use it with 'default'" in result.output

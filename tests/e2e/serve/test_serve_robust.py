@@ -173,11 +173,11 @@ def test_metrics_label_by_route_not_raw_path(server):
 def test_second_serve_on_a_busy_port_fails_before_loading_the_model(monkeypatch):
     from click.testing import CliRunner
 
-    import sbert.cli.service
+    import sbert
     from sbert.cli import main
 
     loaded = []
-    monkeypatch.setattr(sbert.cli.service, "load_model", lambda *a: loaded.append(a))
+    monkeypatch.setattr(sbert, "load", lambda *a, **k: loaded.append(a))
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
