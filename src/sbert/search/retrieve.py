@@ -8,7 +8,8 @@ all go through these functions, so that what is measured is what is served:
 
 An index (``BaseIndex``, ``sbert.search.index.base``) is any of ``VectorIndex`` (a folder), ``PgVectorIndex``
 (PostgreSQL) or ``MemoryIndex`` (``location=None``); ``open_index`` opens the first two from a folder or a
-``postgresql://`` URL. Which class lives at a location is ``sbert.search.index.homes``.
+``postgresql://`` URL. Which class lives at a location is ``sbert.search.index.homes``;
+``sbert.search.searcher.open_searcher`` opens an index with the model that embeds its queries.
 """
 
 from __future__ import annotations
