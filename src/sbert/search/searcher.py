@@ -115,13 +115,8 @@ def open_searcher(
     index = open_index(location, table=table)
     name = search_model(index, model)
     runtime = None if backend is None and precision is None else _runtime(backend, precision)
-    encoder = None
-    if (
-        light
-        and not is_database_url(location)
-        and _may_go_light(index, runtime, device, rerank, prompts_given, queries)
-    ):
-        encoder = _light_encoder(index, queries or [])
+    needs_model = rerank is not None or bool(device) or prompts_given  # what the light encoder cannot do
+    encoder = _light_encoder(location, index, queries, runtime) if light and not needs_model else None
     if encoder is None:  # the model itself (torch and transformers loaded: seconds)
         import sbert
 
@@ -143,24 +138,20 @@ def load_reranker(rerank: str | Path | Any | None, *, device: str | None = None,
 
 
 def _runtime(backend: str | None, precision: str | None) -> str:
-    """ "backend/precision" as an index records it (``backend`` None: torch; ``precision`` None: its first)."""
+    """The runtime as an index records it, "backend/precision" (``backend`` None: torch; ``precision`` None:
+    the backend's first)."""
     from sbert.backends import runtime_of
 
     return "/".join(runtime_of(backend or "torch", precision))
 
 
-def _may_go_light(
-    index: BaseIndex, runtime: str | None, device: str | None, rerank: Any, prompts_given: bool, queries: Any
-) -> bool:
-    """Whether the rules allow a folder index's light query encoder: queries known, no re-ranker, prompt or
-    device asked for, and a backend/precision (``runtime``, None: not chosen) that is the index's."""
-    if queries is None or rerank is not None or device or prompts_given:
-        return False
-    return runtime is None or runtime == index.manifest.get("backend")
-
-
-def _light_encoder(index: BaseIndex, queries: Sequence[str]) -> Any:
-    """The index's light query encoder where it records one that embeds ``queries`` as the model would; else None."""
+def _light_encoder(location: str | Path, index: BaseIndex, queries: Sequence[str] | None, runtime: str | None) -> Any:
+    """The light query encoder a folder index built on ONNX records, where ``runtime`` (the backend/precision
+    asked for; None: not chosen) is the index's own and it embeds ``queries`` as the model would; else None."""
+    if queries is None or is_database_url(location):
+        return None
+    if runtime is not None and runtime != index.manifest.get("backend"):
+        return None
     from sbert.backends.onnx_query import light_query_encoder
 
     encoder = light_query_encoder(index)
