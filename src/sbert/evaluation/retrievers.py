@@ -183,8 +183,8 @@ class HybridRetriever:
         from sbert.search.fusion import fuse
 
         wide = min(max(k, self.candidates), max(1, len(self.ids)))  # never wider than the documents
-        sides = [self._top(retriever.search(model, queries, wide), wide) for retriever in (self.dense, self.lexical)]
-        return _hits(fuse(*sides, k, fusion=self.fusion, alpha=self.alpha), self.ids)
+        dense, lexical = (self._top(side.search(model, queries, wide), wide) for side in (self.dense, self.lexical))
+        return _hits(fuse(dense, lexical, k, fusion=self.fusion, alpha=self.alpha), self.ids)
 
     def _top(self, hits: list[list[Any]], width: int) -> TopK:
         """Hits as a ``TopK`` over this retriever's rows (padded with row -1, score -inf)."""

@@ -131,12 +131,13 @@ async def similarity_scores(request: Request) -> Response:
 
 async def search(request: Request) -> Response:
     service = _service(request)
-    if service.index is None:
+    searcher = service.searcher
+    if searcher is None:
         raise ApiError(404, "no index is loaded: start the server with --index DIR", code="no_index")
     body = await service.read(request, SearchRequest)
-    options = await run_in_threadpool(_options, service, body)  # refresh() may wait on a database: not on the loop
+    options = await run_in_threadpool(_options, searcher, body)  # refresh() may wait on a database: not on the loop
     queries = await service.engine.embed(body.query, _prompt(service, task="query"))  # as Encoder.encode_query
-    hits = await run_in_threadpool(service.searcher.search_vectors, queries.vectors, body.query, options)
+    hits = await run_in_threadpool(searcher.search_vectors, queries.vectors, body.query, options)
     limit = service.context.limits.max_response_bytes
     _check_size(sum(len(h.id) + len(h.text or "") + 48 for found in hits for h in found), limit)  # before building it
     results = [
@@ -194,22 +195,22 @@ def _hit(hit) -> dict:
     return {k: v for k, v in hit.as_json().items() if k != "row"}
 
 
-def _options(service: Service, body: SearchRequest) -> SearchOptions:
+def _options(searcher: Searcher, body: SearchRequest) -> SearchOptions:
     """The request's search options, as ``sbert search`` builds them (``Searcher.options``). Refused (400): a
     ``method`` the index does not hold, ``rerank`` without a cross-encoder, ``hybrid`` without a BM25 index,
     ``mode`` for an index of texts, and options that do not go together (``SearchOptionError``)."""
-    index = service.index
+    index: Any = searcher.index  # a folder or database index: it has refresh() and structures
     index.refresh()  # another process may have written a new version (with other structures)
     if body.method not in (None, "exact", *index.structures):
         raise ApiError(400, f"'method' must be exact or one of {index.structures}", "method")
-    if body.rerank and service.searcher.rerank is None:
+    if body.rerank and searcher.rerank is None:
         raise ApiError(400, "no cross-encoder is loaded: start the server with --rerank MODEL", "rerank")
     if body.hybrid and not index.lexical:
         raise ApiError(400, "the index has no BM25 index for hybrid search: build it without --no-bm25", "hybrid")
     if body.mode is not None and not index.documents:
         raise ApiError(400, "'mode' applies to an index of documents (built with --chunk)", "mode")
     try:
-        return service.searcher.options(
+        return searcher.options(
             rerank=body.rerank, k=body.k, mode=body.mode, hybrid=body.hybrid, fusion=body.fusion, alpha=body.alpha,
             candidates=body.candidates, method=body.method, threshold=body.threshold, lead=body.lead,
         )  # fmt: skip
