@@ -229,11 +229,11 @@ def test_an_api_key_clients_cannot_send_is_refused_at_start_up(model, key):
 def test_sbert_serve_refuses_such_a_key_before_taking_the_port(monkeypatch, where, key, said):
     from click.testing import CliRunner
 
-    import sbert.cli.service
+    import sbert
     from sbert.cli import main
 
     loaded = []
-    monkeypatch.setattr(sbert.cli.service, "load_model", lambda *a: loaded.append(a))
+    monkeypatch.setattr(sbert, "load", lambda *a, **k: loaded.append(a))
     port = free_port()
     options = ["serve", "--port", str(port)]
     if where == "option":
