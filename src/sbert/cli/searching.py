@@ -89,7 +89,10 @@ from sbert.cli.retrieval_options import (
 @mixed_option
 @prompt_options("query")
 @friendly_errors
-def search(folder, queries, k, model, method, ef_search, rescore, rerank, candidates, as_json, runtime, **flags):
+def search(
+    folder, queries, table, k, model, method, ef_search, rescore, rerank, candidates, hybrid, fusion, alpha, mode,
+    threshold, lead, as_json, runtime, allow_pickle, allow_mixed_backend, prompts,
+):  # fmt: skip
     """Find the texts in the index at FOLDER most similar to each of QUERIES (embedded with the query prompt).
 
     An index built with --chunk returns documents, each with its best passage."""
@@ -97,20 +100,20 @@ def search(folder, queries, k, model, method, ef_search, rescore, rerank, candid
 
     chosen = _chosen("backend", "precision")  # else the index's light query path may answer, where it has one
     searcher = open_searcher(
-        folder, model=model, table=flags["table"], backend=runtime.backend if chosen else None,
-        precision=runtime.precision if chosen else None, device=runtime.device, allow_pickle=flags["allow_pickle"],
-        rerank=rerank, allow_mixed_backend=flags["allow_mixed_backend"],
-        prompts_given=any(v is not None for v in flags["prompts"].values()), queries=queries,
+        folder, model=model, table=table, backend=runtime.backend if chosen else None,
+        precision=runtime.precision if chosen else None, device=runtime.device, allow_pickle=allow_pickle,
+        rerank=rerank, allow_mixed_backend=allow_mixed_backend,
+        prompts_given=any(v is not None for v in prompts.values()), queries=queries,
     )  # fmt: skip
     options = searcher.options(
-        k=k, mode=flags["mode"], hybrid=flags["hybrid"], fusion=flags["fusion"], alpha=flags["alpha"],
-        candidates=candidates, method=method, ef_search=ef_search, rescore=rescore, threshold=flags["threshold"],
-        lead=flags["lead"],
+        k=k, mode=mode, hybrid=hybrid, fusion=fusion, alpha=alpha, candidates=candidates, method=method,
+        ef_search=ef_search, rescore=rescore, threshold=threshold, lead=lead,
     )  # fmt: skip
-    hits = searcher.search(queries, options, allow_mixed_backend=flags["allow_mixed_backend"], **flags["prompts"])
+    hits = searcher.search(queries, options, allow_mixed_backend=allow_mixed_backend, **prompts)
+    metric = searcher.index.metric
     if not as_json:  # stdout is the JSON; a script reads how from the options it passed
-        click.echo(_searched(options, searcher.index.metric), err=True)
-    _print_hits(queries, hits, as_json, flags["threshold"], flags["lead"], _score_label(options, searcher.index.metric))
+        click.echo(_searched(options, metric), err=True)
+    _print_hits(queries, hits, as_json, threshold, lead, _score_label(options, metric))
 
 
 def _chosen(*names: str) -> bool:
