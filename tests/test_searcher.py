@@ -64,6 +64,18 @@ def test_the_model_is_the_indexs_and_another_is_refused_before_it_loads(tmp_path
     assert loaded == []
 
 
+def test_the_service_serves_an_indexs_own_model_and_refuses_another_before_loading(tmp_path, monkeypatch):
+    from sbert.serve import open_service
+
+    VectorIndex.build(tmp_path / "ix", _vectors(), model="default", texts=TEXTS)
+    monkeypatch.setattr(sbert, "load", lambda *a, **k: (_ for _ in ()).throw(_Loaded(a)))
+    with pytest.raises(IndexMismatchError, match="was built with model 'all-MiniLM-L6-v2'"):
+        open_service(str(tmp_path), index=str(tmp_path / "ix"))
+    with pytest.raises(_Loaded) as loading:
+        open_service(index=str(tmp_path / "ix"))
+    assert loading.value.args[0] == ("all-MiniLM-L6-v2",)  # the index's own model, by the name it records
+
+
 class _Loaded(Exception):
     """Raised by a stand-in for ``sbert.load``: the full model would have been loaded."""
 
