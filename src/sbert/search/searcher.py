@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from sbert.search.base import Hit
 from sbert.search.index.base import BaseIndex
@@ -121,7 +121,8 @@ def open_searcher(
         import sbert
 
         backend, precision = (runtime or _runtime(None, None)).split("/")
-        encoder = sbert.load(name, device=device, allow_pickle=allow_pickle, backend=backend, precision=precision)
+        chosen = cast(Literal["torch", "onnx"], backend)  # a name of BACKENDS: use_backend refuses others
+        encoder = sbert.load(name, device=device, allow_pickle=allow_pickle, backend=chosen, precision=precision)
         index.fit_truncate_dim(encoder)
         index.check_model(name, encoder.dim)
     index.check_backend(encoder.runtime, allow_mixed_backend)  # int8 queries against float vectors degrade
