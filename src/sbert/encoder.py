@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from sbert.adapter_folder import is_peft
 from sbert.atomic import atomic_dir, recover
 from sbert.backends.onnx import ExportSource
 from sbert.device import resolve_device
@@ -224,10 +225,14 @@ class Encoder(nn.Sequential):
         return getattr(self._runner, "path", None)
 
     def export_source(self) -> ExportSource:
-        """What the ONNX backend needs to export this encoder: itself, an example batch, its settings, its folder."""
+        """What the ONNX backend needs to export this encoder: itself (a LoRA adapter folded into a copy of its
+        base's weights), an example batch, its settings, its folder."""
         ids, _ = self.transformer.tokenize(["an example sentence to trace", "a second, longer example sentence here"])
         settings = {"modules": [_describe_module(m) for m in self], "max_seq_length": self.max_seq_length}
-        return ExportSource(self, self.transformer.collate(ids), settings, self.path)
+        module = self
+        if is_peft(getattr(self.transformer, "model", None)):
+            module = Encoder([self.transformer.merged(), *list(self)[1:]]).to(self.device)
+        return ExportSource(module, self.transformer.collate(ids), settings, self.path)
 
     def use_backend(
         self,

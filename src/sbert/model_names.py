@@ -61,3 +61,19 @@ def canonical_name(name_or_path: str | Path) -> str:
     if path.is_dir():
         return str(path.resolve())
     return _ALIASES.get(str(name_or_path), str(name_or_path))
+
+
+def is_known_name(name: str) -> bool:
+    """Whether ``name`` is a model name sbert knows (shipped, split into parts, or an alias of one)."""
+    return name in known_names()
+
+
+def base_reference(name_or_path: str | Path) -> str:
+    """How an adapter names its base: a folder's absolute path, or for a known name its Hugging Face id where
+    one is known (``sentence-transformers/all-MiniLM-L6-v2``, which sentence-transformers finds too)."""
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return str(path.resolve())
+    name = canonical_name(name_or_path)
+    hub_ids = [alias for alias, target in _ALIASES.items() if target == name and "/" in alias]
+    return hub_ids[0] if hub_ids else name

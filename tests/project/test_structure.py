@@ -107,10 +107,10 @@ def test_no_function_over_60_lines_without_a_reason():
 # docs/architecture.md ("Layers"). Keys are sbert's top-level modules and packages.
 LAYERS: list[set[str]] = [
     {"errors", "versions", "arrays", "atomic", "device", "progress", "protocols", "distributed", "locks", "eval_mode"},
-    {"data", "split_zip", "model_names", "batching", "prompts", "similarity", "token_ids"},
+    {"data", "split_zip", "model_names", "adapter_folder", "batching", "prompts", "similarity", "token_ids"},
     {"modules", "pipeline", "backends"},
     {"encoder"},
-    {"losses", "evaluation", "search", "windows", "cross_encoder", "static", "embeddings_io", "parallel"},
+    {"losses", "evaluation", "search", "windows", "cross_encoder", "static", "embeddings_io", "parallel", "adapters"},
     {"training", "plot"},
     {"adapt"},
     {"serve"},

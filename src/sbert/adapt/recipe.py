@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from sbert.adapt.methods import METHODS, Method, default_method, method
 from sbert.adapt.pseudo_queries import PseudoQuery, pseudo_queries
+from sbert.adapters import LoraSettings
 from sbert.atomic import check_replaceable
 from sbert.data.beir import Document
 from sbert.data.corpus import Columns, read_corpus_documents
@@ -39,7 +40,8 @@ class AdaptSettings:
     trains on every document (``--auto`` then says it may have). ``guide`` (in-batch methods: a
     local bi-encoder): GISTEmbed's guided masking, dropping the in-batch candidates it scores above the row's
     own document less ``guide_margin`` (``sbert.losses.in_batch.Guide``; pseudo-queries miss positives: a
-    title's duplicate report elsewhere in the batch is a negative to the plain loss)."""
+    title's duplicate report elsewhere in the batch is a negative to the plain loss). ``lora``: train a LoRA
+    adapter of that shape instead of every weight, and save only it (``sbert.adapters``)."""
 
     method: str | None = None
     steps: int = 100
@@ -55,6 +57,7 @@ class AdaptSettings:
     hold_out: int | None = None
     guide: str | None = None
     guide_margin: float = 0.0
+    lora: LoraSettings | None = None
 
 
 def adapt(
@@ -81,6 +84,7 @@ def adapt(
     (``Method.first``) trains its first stage into ``<out>.train/first-<method>`` (a resumed run that
     finished it goes straight on), then itself from that model.
     """
+    from sbert.adapters import for_training
     from sbert.training.recipe import build_encoder
     from sbert.training.trainer import Objective, Trainer
 
@@ -103,6 +107,7 @@ def adapt(
     held, settings, documents, queries = _held_out_and_queries(documents, source, chosen, settings)
     report(plan(documents, held, source, queries, chosen, settings), progress)
     encoder = build_encoder(str(model), seed=settings.seed, device=device)
+    encoder = for_training(encoder, settings.lora, str(model), settings.seed)
     run_dir = Path(out).with_name(Path(out).name + ".train")
     kept = TeacherScores(run_dir / SCORED, {"model": str(model), "corpus": str(source)}, resume, progress)
     rows, loss = training_rows(chosen, settings, encoder, documents, queries, kept)

@@ -3,7 +3,8 @@
 One module per family of commands: ``embeddings`` (encode, similarity, info), ``training`` (train,
 eval), ``indexing`` (index build, add, delete, info), ``searching`` (search, mine, cluster), ``collection``
 (make-collection), ``service`` (serve),
-``static`` (distill, rotate); ``common`` holds the options and error handling they share.
+``static`` (distill, rotate), ``adapters`` (merge, and the ``--lora`` options of adapt and train); ``common``
+holds the options and error handling they share.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TextIO
 import click
 
 from sbert.cli.adapt import adapt
+from sbert.cli.adapters import merge
 from sbert.cli.collection import make_collection
 from sbert.cli.embeddings import encode, info, similarity
 from sbert.cli.indexing import index
@@ -43,6 +45,7 @@ for _command in (
     similarity,
     train,
     adapt,
+    merge,
     evaluate,
     info,
     index,

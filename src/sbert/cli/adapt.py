@@ -8,6 +8,8 @@ import click
 
 from sbert.adapt.methods import DEFAULT_METHOD, METHODS, MIN_TITLED, UNTITLED_METHOD
 from sbert.adapt.recipe import AdaptSettings
+from sbert.adapters import LoraSettings
+from sbert.cli.adapters import lora_options
 from sbert.cli.common import CORPUS_HELP, MODEL_HELP, column_options, friendly_errors
 from sbert.progress import HELP as PROGRESS_HELP
 from sbert.search.auto import HOLD_OUT_SHARE
@@ -98,6 +100,7 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
     show_default=True,
     help="--guide: drop a candidate the guide scores above the document's score minus this (0: GISTEmbed's).",
 )
+@lora_options
 @click.option("--resume", is_flag=True, help="Go on from OUT.train/checkpoint.pt (after Ctrl-C).")
 @click.option("--overwrite", is_flag=True, help="Replace a model already at --out (refused otherwise).")
 @click.option("--device", default=None, help="cpu, cuda, ... (default: cuda if present).")
@@ -120,6 +123,10 @@ def adapt(
     max_seq_length,
     guide,
     guide_margin,
+    lora,
+    lora_rank,
+    lora_alpha,
+    lora_targets,
     resume,
     overwrite,
     device,
@@ -131,6 +138,7 @@ def adapt(
     from sbert.training.trainer import check_out
 
     check_out(out, overwrite=overwrite, resume=resume)  # before the corpus is read and the model loaded
+    adapter = LoraSettings.chosen(lora, lora_rank, lora_alpha, lora_targets)
     settings = AdaptSettings(
         method,
         steps,
@@ -144,6 +152,7 @@ def adapt(
         hold_out=hold_out,
         guide=guide,
         guide_margin=guide_margin,
+        lora=adapter,
     )
     try:
         summary = run_adapt(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from sbert.cli.adapters import lora_options
 from sbert.cli.common import MODEL_HELP, auto_kind_option, device_options, friendly_errors, load_model, one_model
 from sbert.data.formats import FORMATS
 from sbert.evaluation.tasks import GROUPS, TASKS
@@ -126,6 +127,7 @@ def _setting_options(taken: set[str | None]) -> list[click.Option]:
     help="Train a cross-encoder (both sentences through the transformer, a new head) instead: "
     "regression (1 score, BCE on scores scaled to [0,1]) or classification.",
 )
+@lora_options
 @click.option("--resume", is_flag=True, help="Go on from OUT.train/checkpoint.pt if there is one.")
 @click.option("--overwrite", is_flag=True, help="Replace a model already at --out (refused otherwise).")
 @click.option(

@@ -15,8 +15,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from sbert.adapter_folder import is_adapter_folder, is_peft
 from sbert.batching import pack_rows
 from sbert.errors import ModelFormatError
+from sbert.modules import lora
 from sbert.modules.base import Features, Module, write_json
 from sbert.modules.folder import check_finite, pickle_refusal, read_json, refuse_remote_code, weight_files
 from sbert.token_ids import encode_ids
@@ -232,15 +234,21 @@ class Transformer(Module):
     def save(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
         with _no_transformers_progress():
-            self.model.save_pretrained(path)
+            if is_peft(self.model):  # the adapter only (sbert.modules.lora); the base stays where it is
+                lora.save_adapter(self.model, path)
+            else:
+                self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         write_json(path / CONFIG_FILE, {"max_seq_length": self.max_seq_length, "do_lower_case": self.do_lower_case})
 
     @classmethod
     def load(cls, path: Path, *, allow_pickle: bool = False, max_seq_length: int | None = None) -> Transformer:
-        """Load a Hugging Face model folder (config.json, weights, tokenizer); never downloads."""
+        """Load a Hugging Face model folder (config.json, weights, tokenizer), or a LoRA adapter folder over its
+        base (``sbert.modules.lora``); never downloads."""
         from transformers import AutoModel, AutoTokenizer
 
+        if is_adapter_folder(path) and not (path / "config.json").is_file():
+            return cls.load_adapter(path, allow_pickle=allow_pickle, max_seq_length=max_seq_length)
         if not (path / "config.json").is_file():
             raise ModelFormatError(
                 f"{path}: not a transformer folder (expected config.json, tokenizer files and model.safetensors)"
@@ -277,8 +285,45 @@ class Transformer(Module):
             source = "" if max_seq_length else f"{path / CONFIG_FILE if saved_length else path / 'config.json'}: "
             raise ModelFormatError(f"{source}{err}") from err
 
+    @classmethod
+    def load_adapter(cls, path: Path, *, allow_pickle: bool = False, max_seq_length: int | None = None) -> Transformer:
+        """An adapter folder's Transformer: its base (by name or folder, ``sbert.modules.lora.base_folder``) with
+        the adapter's LoRA layers on top, frozen; the tokenizer and length settings are the folder's own (the
+        base's where it has none)."""
+        config = lora.adapter_config(path)
+        name = config.pop("base_model_name_or_path")
+        base = cls.load(lora.transformer_folder(lora.base_folder(path, name), path), allow_pickle=allow_pickle)
+        model = lora.attach(base.model, config, path, base=name)
+        refuse_remote_code(path)
+        tokenizer = load_tokenizer(path, model) if (path / "tokenizer_config.json").is_file() else base.tokenizer
+        settings = read_json(path / CONFIG_FILE) if (path / CONFIG_FILE).is_file() else {}
+        length = max_seq_length or settings.get("max_seq_length") or base.max_seq_length
+        try:
+            return cls(model, tokenizer, length, bool(settings.get("do_lower_case", False)))
+        except ValueError as err:
+            raise ModelFormatError(f"{path / CONFIG_FILE}: {err}") from err
+
+    def merged(self) -> Transformer:
+        """This Transformer with its LoRA adapter folded into a copy of the base's weights (itself without one)."""
+        if not is_peft(self.model):
+            return self
+        return Transformer(lora.merged_model(self.model), self.tokenizer, self.max_seq_length, self.do_lower_case)
+
     def extra_repr(self) -> str:
         return f"{type(self.model).__name__}, max_seq_length={self.max_seq_length}, dim={self.dim}"
+
+
+def load_tokenizer(path: Path, model):
+    """The tokenizer of ``path``'s own files (no code run, nothing downloaded), checked against ``model``."""
+    from transformers import AutoTokenizer
+
+    try:
+        with _no_transformers_progress():
+            tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
+    except (OSError, ValueError, KeyError) as err:
+        raise ModelFormatError(f"{path}: cannot load the tokenizer: {err}") from err
+    check_tokenizer(path, tokenizer, model)
+    return tokenizer
 
 
 def check_tokenizer(path: Path, tokenizer, model) -> None:

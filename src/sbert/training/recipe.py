@@ -45,10 +45,12 @@ def run(spec: RunSpec, resume: bool = False) -> dict:
 
 
 def build_model(spec: RunSpec):
-    """The model ``spec`` trains: its base model as a bi-encoder, or its transformer under a new
-    cross-encoder head as wide as the objective's labels."""
+    """The model ``spec`` trains: its base model as a bi-encoder (with a fresh LoRA adapter where ``spec.lora``
+    says), or its transformer under a new cross-encoder head as wide as the objective's labels."""
     if not spec.cross_encoder:
-        return build_encoder(
+        from sbert.adapters import for_training
+
+        encoder = build_encoder(
             spec.model,
             spec.init,
             spec.pooling,
@@ -57,6 +59,7 @@ def build_model(spec: RunSpec):
             device=spec.device,
             allow_pickle=spec.allow_pickle,
         )
+        return for_training(encoder, spec.lora_settings, spec.model, spec.config.seed)
     from sbert.cross_encoder import CrossEncoder
 
     first = spec.objectives[0]

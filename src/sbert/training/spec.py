@@ -99,6 +99,10 @@ class RunSpec:
     allow_pickle: bool = False
     cross_encoder: bool = False  # train a CrossEncoder (regression: 1 label; classification: num_labels)
     matryoshka: str | None = None  # "384,256,128,64": the loss also at these widths (sbert.losses.matryoshka)
+    lora: bool = False  # train a LoRA adapter (sbert.adapters) of this rank, alpha and targets instead of every weight
+    lora_rank: int | None = None
+    lora_alpha: float | None = None
+    lora_targets: str | None = None  # "query,key,value,dense"
     config: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self) -> None:
@@ -115,6 +119,16 @@ class RunSpec:
             self._check_cross_encoder()
         if self.matryoshka is not None:
             self._check_matryoshka()
+        if self.lora_settings is not None and (self.cross_encoder or self.init != "pretrained"):
+            what = "a cross-encoder" if self.cross_encoder else "random weights (init random)"
+            raise ValueError(f"lora adapts a pre-trained bi-encoder, not {what}")
+
+    @property
+    def lora_settings(self):
+        """The LoRA adapter this run trains (``sbert.adapters.LoraSettings``), or None: every weight trains."""
+        from sbert.adapters import LoraSettings
+
+        return LoraSettings.chosen(self.lora, self.lora_rank, self.lora_alpha, self.lora_targets)
 
     def _check_matryoshka(self) -> None:
         from sbert.losses.matryoshka import parse_dims

@@ -595,9 +595,13 @@ class Trainer:
             "shuffle",
             "no_duplicates",
         )
+        from sbert.adapters import adapter_shape
+
+        adapter = adapter_shape(self.encoder) if hasattr(self.encoder, "transformer") else None
         return {
             **{k: cfg[k] for k in keys},
             "objectives": [[o.name, len(o.examples)] for o in self.objectives],
+            **({"lora": adapter} if adapter else {}),  # a LoRA run's checkpoint holds its adapter's weights
         }
 
     def _checkpoint(self, step: int, parts: _Parts) -> Path:

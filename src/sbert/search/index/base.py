@@ -201,13 +201,15 @@ class BaseIndex(ABC):
     # -- checks ----------------------------------------------------------------------------------------
     def check_model(self, name_or_path: str | Path, dim: int | None = None) -> None:
         """Raise IndexMismatchError unless ``name_or_path`` (and ``dim``) is the model the index was built with."""
+        from sbert.adapter_folder import check_adapter
         from sbert.model_names import canonical_name, resolve
 
         same = canonical_name(name_or_path) == self.model
         if not same and self.manifest.get("model_path"):
             with contextlib.suppress(Exception):
                 same = str(resolve(name_or_path).resolve()) == self.manifest["model_path"]
-        if not same:
+        check_adapter(self.path, self.manifest.get("adapter"), name_or_path)  # a LoRA adapter's: by its weights
+        if not same and not self.manifest.get("adapter"):
             raise IndexMismatchError(
                 f"index {self.path} was built with model {self.model!r} (dim {self.dim}); "
                 f"refusing to use it with {str(name_or_path)!r}: embeddings of different models are not comparable"
@@ -248,6 +250,7 @@ def model_manifest(
 ) -> dict:
     """A new index's manifest for vectors of width ``dim`` made by ``model`` (a name or folder), cut to
     ``truncate_dim`` (None: not cut)."""
+    from sbert.adapter_folder import adapter_record
     from sbert.model_names import canonical_name, resolve
 
     if truncate_dim is not None and truncate_dim != dim:
@@ -257,7 +260,8 @@ def model_manifest(
     with contextlib.suppress(Exception):
         model_path = str(resolve(model).resolve())
     manifest = new_manifest(model=canonical_name(model), model_path=model_path, backend=backend, dim=dim, metric=metric)
-    return {**manifest, "truncate_dim": truncate_dim}
+    adapter = adapter_record(model_path) if model_path else None  # a LoRA adapter's name, base and weights' hash
+    return {**manifest, "truncate_dim": truncate_dim, **({"adapter": adapter} if adapter else {})}
 
 
 def prepare(embeddings: Array, manifest: dict, path: str | Path) -> np.ndarray:

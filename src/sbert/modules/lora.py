@@ -1,0 +1,240 @@
+"""LoRA adapters on a Transformer's Hugging Face model, through ``peft``: wrap, save, load, merge.
+
+An adapter folder holds PEFT's ``adapter_config.json`` (which names its base in ``base_model_name_or_path``)
+and ``adapter_model.safetensors``, beside the tokenizer files and ``sentence_bert_config.json``; none of the
+base's weights. The base is found by name, never downloaded:
+
+- a model name sbert knows (``sentence-transformers/all-MiniLM-L6-v2``, ``default``; ``sbert.model_names``), or
+- an absolute path to a local model folder (a sentence-transformers or a plain Hugging Face folder).
+
+A relative path is refused: it would mean another folder depending on where the program runs (PEFT reads it
+from the working directory). The base is loaded with the same checks as any model folder (no code, no pickle
+without ``allow_pickle``); ``adapter_config.json`` is read field by field, and a field sbert does not
+understand (one that would change the model beyond plain low-rank layers) is refused naming it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from sbert.adapter_folder import ADAPTER_CONFIG, ADAPTER_WEIGHTS, is_adapter_folder
+from sbert.errors import ModelFormatError, ModelNotFoundError
+from sbert.modules.folder import (
+    check_finite_tensors,
+    check_safetensors,
+    module_folder,
+    read_json,
+)
+
+# Fields of adapter_config.json that sbert passes on to peft's LoraConfig: plain low-rank layers.
+PASSED = (
+    "r",
+    "lora_alpha",
+    "lora_dropout",
+    "target_modules",
+    "exclude_modules",
+    "bias",
+    "use_rslora",
+    "use_dora",
+    "fan_in_fan_out",
+    "lora_bias",
+    "rank_pattern",
+    "alpha_pattern",
+    "layers_to_transform",
+    "layers_pattern",
+)
+# Fields read elsewhere (the base) or that say nothing about the weights' maths.
+IGNORED = ("peft_type", "base_model_name_or_path", "task_type", "inference_mode", "init_lora_weights")
+IGNORED += ("revision", "peft_version", "auto_mapping")
+# sbert's own pooling ignores the pooler layer: an adapter on it would be dead weight.
+EXCLUDED = ("pooler.dense",)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Without the deprecation notice peft's own calls into transformers raise (nothing the user can change)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing", category=FutureWarning)
+        yield
+
+
+def _peft():
+    try:
+        import peft
+    except ImportError as err:
+        raise ImportError("LoRA adapters need peft: pip install 'sbert[lora]'") from err
+    return peft
+
+
+def wrap(
+    model,
+    rank: int,
+    alpha: float,
+    targets: Sequence[str],
+    base: str,
+    dropout: float = 0.0,
+):
+    """``model`` (a Hugging Face encoder) with fresh LoRA layers of ``rank`` on the linear layers named
+    ``targets``; only they train. ``base`` is what ``adapter_config.json`` will name as the base."""
+    peft = _peft()
+    config = peft.LoraConfig(
+        r=rank,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=list(targets),
+        exclude_modules=[name for name in EXCLUDED if _has_module(model, name)] or None,
+    )
+    try:
+        with _quiet():
+            wrapped = peft.get_peft_model(model, config)
+    except ValueError as err:
+        linear = sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if _is_linear(m)})
+        raise ValueError(
+            f"LoRA targets {', '.join(targets)}: {str(err).splitlines()[0]}; this model's linear layers are "
+            f"named {', '.join(linear)}"
+        ) from None
+    wrapped.peft_config["default"].base_model_name_or_path = base
+    return wrapped
+
+
+def _has_module(model, name: str) -> bool:
+    return any(full == name or full.endswith("." + name) for full, _ in model.named_modules())
+
+
+def _is_linear(module) -> bool:
+    import torch
+
+    return isinstance(module, torch.nn.Linear)
+
+
+def base_name(model) -> str:
+    """The base a PEFT model's adapter names (``base_model_name_or_path``)."""
+    return str(model.peft_config["default"].base_model_name_or_path)
+
+
+def save_adapter(model, path: Path) -> None:
+    """The adapter's config and weights (safetensors) into ``path``; nothing of the base."""
+    model.save_pretrained(path, safe_serialization=True, save_embedding_layers=False)  # no look-up of the base online
+    card = path / "README.md"  # peft's blank model card template
+    if card.is_file():
+        card.unlink()
+
+
+def merged_model(model):
+    """A plain Hugging Face model: a copy of the base with the adapter's low-rank products added in (``model`` is
+    left as it is)."""
+    return copy.deepcopy(model).merge_and_unload()
+
+
+def trainable(model) -> None:
+    """Let a loaded adapter train on (its LoRA weights only)."""
+    model.peft_config["default"].inference_mode = False
+    for name, param in model.named_parameters():
+        param.requires_grad = "lora_" in name
+
+
+# -- reading an adapter folder -------------------------------------------------------------------------------
+def adapter_config(path: Path) -> dict[str, Any]:
+    """``adapter_config.json`` of ``path``, checked: a LoRA adapter naming its base, with no field sbert does not
+    understand. Returns the fields for ``LoraConfig`` plus ``base_model_name_or_path``."""
+    file = path / ADAPTER_CONFIG
+    config = read_json(file)
+    if config.get("peft_type") != "LORA":
+        raise ModelFormatError(f"{file}: 'peft_type' is {config.get('peft_type')!r}; sbert reads LoRA adapters")
+    base = config.get("base_model_name_or_path")
+    if not isinstance(base, str) or not base.strip():
+        raise ModelFormatError(f"{file}: 'base_model_name_or_path' must name the base model, got {base!r}")
+    if config.get("task_type") not in (None, "FEATURE_EXTRACTION"):
+        raise ModelFormatError(f"{file}: 'task_type' {config['task_type']!r}: sbert reads adapters of an encoder")
+    defaults = dataclasses.asdict(_peft().LoraConfig())
+    for key, value in config.items():
+        if key in PASSED or key in IGNORED:
+            continue
+        if value in (None, False, {}, []) or (key in defaults and value == defaults[key]):
+            continue
+        raise ModelFormatError(
+            f"{file}: field {key!r} ({str(value)[:60]}) is not read by sbert, which loads plain LoRA layers; "
+            "merge the adapter where it was made and load the merged model instead"
+        )
+    return {"base_model_name_or_path": base, **{key: config[key] for key in PASSED if key in config}}
+
+
+def base_folder(path: Path, base: str) -> Path:
+    """The folder of the base an adapter at ``path`` names: a known model name or an absolute folder path."""
+    from sbert.model_names import is_known_name, resolve
+
+    file = path / ADAPTER_CONFIG
+    if is_known_name(base):
+        try:
+            return resolve(base)
+        except ModelNotFoundError as err:
+            raise ModelNotFoundError(f"{path}: the adapter's base model {base!r} is not here: {err}") from None
+    if not Path(base).is_absolute():
+        raise ModelFormatError(
+            f"{file}: base model {base!r} is neither a model name sbert knows nor an absolute folder path; "
+            "sbert does not read a relative path (its meaning would depend on the working directory)"
+        )
+    if not Path(base).is_dir():
+        raise ModelNotFoundError(
+            f"{path}: the adapter's base model {base} is not here; put the base model there, or write where it "
+            f"is into {ADAPTER_CONFIG}'s 'base_model_name_or_path' (sbert never downloads models)"
+        )
+    return Path(base)
+
+
+def transformer_folder(base: Path, adapter: Path) -> Path:
+    """The folder of ``base``'s transformer: the base itself, or where its ``modules.json`` puts it."""
+    if is_adapter_folder(base):
+        raise ModelFormatError(
+            f"{adapter}: its base {base} is itself an adapter; merge that one first (sbert merge) and name the result"
+        )
+    if (base / "config.json").is_file() or not (base / "modules.json").is_file():
+        return base
+    import json
+
+    entries = json.loads((base / "modules.json").read_text(encoding="utf-8"))
+    first = min(entries, key=lambda e: e.get("idx", 0)) if isinstance(entries, list) and entries else {}
+    return module_folder(base, first.get("path", "") if isinstance(first, dict) else "", base / "modules.json")
+
+
+def attach(model, fields: dict[str, Any], path: Path, base: str):
+    """``model`` with the LoRA layers ``fields`` describe, their weights read from ``path``'s safetensors; the
+    weights must be exactly the adapter's (none missing, none extra, finite)."""
+    peft = _peft()
+    from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    weights = path / ADAPTER_WEIGHTS
+    if not weights.is_file():
+        pickled = (path / "adapter_model.bin").is_file()
+        note = " (adapter_model.bin is pickle, which sbert does not read)" if pickled else ""
+        raise ModelFormatError(f"{path}: no {ADAPTER_WEIGHTS}{note}")
+    check_safetensors(weights)
+    state = load_file(str(weights))
+    check_finite_tensors(state.items(), weights)
+    try:
+        config = peft.LoraConfig(**fields, inference_mode=True)
+        with _quiet():
+            wrapped = peft.get_peft_model(model, config)
+    except (TypeError, ValueError) as err:
+        raise ModelFormatError(f"{path / ADAPTER_CONFIG}: {str(err).splitlines()[0]}") from None
+    wrapped.peft_config["default"].base_model_name_or_path = base
+    expected = set(get_peft_model_state_dict(wrapped, save_embedding_layers=False))
+    missing, extra = sorted(expected - set(state)), sorted(set(state) - expected)
+    if missing or extra:
+        what = f"lacks {missing[0]!r}" if missing else f"holds {extra[0]!r}, which the config names no layer for"
+        raise ModelFormatError(f"{weights}: the weights do not match {ADAPTER_CONFIG}: it {what}")
+    try:
+        set_peft_model_state_dict(wrapped, state)
+    except RuntimeError as err:  # a shape that does not fit
+        raise ModelFormatError(f"{weights}: {str(err).splitlines()[0]}") from None
+    wrapped.eval()
+    for param in wrapped.parameters():
+        param.requires_grad = False
+    return wrapped

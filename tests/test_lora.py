@@ -1,0 +1,261 @@
+"""LoRA adapters: only the adapter trains, its folder rebuilds the model (sbert and sentence-transformers alike),
+merge folds it in, a missing or crafted base is refused, and an index tells adapters apart."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from conftest import make_tiny_encoder
+
+import sbert
+from sbert.adapt import AdaptSettings, adapt
+from sbert.adapters import LoraSettings, adapter_record, add_lora, is_adapter, merge
+from sbert.cli import main
+from sbert.data.beir import Document
+from sbert.errors import IndexMismatchError, ModelFormatError, ModelNotFoundError
+from sbert.model_names import resolve
+from sbert.training import TrainingInterrupted
+
+pytest.importorskip("peft")
+pytestmark = pytest.mark.slow  # loads models and trains
+
+TEXTS = ["calc crashes when saving", "the printer hangs on a page", "writer shows the wrong font"]
+WORDS = "printer calc writer crash hang slow font table chart save load print page cell sheet".split()  # noqa: SIM905
+
+
+def _corpus(tmp_path: Path) -> Path:
+    """A BEIR corpus of 24 titled documents of random words."""
+    rng = random.Random(0)
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    with open(folder / "corpus.jsonl", "w", encoding="utf-8") as handle:
+        for i in range(24):
+            doc = Document(str(i), " ".join(rng.sample(WORDS, 3)), " ".join(rng.choices(WORDS, k=20)))
+            handle.write(json.dumps({"_id": doc.id, "title": doc.title, "text": doc.text}) + "\n")
+    return folder
+
+
+def _tiny_base(tmp_path: Path) -> Path:
+    base = tmp_path / "base"
+    if not base.is_dir():
+        make_tiny_encoder().save(base)
+    return base
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _trained_adapter(base: str | Path, out: Path, seed: int = 0, **shape) -> sbert.Encoder:
+    """``base`` with a LoRA adapter whose B matrices are random (as if trained), saved to ``out``."""
+    encoder = add_lora(sbert.load(base, device="cpu"), LoraSettings(**shape), str(base))
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in encoder.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.05)
+    encoder.save(out)
+    return encoder
+
+
+def test_adapt_lora_trains_only_the_adapter_and_leaves_the_base_byte_for_byte(tmp_path):
+    base = _tiny_base(tmp_path)
+    weights_before = _sha256(base / "model.safetensors")
+    settings = AdaptSettings(steps=3, batch_size=4, lr=1e-3, lora=LoraSettings(rank=4, alpha=8))
+    adapt(base, _corpus(tmp_path), tmp_path / "adapted", settings, device="cpu", progress=False)
+
+    out = tmp_path / "adapted"
+    assert {"adapter_config.json", "adapter_model.safetensors", "modules.json", "1_Pooling"} <= {
+        p.name for p in out.iterdir()
+    }
+    assert not (out / "model.safetensors").exists() and not (out / "config.json").exists()
+    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == str(base.resolve())
+    assert _sha256(base / "model.safetensors") == weights_before
+
+    adapted, plain = sbert.load(out, device="cpu"), sbert.load(base, device="cpu")
+    assert is_adapter(adapted) and not is_adapter(plain)
+    base_weights = plain.transformer.model.state_dict()
+    lora, kept = {}, {}
+    for name, tensor in adapted.transformer.model.state_dict().items():
+        (lora if "lora_" in name else kept)[name] = tensor
+    original = {name.removeprefix("base_model.model.").replace(".base_layer", ""): t for name, t in kept.items()}
+    assert original.keys() == base_weights.keys()
+    for name, tensor in original.items():
+        assert torch.equal(tensor, base_weights[name]), name  # exactly the base's
+    assert any(bool(t.abs().sum()) for n, t in lora.items() if "lora_B" in n)  # B starts at 0: it trained
+    assert not np.allclose(adapted.encode(TEXTS), plain.encode(TEXTS))
+
+
+def test_an_adapter_folder_is_small_and_loads_back_equal(tmp_path, model):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. peft looking the base up online
+        encoder = _trained_adapter("default", tmp_path / "tracker-a")
+    folder = tmp_path / "tracker-a"
+    assert sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) <= 5 * 2**20  # the base is 87 MB
+    config = json.loads((folder / "adapter_config.json").read_text())
+    assert (config["base_model_name_or_path"], config["r"], config["lora_alpha"]) == (
+        "sentence-transformers/all-MiniLM-L6-v2",
+        16,
+        32.0,
+    )
+    loaded = sbert.load(folder, device="cpu")
+    np.testing.assert_allclose(loaded.encode(TEXTS), encoder.encode(TEXTS), atol=1e-6)
+    assert not np.allclose(loaded.encode(TEXTS), model.encode(TEXTS), atol=1e-3)
+
+
+def test_sentence_transformers_loads_the_adapter_with_equal_embeddings(tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    by_name = _trained_adapter("default", tmp_path / "by-name")
+    reference = SentenceTransformer(str(resolve("default")), device="cpu")
+    reference.load_adapter(str(tmp_path / "by-name"))  # the base plus load_adapter
+    np.testing.assert_allclose(reference.encode(TEXTS), by_name.encode(TEXTS), atol=1e-5)
+
+    by_folder = _trained_adapter(resolve("default"), tmp_path / "by-folder", seed=1)
+    whole = SentenceTransformer(str(tmp_path / "by-folder"), device="cpu", local_files_only=True)  # the folder alone
+    np.testing.assert_allclose(whole.encode(TEXTS), by_folder.encode(TEXTS), atol=1e-5)
+
+
+def test_merge_equals_the_adapter_and_writes_a_whole_model(tmp_path):
+    base = _tiny_base(tmp_path)
+    encoder = _trained_adapter(base, tmp_path / "adapter", rank=4)
+    merged = merge(encoder)
+    assert not is_adapter(merged) and is_adapter(encoder)  # the adapter model is left as it was
+    np.testing.assert_allclose(merged.encode(TEXTS), encoder.encode(TEXTS), atol=1e-5)
+
+    result = CliRunner().invoke(main, ["merge", str(tmp_path / "adapter"), "--out", str(tmp_path / "merged")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "merged" / "model.safetensors").is_file()
+    assert not (tmp_path / "merged" / "adapter_config.json").exists()
+    np.testing.assert_allclose(sbert.load(tmp_path / "merged").encode(TEXTS), encoder.encode(TEXTS), atol=1e-5)
+    refused = CliRunner().invoke(main, ["merge", str(tmp_path / "merged"), "--out", str(tmp_path / "again")])
+    assert refused.exit_code == 1 and "holds no adapter" in refused.output
+
+
+def test_onnx_runs_an_adapter_model_merged(tmp_path, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setenv("SBERT_CACHE", str(tmp_path / "cache"))
+    encoder = _trained_adapter(_tiny_base(tmp_path), tmp_path / "adapter", rank=4)
+    expected = encoder.encode(TEXTS)
+    onnx = sbert.load(tmp_path / "adapter", backend="onnx")
+    np.testing.assert_allclose(onnx.encode(TEXTS), expected, atol=1e-5)
+    int8 = sbert.load(tmp_path / "adapter", backend="onnx", precision="int8").encode(TEXTS)
+    assert int8.shape == expected.shape and np.all(np.sum(int8 * expected, axis=1) > 0.9)
+
+
+def test_a_missing_base_is_one_line_naming_it(tmp_path):
+    base = tmp_path / "gone"
+    make_tiny_encoder().save(base)
+    _trained_adapter(base, tmp_path / "adapter", rank=2)
+    base.rename(tmp_path / "moved")
+    with pytest.raises(ModelNotFoundError) as missing:
+        sbert.load(tmp_path / "adapter")
+    assert str(base.resolve()) in str(missing.value) and "\n" not in str(missing.value)
+    result = CliRunner().invoke(main, ["info", str(tmp_path / "adapter")])
+    assert result.exit_code == 1 and str(base.resolve()) in result.output and len(result.output.splitlines()) == 1
+
+
+def _edit_config(folder: Path, **changes) -> None:
+    file = folder / "adapter_config.json"
+    file.write_text(json.dumps({**json.loads(file.read_text()), **changes}))
+
+
+def test_crafted_adapter_folders_are_refused_naming_the_field(tmp_path, monkeypatch):
+    base = _tiny_base(tmp_path)
+    _trained_adapter(base, tmp_path / "adapter", rank=2)
+    folder = tmp_path / "adapter"
+    cases = [
+        ({"base_model_name_or_path": "../base"}, ModelFormatError, "neither a model name sbert knows"),
+        ({"peft_type": "PREFIX_TUNING"}, ModelFormatError, "peft_type"),
+        ({"layer_replication": [[0, 1]]}, ModelFormatError, "'layer_replication'"),
+        ({"r": 3}, ModelFormatError, "adapter_model.safetensors"),  # weights of another shape
+    ]
+    original = (folder / "adapter_config.json").read_text()
+    for changes, error, words in cases:
+        (folder / "adapter_config.json").write_text(original)
+        _edit_config(folder, **changes)
+        with pytest.raises(error, match=words):
+            sbert.load(folder)
+    (folder / "adapter_config.json").write_text(original)
+    monkeypatch.chdir(tmp_path)  # a relative path is refused even where it would lead to the base
+    _edit_config(folder, base_model_name_or_path="base")
+    with pytest.raises(ModelFormatError, match="relative path"):
+        sbert.load(folder)
+
+
+def test_an_index_refuses_another_adapter_and_accepts_the_same_one_moved(tmp_path):
+    from sbert.search.index.folder import VectorIndex
+
+    base = _tiny_base(tmp_path)
+    a = _trained_adapter(base, tmp_path / "tracker-a", seed=1, rank=2)
+    _trained_adapter(base, tmp_path / "tracker-b", seed=2, rank=2)
+    index = VectorIndex.build(tmp_path / "ix", a.encode(TEXTS), model=str(tmp_path / "tracker-a"))
+    recorded = index.manifest["adapter"]
+    assert recorded == adapter_record(tmp_path / "tracker-a") and recorded["name"] == "tracker-a"
+    assert recorded["base"] == str(base.resolve())
+    index.check_model(tmp_path / "tracker-a", a.dim)
+    for other, words in ((tmp_path / "tracker-b", "'tracker-b'"), (base, "no adapter")):
+        with pytest.raises(IndexMismatchError, match=words):
+            VectorIndex.open(tmp_path / "ix").check_model(other)
+    (tmp_path / "tracker-a").rename(tmp_path / "copied")
+    VectorIndex.open(tmp_path / "ix").check_model(tmp_path / "copied")  # the same weights, elsewhere
+
+    _trained_adapter(base, tmp_path / "tracker-a", seed=3, rank=2)  # retrained into the same folder
+    with pytest.raises(IndexMismatchError, match="weights changed"):
+        VectorIndex.open(tmp_path / "ix").check_model(tmp_path / "tracker-a")
+
+
+def _stop_at_2(step: int, loss: float) -> None:
+    if step == 2:
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_an_interrupted_lora_adapt_resumes_to_the_same_adapter(tmp_path):
+    base, corpus = _tiny_base(tmp_path), _corpus(tmp_path)
+    settings = AdaptSettings(steps=4, batch_size=4, lr=1e-3, checkpoint_every=100, lora=LoraSettings(rank=2))
+    adapt(base, corpus, tmp_path / "straight", settings, device="cpu", progress=False)
+    with pytest.raises(TrainingInterrupted):
+        adapt(base, corpus, tmp_path / "stopped", settings, device="cpu", progress=False, on_step=_stop_at_2)
+    summary = adapt(base, corpus, tmp_path / "stopped", settings, resume=True, device="cpu", progress=False)
+    assert summary["steps_run"] == 2
+    from safetensors.torch import load_file
+
+    straight, stopped = (load_file(tmp_path / n / "adapter_model.safetensors") for n in ("straight", "stopped"))
+    assert straight.keys() == stopped.keys()
+    for name in straight:
+        torch.testing.assert_close(straight[name], stopped[name], rtol=0, atol=1e-6, msg=name)
+
+
+def test_the_cli_trains_adapters_with_adapt_and_train(tmp_path):
+    base, corpus = _tiny_base(tmp_path), _corpus(tmp_path)
+    runner = CliRunner()
+    common = ["--steps", "2", "--batch-size", "4", "--no-progress"]
+    adapted = runner.invoke(
+        main, ["adapt", str(base), "--corpus", str(corpus), "--out", str(tmp_path / "a"), *common, "--lora"]
+    )
+    assert adapted.exit_code == 0, adapted.output
+    assert json.loads((tmp_path / "a" / "adapter_config.json").read_text())["r"] == 16
+
+    pairs = tmp_path / "pairs.tsv"  # query, positive, no hard negatives
+    pairs.write_text("".join(f"{w} crash\t{w} crashes on a page\n" for w in WORDS))
+    args = ["train", "--model", str(base), "--objective", "mnrl", "--format", "ntuples", "--train", str(pairs)]
+    args += ["--max-steps", "2", "--batch-size", "4", "--no-progress"]
+    trained = runner.invoke(
+        main, [*args, "--out", str(tmp_path / "t"), "--lora", "--lora-rank", "4", "--lora-targets", "query,value"]
+    )
+    assert trained.exit_code == 0, trained.output
+    config = json.loads((tmp_path / "t" / "adapter_config.json").read_text())
+    assert (config["r"], sorted(config["target_modules"])) == (4, ["query", "value"])
+
+    refused = runner.invoke(main, [*args, "--out", str(tmp_path / "u"), "--lora-rank", "4"])
+    assert refused.exit_code != 0 and "--lora" in refused.output
