@@ -259,3 +259,37 @@ def test_the_cli_trains_adapters_with_adapt_and_train(tmp_path):
 
     refused = runner.invoke(main, [*args, "--out", str(tmp_path / "u"), "--lora-rank", "4"])
     assert refused.exit_code != 0 and "--lora" in refused.output
+
+
+def test_adapters_share_one_base_and_each_pass_runs_one_adapter(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sbert.shared_base import SharedBase
+
+    base = _tiny_base(tmp_path)
+    own = {
+        n: _trained_adapter(base, tmp_path / n, seed=s, rank=2).encode(TEXTS)
+        for n, s in (("tracker-a", 1), ("tracker-b", 2))
+    }
+    own[None] = sbert.load(base).encode(TEXTS)
+    shared = SharedBase.load(base, {n: tmp_path / n for n in ("tracker-a", "tracker-b")}, max_adapters=2)
+    assert shared.names == ["tracker-a", "tracker-b"]
+    memory = shared.memory()
+    assert memory["adapters"]["tracker-a"] == memory["adapters"]["tracker-b"] > 0
+    assert memory["base"] == sum(p.numel() * 4 for p in sbert.load(base).parameters())
+
+    def encode(name):
+        return name, shared.encoder(name).encode(TEXTS, batch_size=1)
+
+    with ThreadPoolExecutor(4) as pool:  # the three, interleaved from four threads
+        for name, vectors in pool.map(encode, [None, "tracker-a", "tracker-b"] * 8):
+            np.testing.assert_allclose(vectors, own[name], atol=1e-6, err_msg=str(name))
+    with pytest.raises(KeyError, match="the adapters are: tracker-a, tracker-b"):
+        shared.encoder("c")
+    with pytest.raises(ValueError, match="at most 2 adapters"):
+        shared.add("tracker-c", tmp_path / "tracker-a")
+    other = tmp_path / "other-base"
+    make_tiny_encoder(seed=5).save(other)
+    _trained_adapter(other, tmp_path / "elsewhere", rank=2)
+    with pytest.raises(ValueError, match="made over"):
+        SharedBase.load(base, {"x": tmp_path / "elsewhere"})

@@ -682,11 +682,13 @@ class Encoder(nn.Sequential):
         allow_pickle: bool = False,
         device: str | None = None,
         truncate_dim: int | None = None,
+        transformer: Transformer | None = None,
     ) -> Encoder:
         """Load a sentence-transformers folder, a model2vec folder, or a plain Hugging Face folder (mean pooling).
 
         Never runs code from the folder (``auto_map`` is refused) and never reads a file outside it.
-        ``truncate_dim`` overrides the one saved in config_sentence_transformers.json.
+        ``truncate_dim`` overrides the one saved in config_sentence_transformers.json. ``transformer``: use it
+        (shared, not copied) instead of the folder's first module (``sbert.shared_base``: adapters over one base).
         """
         path, device = Path(path), resolve_device(device)  # an unknown or absent device fails before any work
         recover(path)  # a replace killed between its two renames left the old version hidden beside it
@@ -695,7 +697,7 @@ class Encoder(nn.Sequential):
         check_links(path)
         refuse_remote_code(path)
         if (path / "modules.json").is_file():
-            modules = _load_modules(path, allow_pickle)
+            modules = _load_modules(path, allow_pickle, transformer)
         elif is_model2vec_folder(path):
             modules = model2vec_modules(path, allow_pickle)
         elif (path / "config.json").is_file():
@@ -758,7 +760,7 @@ def _describe_module(module: nn.Module) -> str:
     return f"{type(module).__name__}({details})" if details else type(module).__name__
 
 
-def _load_modules(path: Path, allow_pickle: bool) -> list[Module]:
+def _load_modules(path: Path, allow_pickle: bool, transformer: Transformer | None = None) -> list[Module]:
     modules_file = path / "modules.json"
     try:
         entries = json.loads(modules_file.read_text(encoding="utf-8"))
@@ -777,7 +779,8 @@ def _load_modules(path: Path, allow_pickle: bool) -> list[Module]:
                 f"{', '.join(MODULE_TYPES)} (and never runs code named in a model folder)"
             )
         folder = module_folder(path, entry["path"], modules_file)
-        modules.append(cls.load(folder, allow_pickle=allow_pickle))
+        shared = transformer is not None and i == 0 and cls is Transformer
+        modules.append(transformer if shared else cls.load(folder, allow_pickle=allow_pickle))
         folders.append(folder)
     check_widths(modules, folders)
     return modules

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sbert.adapter_folder import ADAPTER_CONFIG, ADAPTER_WEIGHTS, is_adapter_folder
+from sbert.adapter_folder import ADAPTER_CONFIG, ADAPTER_WEIGHTS, is_adapter_folder, is_peft
 from sbert.errors import ModelFormatError, ModelNotFoundError
 from sbert.modules.folder import (
     check_finite_tensors,
@@ -203,11 +203,33 @@ def transformer_folder(base: Path, adapter: Path) -> Path:
     return module_folder(base, first.get("path", "") if isinstance(first, dict) else "", base / "modules.json")
 
 
-def attach(model, fields: dict[str, Any], path: Path, base: str):
+def attach(model, fields: dict[str, Any], path: Path, base: str, name: str = "default"):
     """``model`` with the LoRA layers ``fields`` describe, their weights read from ``path``'s safetensors; the
-    weights must be exactly the adapter's (none missing, none extra, finite)."""
-    peft = _peft()
+    weights must be exactly the adapter's (none missing, none extra, finite). A PEFT ``model`` gets them as one
+    more adapter called ``name`` beside its others (the active one stays active)."""
     from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
+
+    state = _adapter_weights(path)
+    wrapped = _add_layers(model, fields, path, name)
+    wrapped.peft_config[name].base_model_name_or_path = base
+    expected = set(get_peft_model_state_dict(wrapped, adapter_name=name, save_embedding_layers=False))
+    missing, extra = sorted(expected - set(state)), sorted(set(state) - expected)
+    weights = path / ADAPTER_WEIGHTS
+    if missing or extra:
+        what = f"lacks {missing[0]!r}" if missing else f"holds {extra[0]!r}, which the config names no layer for"
+        raise ModelFormatError(f"{weights}: the weights do not match {ADAPTER_CONFIG}: it {what}")
+    try:
+        set_peft_model_state_dict(wrapped, state, adapter_name=name)
+    except RuntimeError as err:  # a shape that does not fit
+        raise ModelFormatError(f"{weights}: {str(err).splitlines()[0]}") from None
+    wrapped.eval()
+    for param in wrapped.parameters():
+        param.requires_grad = False
+    return wrapped
+
+
+def _adapter_weights(path: Path) -> dict:
+    """The tensors of ``path``'s ``adapter_model.safetensors``, checked whole and finite (no pickle read)."""
     from safetensors.torch import load_file
 
     weights = path / ADAPTER_WEIGHTS
@@ -218,23 +240,18 @@ def attach(model, fields: dict[str, Any], path: Path, base: str):
     check_safetensors(weights)
     state = load_file(str(weights))
     check_finite_tensors(state.items(), weights)
+    return state
+
+
+def _add_layers(model, fields: dict[str, Any], path: Path, name: str):
+    """``model`` (plain or PEFT) with empty LoRA layers called ``name`` as ``fields`` describe them."""
+    peft = _peft()
     try:
         config = peft.LoraConfig(**fields, inference_mode=True)
         with _quiet():
-            wrapped = peft.get_peft_model(model, config)
+            if is_peft(model):
+                model.add_adapter(name, config)
+                return model
+            return peft.get_peft_model(model, config, adapter_name=name)
     except (TypeError, ValueError) as err:
         raise ModelFormatError(f"{path / ADAPTER_CONFIG}: {str(err).splitlines()[0]}") from None
-    wrapped.peft_config["default"].base_model_name_or_path = base
-    expected = set(get_peft_model_state_dict(wrapped, save_embedding_layers=False))
-    missing, extra = sorted(expected - set(state)), sorted(set(state) - expected)
-    if missing or extra:
-        what = f"lacks {missing[0]!r}" if missing else f"holds {extra[0]!r}, which the config names no layer for"
-        raise ModelFormatError(f"{weights}: the weights do not match {ADAPTER_CONFIG}: it {what}")
-    try:
-        set_peft_model_state_dict(wrapped, state)
-    except RuntimeError as err:  # a shape that does not fit
-        raise ModelFormatError(f"{weights}: {str(err).splitlines()[0]}") from None
-    wrapped.eval()
-    for param in wrapped.parameters():
-        param.requires_grad = False
-    return wrapped

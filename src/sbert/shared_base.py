@@ -1,0 +1,181 @@
+"""One base model in memory and many LoRA adapters over it, each used by its name: an adapter per collection
+without a whole model each.
+
+``SharedBase.load("default", {"tracker-a": "models/tracker-a", ...})`` loads the base once and each adapter's
+small weights beside it (every adapter must name that base); ``encoder(name)`` is an ``Encoder`` for that
+adapter (``None``: the base alone) with the adapter folder's own pooling, normalisation and prompts, sharing
+the base's transformer and tokenizer. Each forward pass runs one adapter: passes of different adapters take
+turns, never mixing two adapters in one pass; passes of the same adapter may run side by side. The torch
+backend only (an ONNX export is a snapshot of one set of weights: merge an adapter to export it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from sbert.adapter_folder import adapter_file
+from sbert.encoder import Encoder
+from sbert.modules.base import Features
+
+DEFAULT_MAX_ADAPTERS = 16  # adapters one process holds at most: bounds memory (a few MB each) and start-up time
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # PEFT keeps adapters in module dicts: no dots
+
+
+class _Turns:
+    """Which adapter the shared layers run (``None``: none, the base alone), switched only between passes: a
+    pass waits until no pass of another adapter runs."""
+
+    def __init__(self, model) -> None:
+        self.model, self.active, self.running = model, None, 0
+        self.model.base_model.disable_adapter_layers()
+        self._changed = threading.Condition()
+
+    @contextlib.contextmanager
+    def using(self, name: str | None) -> Iterator[None]:
+        with self._changed:
+            self._changed.wait_for(lambda: self.running == 0 or self.active == name)
+            if self.active != name:
+                self._switch(name)
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self.running -= 1
+                self._changed.notify_all()
+
+    def _switch(self, name: str | None) -> None:
+        if name is None:
+            self.model.base_model.disable_adapter_layers()
+        else:
+            self.model.base_model.enable_adapter_layers()
+            self.model.set_adapter(name, inference_mode=True)
+        self.active = name
+
+
+class AdapterEncoder(Encoder):
+    """An ``Encoder`` over a ``SharedBase``'s transformer that runs its own adapter (``adapter``; None: the
+    base alone) in each forward pass."""
+
+    adapter: str | None = None
+    _turns: _Turns | None = None
+
+    def forward(self, features: Features, packed: bool = False) -> Features:
+        if self._turns is None:
+            return super().forward(features, packed)
+        with self._turns.using(self.adapter):
+            return super().forward(features, packed)
+
+    def use_backend(self, backend="torch", precision: str = "fp32", cache_dir=None) -> Encoder:
+        if backend != "torch":
+            raise ValueError(
+                f"adapters over a shared base run on torch; for backend {backend!r}, merge the adapter into a whole "
+                "model first (sbert merge)"
+            )
+        return super().use_backend(backend, precision, cache_dir)
+
+
+class SharedBase:
+    """A base model and the adapters loaded over it by name (see the module's notes)."""
+
+    def __init__(self, base: Encoder, base_name: str, max_adapters: int = DEFAULT_MAX_ADAPTERS) -> None:
+        from sbert.adapters import is_adapter
+
+        if is_adapter(base) or base.is_static:
+            raise ValueError(f"{base_name}: the shared base must be a whole transformer model, not an adapter")
+        self.base_name, self.max_adapters = base_name, max_adapters
+        self._base, self._turns = base, None
+        self._encoders: dict[str, AdapterEncoder] = {}
+        self._folder = _transformer_folder(base)
+
+    @classmethod
+    def load(
+        cls,
+        base: str | Path = "default",
+        adapters: Mapping[str, str | Path] | None = None,
+        *,
+        max_adapters: int = DEFAULT_MAX_ADAPTERS,
+        device: str | None = None,
+        allow_pickle: bool = False,
+    ) -> SharedBase:
+        """The base model ``base`` (a name or folder) with each adapter folder of ``adapters`` (name -> folder)."""
+        import sbert
+
+        shared = cls(sbert.load(base, device=device, allow_pickle=allow_pickle), str(base), max_adapters)
+        for name, folder in (adapters or {}).items():
+            shared.add(name, folder)
+        return shared
+
+    @property
+    def names(self) -> list[str]:
+        """The adapters' names, in the order they were added."""
+        return list(self._encoders)
+
+    def add(self, name: str, folder: str | Path) -> AdapterEncoder:
+        """Load the adapter at ``folder`` over the base as ``name``; returns its encoder. Refused: a bad or taken
+        name, more than ``max_adapters``, a folder that holds no adapter or one made over another base."""
+        from sbert.modules import lora
+
+        if not isinstance(name, str) or not _NAME.fullmatch(name) or name in "lora_" or name in self._encoders:
+            taken = " (taken)" if name in self._encoders else ": letters, digits, '-' and '_'"
+            raise ValueError(f"adapter name {name!r} is not usable{taken}")
+        if len(self._encoders) >= self.max_adapters:
+            raise ValueError(f"at most {self.max_adapters} adapters over one base (max_adapters); {folder} is one more")
+        weights = adapter_file(folder)
+        if weights is None:
+            raise ValueError(f"{folder}: holds no LoRA adapter (adapter_config.json)")
+        path = weights.parent
+        fields = lora.adapter_config(path)
+        named = fields.pop("base_model_name_or_path")
+        if lora.transformer_folder(lora.base_folder(path, named), path).resolve() != self._folder:
+            raise ValueError(f"{folder}: its adapter was made over {named}, not over the base served, {self.base_name}")
+        transformer = self._base.transformer
+        transformer.model = lora.attach(transformer.model, fields, path, named, name)
+        if self._turns is None:
+            self._turns = _Turns(transformer.model)
+        encoder = AdapterEncoder.load(folder, device=str(self._base.device), transformer=transformer)
+        encoder.adapter, encoder._turns = name, self._turns
+        self._encoders[name] = encoder
+        return encoder
+
+    def encoder(self, name: str | None = None) -> Encoder:
+        """The encoder of adapter ``name``, or with None the base alone; KeyError naming the adapters there are."""
+        if name is None:
+            if self._turns is None:  # no adapter yet: the base's layers are as loaded
+                return self._base
+            base = self._base
+            plain = AdapterEncoder(list(base), base.similarity_fn_name, base.truncate_dim, base.settings)
+            plain.path, plain._turns = base.path, self._turns
+            return plain.eval()
+        if name not in self._encoders:
+            raise KeyError(f"no adapter {name!r} here; the adapters are: {', '.join(self._encoders) or 'none'}")
+        return self._encoders[name]
+
+    def memory(self) -> dict:
+        """Bytes of weights held: ``{"base": n, "adapters": {name: n, ...}}`` (an adapter's: its low-rank
+        matrices)."""
+        base, adapters = 0, dict.fromkeys(self._encoders, 0)
+        for param_name, param in self._base.named_parameters():
+            owner = next((n for n in adapters if f".{n}." in param_name and "lora_" in param_name), None)
+            size = param.numel() * param.element_size()
+            if owner is None:
+                base += size
+            else:
+                adapters[owner] += size
+        return {"base": base, "adapters": adapters}
+
+
+def _transformer_folder(encoder: Encoder) -> Path:
+    """Where ``encoder``'s transformer was read from, resolved (what an adapter's base must be)."""
+    from sbert.modules import lora
+
+    if encoder.path is None:
+        raise ValueError("the shared base must be a model loaded from a folder or a name")
+    return lora.transformer_folder(Path(encoder.path), Path(encoder.path)).resolve()
+
+
+__all__ = ["DEFAULT_MAX_ADAPTERS", "AdapterEncoder", "SharedBase"]
