@@ -1,8 +1,9 @@
 """What a LoRA adapter folder is, without torch: PEFT's file names, the test for one, and the record an index
-keeps of it (``sbert.adapters`` trains, loads and merges them)."""
+keeps of it and the check of a model against that record (``sbert.adapters`` trains, loads and merges them)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from pathlib import Path
 
@@ -57,3 +58,27 @@ def adapter_record(folder: str | Path) -> dict | None:
     except (OSError, ValueError, AttributeError):
         base = None
     return {"name": Path(folder).resolve().name, "base": base, "sha256": digest.hexdigest()}
+
+
+def check_adapter(path: str | Path, recorded: dict | None, name_or_path: str | Path, same_model: bool) -> None:
+    """Raise IndexMismatchError unless ``name_or_path`` carries the LoRA adapter the index recorded (the same
+    weights, wherever the folder now lies), or like the index none."""
+    from sbert.errors import IndexMismatchError
+    from sbert.model_names import resolve
+
+    given = None
+    with contextlib.suppress(Exception):
+        given = adapter_record(resolve(name_or_path))
+    if recorded is None and given is None:
+        return
+    if recorded and given and recorded.get("sha256") == given["sha256"]:
+        return
+    if recorded is None and not same_model:
+        return  # another model altogether: check_model says so
+    built = f"adapter {recorded['name']!r} over {recorded.get('base')}" if recorded else "no adapter"
+    now = f"adapter {given['name']!r} over {given['base']}" if given else "no adapter"
+    changed = " (its weights changed since)" if recorded and given and recorded["name"] == given["name"] else ""
+    raise IndexMismatchError(
+        f"index {path} was built with {built}; refusing to use it with {str(name_or_path)!r}, which carries "
+        f"{now}{changed}: embeddings of different adapters are not comparable"
+    )
