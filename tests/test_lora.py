@@ -293,3 +293,49 @@ def test_adapters_share_one_base_and_each_pass_runs_one_adapter(tmp_path):
     _trained_adapter(other, tmp_path / "elsewhere", rank=2)
     with pytest.raises(ValueError, match="made over"):
         SharedBase.load(base, {"x": tmp_path / "elsewhere"})
+
+
+def test_the_service_routes_each_request_to_its_adapter_and_lists_them(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fastapi.testclient import TestClient
+
+    from sbert.serve.app import create_app
+    from sbert.serve.settings import EngineSettings
+    from sbert.shared_base import SharedBase
+
+    base = _tiny_base(tmp_path)
+    names = ("tracker-a", "tracker-b")
+    own = {n: _trained_adapter(base, tmp_path / n, seed=s, rank=2).encode(TEXTS) for s, n in enumerate(names)}
+    own["base"] = sbert.load(base).encode(TEXTS)
+    shared = SharedBase.load(base, {n: tmp_path / n for n in names})
+    app = create_app(shared.encoder(None), model_name=str(base), adapters=shared, engine=EngineSettings(max_wait_ms=50))
+    with TestClient(app) as client, ThreadPoolExecutor(6) as pool:
+        asked = ["tracker-a", "tracker-b", "base"] * 2  # at once: the batcher waits 50 ms to merge them
+        answers = pool.map(lambda name: client.post("/v1/embeddings", json={"model": name, "input": TEXTS}), asked)
+        for name, answer in zip(asked, answers, strict=True):
+            vectors = [row["embedding"] for row in answer.json()["data"]]
+            np.testing.assert_allclose(vectors, own[name], atol=1e-5, err_msg=name)
+            assert answer.json()["model"] == name
+        unknown = client.post("/v1/embeddings", json={"model": "tracker-c", "input": TEXTS})
+        assert unknown.status_code == 404 and "'tracker-a'" in unknown.json()["error"]["message"]
+        listed = client.get("/v1/models").json()["data"]
+    assert [m["id"] for m in listed] == ["base", *names]
+    assert listed[1]["memory_bytes"] == shared.memory()["adapters"]["tracker-a"] > 0
+
+
+def test_serving_an_index_finds_its_own_adapter_among_those_served(tmp_path):
+    from sbert.search.index.folder import VectorIndex
+    from sbert.serve.adapters import load_served, named_folders
+
+    base = _tiny_base(tmp_path)
+    a = _trained_adapter(base, tmp_path / "tracker-a", seed=1, rank=2)
+    _trained_adapter(base, tmp_path / "tracker-b", seed=2, rank=2)
+    index = VectorIndex.build(tmp_path / "ix", a.encode(TEXTS), model=str(tmp_path / "tracker-a"))
+    served = named_folders([f"tracker-b={tmp_path / 'tracker-b'}", f"tracker-a={tmp_path / 'tracker-a'}"])
+    shared, own = load_served(str(base), served, max_adapters=4, device="cpu", index=index)
+    assert own == "tracker-a" and shared.names == ["tracker-b", "tracker-a"]
+    with pytest.raises(ValueError, match="'tracker-a', which is not among the adapters served"):
+        load_served(str(base), {"tracker-b": str(tmp_path / "tracker-b")}, max_adapters=4, index=index)
+    with pytest.raises(ValueError, match="NAME=FOLDER"):
+        named_folders(["tracker-a"])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 ADAPTER_CONFIG = "adapter_config.json"  # PEFT's names, which sentence-transformers and transformers read too
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
+DEFAULT_MAX_ADAPTERS = 16  # adapters one process holds over a base: bounds memory (a few MB each) and start-up time
 
 
 def is_adapter_folder(path: Path) -> bool:

@@ -17,11 +17,10 @@ import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from sbert.adapter_folder import adapter_file
+from sbert.adapter_folder import DEFAULT_MAX_ADAPTERS, adapter_file
 from sbert.encoder import Encoder
 from sbert.modules.base import Features
 
-DEFAULT_MAX_ADAPTERS = 16  # adapters one process holds at most: bounds memory (a few MB each) and start-up time
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # PEFT keeps adapters in module dicts: no dots
 
 

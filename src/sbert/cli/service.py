@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from sbert.adapter_folder import DEFAULT_MAX_ADAPTERS
 from sbert.cli.common import MODEL_HELP, device_options, friendly_errors
 from sbert.serve.settings import FIELD_VALUES, TORCH_WORKERS, Access, Connections, EngineSettings, Limits
 
@@ -29,6 +30,22 @@ SECONDS = click.FloatRange(min=0.1)
     help="Serve /search on it: an index folder, or postgresql://...[#table] (pgvector).",
 )
 @click.option("--rerank", "rerank_model", help="A cross-encoder folder: /search re-ranks on request.")
+@click.option(
+    "--adapter",
+    "adapters",
+    multiple=True,
+    metavar="NAME=FOLDER",
+    help="Serve a LoRA adapter over --model as NAME ('model' in /v1/embeddings; /v1/models lists them); "
+    "repeat for more: one base in memory, each adapter beside it, requests of different adapters never in one "
+    "batch. With --index, /search embeds with the index's own adapter.",
+)
+@click.option(
+    "--max-adapters",
+    default=DEFAULT_MAX_ADAPTERS,
+    show_default=True,
+    type=POSITIVE,
+    help="Refuse more --adapter than this (each holds its low-rank weights in memory).",
+)
 @click.option(
     "--api-key",
     help="Require 'Authorization: Bearer KEY'; KEY: printable ASCII, no spaces, not empty (default: "
@@ -163,6 +180,8 @@ def serve(
     port,
     index_dir,
     rerank_model,
+    adapters,
+    max_adapters,
     api_key,
     allowed_hosts,
     cors_origins,
@@ -194,10 +213,13 @@ def serve(
     from sbert.serve import open_service
     from sbert.serve import serve as run
 
-    served = open_service(
-        model, index=index_dir, rerank=rerank_model, backend=runtime.backend, precision=runtime.precision,
-        device=runtime.device, allow_pickle=allow_pickle,
-    )  # fmt: skip
+    if adapters:  # one base in memory, each adapter beside it (sbert.serve.adapters)
+        served = _adapters(model, index_dir, rerank_model, adapters, max_adapters, runtime, allow_pickle)
+    else:
+        served = open_service(
+            model, index=index_dir, rerank=rerank_model, backend=runtime.backend, precision=runtime.precision,
+            device=runtime.device, allow_pickle=allow_pickle,
+        )  # fmt: skip
     limits = Limits(
         max_inputs=max_inputs,
         max_chars=max_chars,
@@ -225,3 +247,19 @@ def serve(
             max_header_bytes=int(max_header_kb * 2**10),
         ),
     )
+
+
+def _adapters(model, index_dir, rerank_model, pairs, max_adapters: int, runtime, allow_pickle: bool) -> dict:
+    """``--adapter``'s set-up (``sbert.serve.adapters.open_adapter_service``), and a line on the memory held."""
+    from sbert.serve.adapters import named_folders, open_adapter_service
+
+    if runtime.backend != "torch":
+        raise click.UsageError("--adapter serves adapters over one base on the torch backend (leave out --backend)")
+    served = open_adapter_service(
+        model, named_folders(pairs), index=index_dir, rerank=rerank_model, max_adapters=max_adapters,
+        device=runtime.device, allow_pickle=allow_pickle,
+    )  # fmt: skip
+    size, count = served["adapters"].memory(), len(served["adapters"].names)
+    held = f"{size['base'] / 2**20:.1f} MB of weights, {count} adapter{'' if count == 1 else 's'} beside it"
+    click.echo(f"serving {served['model_name']}: {held}: {sum(size['adapters'].values()) / 2**20:.2f} MB", err=True)
+    return served

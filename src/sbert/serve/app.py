@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
@@ -23,6 +24,7 @@ from sbert.protocols import PairScorer
 from sbert.search.searcher import Searcher
 from sbert.serve import errors
 from sbert.serve.access import Policy
+from sbert.serve.adapters import adapter_engines
 from sbert.serve.auth import check_api_key
 from sbert.serve.engine import EmbeddingEngine, ServedEncoder
 from sbert.serve.gate import Gate
@@ -31,6 +33,9 @@ from sbert.serve.page import add_page
 from sbert.serve.routes import Service, add_routes
 from sbert.serve.schemas import Context
 from sbert.serve.settings import Access, EngineSettings, Limits
+
+if TYPE_CHECKING:
+    from sbert.shared_base import SharedBase
 
 __all__ = ["Access", "EngineSettings", "Limits", "create_app"]
 IN_PROCESS = Access(allowed_hosts=("testserver",))  # create_app's default: loopback, or Starlette's TestClient
@@ -46,7 +51,9 @@ def create_app(
     engine: EngineSettings | None = None,
     cross_encoder: PairScorer | None = None,
     access: Access | None = None,
-) -> FastAPI:
+    adapters: SharedBase | None = None,
+    index_adapter: str | None = None,
+) -> FastAPI:  # long: the signature and its documentation, one keyword per thing the app serves
     """The FastAPI app serving ``encoder`` (and ``index``, a VectorIndex, for /search) as ``model_name``
     (answers name it as ``shown_name`` does).
 
@@ -56,6 +63,9 @@ def create_app(
     (a key clients cannot send is refused here: ``auth.check_api_key``). ``access`` says which ``Host``
     headers and cross-origin pages are accepted (see ``Access``; ``serve`` passes the bound address). By
     default: served on 127.0.0.1, no CORS, and also the Host ``testserver`` that Starlette's TestClient sends.
+    ``adapters``: LoRA adapters over ``encoder``'s base (``encoder`` is then ``adapters.encoder(None)``), each
+    served by its name (``model`` in /v1/embeddings; /v1/models lists them), each with its own batches;
+    ``index_adapter``: the one that made ``index``'s vectors, which /search embeds its queries with.
     """
     check_api_key(api_key)
     limits = limits or Limits()
@@ -64,18 +74,24 @@ def create_app(
     embedding.batcher.stats.on_batch = metrics.on_batch
     fuses = index is not None and bool(index.lexical)
     shown = shown_name(model_name)
-    context = Context(limits, encoder.dim, shown, served_names(model_name, encoder) | {shown}, fuses)
+    named = adapter_engines(adapters, served_names(model_name, encoder), engine)  # never a batch of two adapters
+    context = Context(limits, encoder.dim, shown, served_names(model_name, encoder) | {shown, *named}, fuses)
+    searched = named[index_adapter].encoder if index_adapter else encoder  # what made the index's vectors
     service = Service(
         engine=embedding,
         context=context,
         similarity_fn_name=encoder.similarity_fn_name,
-        searcher=None if index is None else Searcher(index, encoder, cross_encoder),
+        searcher=None if index is None else Searcher(index, searched, cross_encoder),
+        adapters=named,
+        index_adapter=index_adapter,
+        memory=adapters.memory() if adapters is not None else None,
     )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
-        await asyncio.to_thread(embedding.close)  # uvicorn stops accepting first; this drains what is queued
+        for each in [*named.values(), embedding]:  # uvicorn stops accepting first; this drains what is queued
+            await asyncio.to_thread(each.close)
 
     app = FastAPI(title="sbert", lifespan=lifespan)
     app.state.service, app.state.engine, app.state.metrics = service, embedding, metrics

@@ -95,7 +95,11 @@ class EmbeddingEngine:
     ``close`` finishes the queued work, stops the workers and gives torch back its threads.
     """
 
-    def __init__(self, encoder: ServedEncoder, settings: EngineSettings | None = None) -> None:
+    def __init__(
+        self, encoder: ServedEncoder, settings: EngineSettings | None = None, *, divide_threads: bool = True
+    ) -> None:
+        """``divide_threads``: give each worker its share of torch's threads (off for the engines of adapters
+        over one base, whose passes take turns with the base engine's: it divided them already)."""
         settings = settings or EngineSettings()
         on_torch, can_pack = encoder.backend_name == "torch", encoder.can_pack
         if settings.packing and not can_pack:
@@ -103,7 +107,8 @@ class EmbeddingEngine:
         self.encoder, self.settings = encoder, settings
         self.packing = can_pack if settings.packing is None else settings.packing
         self.workers = settings.workers_for(on_torch)
-        self._threads_before = _divide_threads(self.workers) if on_torch and self.workers > 1 else None
+        divided = divide_threads and on_torch and self.workers > 1
+        self._threads_before = _divide_threads(self.workers) if divided else None
         self.batcher = DynamicBatcher(
             self._run_batch,
             max_batch_texts=settings.max_batch_texts,

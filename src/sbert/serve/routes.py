@@ -8,7 +8,7 @@ on Starlette's thread pool: never on the event loop.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,11 +41,18 @@ class Service:
     context: Context
     similarity_fn_name: str = "cosine"
     searcher: Searcher | None = None
+    adapters: dict[str, EmbeddingEngine] = field(default_factory=dict)  # LoRA adapters over the base, by name
+    index_adapter: str | None = None  # the adapter whose vectors the index holds (/search embeds with it)
+    memory: dict | None = None  # bytes of weights: the base's and each adapter's (``SharedBase.memory``)
 
     @property
     def index(self) -> Any:
         """The index /search searches (None: none is served)."""
         return None if self.searcher is None else self.searcher.index
+
+    def engine_for(self, model: str | None) -> EmbeddingEngine:
+        """The engine of the adapter named ``model``; the base's for any other served name (or none)."""
+        return self.adapters.get(model or "", self.engine)
 
     async def read(self, request: Request, model: type[RequestModel]) -> RequestModel:
         """The request's body as ``model``, validated against this server (ApiError otherwise), parsed on a
@@ -60,6 +67,7 @@ def add_routes(app: FastAPI) -> None:
     app.add_api_route("/metrics", metrics, methods=["GET"])
     app.add_api_route("/info", info, methods=["GET"], response_model=Info)
     app.add_api_route("/v1/embeddings", embeddings, methods=["POST"], response_model=EmbeddingResponse)
+    app.add_api_route("/v1/models", models, methods=["GET"])
     app.add_api_route("/similarity", similarity_scores, methods=["POST"], response_model=SimilarityResponse)
     app.add_api_route("/search", search, methods=["POST"], response_model=SearchResponse)
 
@@ -105,15 +113,28 @@ def _index_info(index) -> dict:
     }
 
 
+async def models(request: Request) -> Response:
+    """OpenAI's model list: the served model and each adapter over it, with the bytes of weights each holds."""
+    service = _service(request)
+    memory = service.memory or {}
+    base = {"id": service.context.model_name, "object": "model", "owned_by": "sbert"}
+    data = [{**base, **({"memory_bytes": memory["base"]} if memory else {})}]
+    for name in service.adapters:
+        data.append({"id": name, "object": "model", "owned_by": "sbert", "base": service.context.model_name})
+        data[-1]["memory_bytes"] = memory.get("adapters", {}).get(name)
+    return json_response({"object": "list", "data": data})
+
+
 async def embeddings(request: Request) -> Response:
     service = _service(request)
     body = await service.read(request, EmbeddingRequest)
-    embedded = await service.engine.embed(body.input, _prompt(service, body.prompt_name, body.prompt))
+    engine = service.engine_for(body.model)  # an adapter's own batches: never merged with another's
+    embedded = await engine.embed(body.input, _prompt(service, body.prompt_name, body.prompt, engine=engine))
     if not body.truncate and embedded.first_truncated is not None:
         raise ApiError(
             400,
             f"input[{embedded.first_truncated}] is longer than the model's "
-            f"{service.engine.encoder.max_seq_length} tokens (send truncate=true to cut it)",
+            f"{engine.encoder.max_seq_length} tokens (send truncate=true to cut it)",
             "input",
             "input_too_long",
         )
@@ -136,7 +157,8 @@ async def search(request: Request) -> Response:
         raise ApiError(404, "no index is loaded: start the server with --index DIR", code="no_index")
     body = await service.read(request, SearchRequest)
     options = await run_in_threadpool(_options, searcher, body)  # refresh() may wait on a database: not on the loop
-    queries = await service.engine.embed(body.query, _prompt(service, task="query"))  # as Encoder.encode_query
+    engine = service.engine_for(service.index_adapter)  # the index's own adapter, where it has one
+    queries = await engine.embed(body.query, _prompt(service, task="query", engine=engine))  # as encode_query
     hits = await run_in_threadpool(searcher.search_vectors, queries.vectors, body.query, options)
     limit = service.context.limits.max_response_bytes
     _check_size(sum(len(h.id) + len(h.text or "") + 48 for found in hits for h in found), limit)  # before building it
@@ -160,10 +182,13 @@ def _check_size(size: int, limit: int) -> None:
         )
 
 
-def _prompt(service: Service, prompt_name: str | None = None, prompt: str | None = None, task=None) -> str | None:
-    """The prompt a request's texts get (the model's default when none is named); 400 for an unknown name."""
+def _prompt(
+    service: Service, prompt_name: str | None = None, prompt: str | None = None, task=None, engine=None
+) -> str | None:
+    """The prompt a request's texts get from ``engine``'s model (default: the served model's; its default
+    prompt when none is named); 400 for an unknown name."""
     try:
-        return service.engine.encoder.resolve_prompt(prompt_name, prompt, task)
+        return (engine or service.engine).encoder.resolve_prompt(prompt_name, prompt, task)
     except ValueError as err:
         raise ApiError(400, str(err), "prompt_name", "unknown_prompt") from None
 
