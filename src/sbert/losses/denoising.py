@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sbert.adapter_folder import is_peft
 from sbert.data.examples import Text
 
 if TYPE_CHECKING:
@@ -126,7 +127,9 @@ class DenoisingAutoEncoderLoss(nn.Module):
                 f"{encoder.model_dim} wide (a Dense layer changes the width)"
             )
         self.delete_ratio, self.tied = float(delete_ratio), tie_encoder_decoder
-        self.decoder = build_decoder(encoder.transformer.model, tie_encoder_decoder, seed)
+        model = encoder.transformer.model
+        model = model.get_base_model() if is_peft(model) else model  # a LoRA adapter's: tied to the base's weights
+        self.decoder = build_decoder(model, tie_encoder_decoder, seed)
 
     def pairs(self, batch: Sequence[Text | tuple[str, str]]) -> tuple[list[str], list[str]]:
         """(noisy texts, original texts) of ``batch``: ``Text`` rows get their noise drawn now."""
