@@ -61,24 +61,23 @@ def adapter_record(folder: str | Path) -> dict | None:
     return {"name": Path(folder).resolve().name, "base": base, "sha256": digest.hexdigest()}
 
 
-def check_adapter(path: str | Path, recorded: dict | None, name_or_path: str | Path, same_model: bool) -> None:
+def check_adapter(path: str | Path, recorded: dict | None, name_or_path: str | Path) -> None:
     """Raise IndexMismatchError unless ``name_or_path`` carries the LoRA adapter the index recorded (the same
-    weights, wherever the folder now lies), or like the index none."""
+    weights, wherever the folder now lies). An index that records none (built with a whole model, by an older
+    sbert, or in a database that keeps no record of it) leaves the check to the model's name."""
     from sbert.errors import IndexMismatchError
     from sbert.model_names import resolve
 
+    if recorded is None:
+        return
     given = None
     with contextlib.suppress(Exception):
         given = adapter_record(resolve(name_or_path))
-    if recorded is None and given is None:
+    if given and recorded.get("sha256") == given["sha256"]:
         return
-    if recorded and given and recorded.get("sha256") == given["sha256"]:
-        return
-    if recorded is None and not same_model:
-        return  # another model altogether: check_model says so
-    built = f"adapter {recorded['name']!r} over {recorded.get('base')}" if recorded else "no adapter"
+    built = f"adapter {recorded.get('name')!r} over {recorded.get('base')}"
     now = f"adapter {given['name']!r} over {given['base']}" if given else "no adapter"
-    changed = " (its weights changed since)" if recorded and given and recorded["name"] == given["name"] else ""
+    changed = " (its weights changed since)" if given and recorded.get("name") == given["name"] else ""
     raise IndexMismatchError(
         f"index {path} was built with {built}; refusing to use it with {str(name_or_path)!r}, which carries "
         f"{now}{changed}: embeddings of different adapters are not comparable"
