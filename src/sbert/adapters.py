@@ -76,7 +76,9 @@ def adapter_shape(encoder) -> dict | None:
     without one."""
     if not is_adapter(encoder):
         return None
-    config = encoder.transformer.model.peft_config["default"]
+    from sbert.modules.lora import active_config
+
+    config = active_config(encoder.transformer.model)
     return {"rank": config.r, "alpha": config.lora_alpha, "targets": sorted(config.target_modules)}
 
 

@@ -115,7 +115,12 @@ def _is_linear(module) -> bool:
 
 def base_name(model) -> str:
     """The base a PEFT model's adapter names (``base_model_name_or_path``)."""
-    return str(model.peft_config["default"].base_model_name_or_path)
+    return str(active_config(model).base_model_name_or_path)
+
+
+def active_config(model):
+    """The LoraConfig of a PEFT model's active adapter (the only one, but over a shared base)."""
+    return model.peft_config.get(model.active_adapter) or next(iter(model.peft_config.values()))
 
 
 def save_adapter(model, path: Path) -> None:
@@ -134,7 +139,7 @@ def merged_model(model):
 
 def trainable(model) -> None:
     """Let a loaded adapter train on (its LoRA weights only)."""
-    model.peft_config["default"].inference_mode = False
+    active_config(model).inference_mode = False
     for name, param in model.named_parameters():
         param.requires_grad = "lora_" in name
 

@@ -310,7 +310,11 @@ class Transformer(Module):
         return Transformer(lora.merged_model(self.model), self.tokenizer, self.max_seq_length, self.do_lower_case)
 
     def extra_repr(self) -> str:
-        return f"{type(self.model).__name__}, max_seq_length={self.max_seq_length}, dim={self.dim}"
+        if is_peft(self.model):  # a LoRA adapter over its base
+            kind = f"{type(self.model.get_base_model()).__name__} + LoRA adapter over {lora.base_name(self.model)}"
+        else:
+            kind = type(self.model).__name__
+        return f"{kind}, max_seq_length={self.max_seq_length}, dim={self.dim}"
 
 
 def load_tokenizer(path: Path, model):
