@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from sbert.adapter_folder import ADAPTER_CONFIG, adapter_file, adapter_record, is_adapter_folder, is_peft
 
@@ -61,8 +61,8 @@ class LoraSettings:
             if named:
                 raise ValueError(f"{named[0]} shapes a LoRA adapter: give lora (--lora) too, or leave it out")
             return None
-        shape = {"rank": rank, "alpha": float(alpha) if alpha is not None else None}
-        shape |= {"targets": cls.parse_targets(targets) if targets is not None else None}
+        shape: dict[str, Any] = {"rank": rank, "alpha": float(alpha) if alpha is not None else None}
+        shape["targets"] = cls.parse_targets(targets) if targets is not None else None
         return cls(**{key: value for key, value in shape.items() if value is not None})
 
 
@@ -130,10 +130,12 @@ def merge(encoder: Encoder) -> Encoder:
     """A whole model equal to ``encoder``: its adapter's low-rank products folded into a copy of the base's
     weights (``encoder`` is left as it is). An encoder without an adapter is returned unchanged."""
     from sbert.encoder import Encoder
+    from sbert.modules import Module, Transformer
 
-    if not is_adapter(encoder):
+    first = encoder.transformer
+    if not is_adapter(encoder) or not isinstance(first, Transformer):
         return encoder
-    modules = [encoder.transformer.merged(), *list(encoder)[1:]]
+    modules = [first.merged(), *cast("list[Module]", list(encoder)[1:])]
     merged = Encoder(modules, encoder.similarity_fn_name, encoder.truncate_dim, encoder.settings)
     merged.prompts, merged.default_prompt_name = encoder.prompts, encoder.default_prompt_name
     merged.path = encoder.path

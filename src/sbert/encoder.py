@@ -229,9 +229,9 @@ class Encoder(nn.Sequential):
         base's weights), an example batch, its settings, its folder."""
         ids, _ = self.transformer.tokenize(["an example sentence to trace", "a second, longer example sentence here"])
         settings = {"modules": [_describe_module(m) for m in self], "max_seq_length": self.max_seq_length}
-        module = self
-        if is_peft(getattr(self.transformer, "model", None)):
-            module = Encoder([self.transformer.merged(), *list(self)[1:]]).to(self.device)
+        module, first = self, self.transformer
+        if isinstance(first, Transformer) and is_peft(first.model):
+            module = Encoder([first.merged(), *cast("list[Module]", list(self)[1:])]).to(self.device)
         return ExportSource(module, self.transformer.collate(ids), settings, self.path)
 
     def use_backend(
@@ -768,7 +768,8 @@ def _load_modules(path: Path, allow_pickle: bool, transformer: Transformer | Non
         raise ModelFormatError(f"{modules_file}: not valid JSON ({err})") from err
     if not isinstance(entries, list) or not entries:
         raise ModelFormatError(f"{modules_file}: expected a non-empty list of modules")
-    modules, folders = [], []
+    modules: list[Module] = []
+    folders: list[Path] = []
     for i, entry in enumerate(sorted(entries, key=lambda e: e.get("idx", 0) if isinstance(e, dict) else 0)):
         if not isinstance(entry, dict) or "type" not in entry or "path" not in entry:
             raise ModelFormatError(f"{modules_file}: entry {i} needs 'type' and 'path', found {entry!r}")
@@ -779,8 +780,10 @@ def _load_modules(path: Path, allow_pickle: bool, transformer: Transformer | Non
                 f"{', '.join(MODULE_TYPES)} (and never runs code named in a model folder)"
             )
         folder = module_folder(path, entry["path"], modules_file)
-        shared = transformer is not None and i == 0 and cls is Transformer
-        modules.append(transformer if shared else cls.load(folder, allow_pickle=allow_pickle))
+        if transformer is not None and i == 0 and cls is Transformer:
+            modules.append(transformer)  # shared, not read again
+        else:
+            modules.append(cls.load(folder, allow_pickle=allow_pickle))
         folders.append(folder)
     check_widths(modules, folders)
     return modules

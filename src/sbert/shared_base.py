@@ -16,10 +16,11 @@ import re
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import cast
 
 from sbert.adapter_folder import DEFAULT_MAX_ADAPTERS, adapter_file
 from sbert.encoder import Encoder
-from sbert.modules.base import Features
+from sbert.modules.base import Features, Module
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # PEFT keeps adapters in module dicts: no dots
 
@@ -29,7 +30,8 @@ class _Turns:
     pass waits until no pass of another adapter runs."""
 
     def __init__(self, model) -> None:
-        self.model, self.active, self.running = model, None, 0
+        self.model, self.running = model, 0
+        self.active: str | None = None
         self.model.base_model.disable_adapter_layers()
         self._changed = threading.Condition()
 
@@ -87,7 +89,8 @@ class SharedBase:
         if is_adapter(base) or base.is_static:
             raise ValueError(f"{base_name}: the shared base must be a whole transformer model, not an adapter")
         self.base_name, self.max_adapters = base_name, max_adapters
-        self._base, self._turns = base, None
+        self._base = base
+        self._turns: _Turns | None = None
         self._encoders: dict[str, AdapterEncoder] = {}
         self._folder = _transformer_folder(base)
 
@@ -117,7 +120,7 @@ class SharedBase:
     def add(self, name: str, folder: str | Path) -> AdapterEncoder:
         """Load the adapter at ``folder`` over the base as ``name``; returns its encoder. Refused: a bad or taken
         name, more than ``max_adapters``, a folder that holds no adapter or one made over another base."""
-        from sbert.modules import lora
+        from sbert.modules import Transformer, lora
 
         if not isinstance(name, str) or not _NAME.fullmatch(name) or name in "lora_" or name in self._encoders:
             taken = " (taken)" if name in self._encoders else ": letters, digits, '-' and '_'"
@@ -133,10 +136,12 @@ class SharedBase:
         if lora.transformer_folder(lora.base_folder(path, named), path).resolve() != self._folder:
             raise ValueError(f"{folder}: its adapter was made over {named}, not over the base served, {self.base_name}")
         transformer = self._base.transformer
+        assert isinstance(transformer, Transformer)  # checked in __init__: not a static model
         transformer.model = lora.attach(transformer.model, fields, path, named, name)
         if self._turns is None:
             self._turns = _Turns(transformer.model)
         encoder = AdapterEncoder.load(folder, device=str(self._base.device), transformer=transformer)
+        assert isinstance(encoder, AdapterEncoder)
         encoder.adapter, encoder._turns = name, self._turns
         self._encoders[name] = encoder
         return encoder
@@ -147,7 +152,8 @@ class SharedBase:
             if self._turns is None:  # no adapter yet: the base's layers are as loaded
                 return self._base
             base = self._base
-            plain = AdapterEncoder(list(base), base.similarity_fn_name, base.truncate_dim, base.settings)
+            modules = cast("list[Module]", list(base))
+            plain = AdapterEncoder(modules, base.similarity_fn_name, base.truncate_dim, base.settings)
             plain.path, plain._turns = base.path, self._turns
             return plain.eval()
         if name not in self._encoders:

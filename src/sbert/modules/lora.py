@@ -50,8 +50,8 @@ PASSED = (
     "layers_pattern",
 )
 # Fields read elsewhere (the base) or that say nothing about the weights' maths.
-IGNORED = ("peft_type", "base_model_name_or_path", "task_type", "inference_mode", "init_lora_weights")
-IGNORED += ("revision", "peft_version", "auto_mapping")
+IGNORED = ("peft_type", "base_model_name_or_path", "task_type", "inference_mode", "init_lora_weights", "revision")
+IGNORED_TOO = ("peft_version", "auto_mapping")
 # sbert's own pooling ignores the pooler layer: an adapter on it would be dead weight.
 EXCLUDED = ("pooler.dense",)
 
@@ -159,7 +159,7 @@ def adapter_config(path: Path) -> dict[str, Any]:
         raise ModelFormatError(f"{file}: 'task_type' {config['task_type']!r}: sbert reads adapters of an encoder")
     defaults = dataclasses.asdict(_peft().LoraConfig())
     for key, value in config.items():
-        if key in PASSED or key in IGNORED:
+        if key in PASSED or key in IGNORED or key in IGNORED_TOO:
             continue
         if value in (None, False, {}, []) or (key in defaults and value == defaults[key]):
             continue

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from sbert.serve.engine import EmbeddingEngine
+from sbert.serve.engine import EmbeddingEngine, ServedEncoder
 from sbert.serve.settings import EngineSettings
 
 if TYPE_CHECKING:
@@ -27,7 +27,8 @@ def adapter_engines(
     clash = sorted(set(adapters.names) & base_names)
     if clash:
         raise ValueError(f"adapter name {clash[0]!r} is a name of the base model: name the adapter otherwise")
-    return {name: EmbeddingEngine(adapters.encoder(name), settings, divide_threads=False) for name in adapters.names}
+    encoders = {name: cast(ServedEncoder, adapters.encoder(name)) for name in adapters.names}  # an Encoder each
+    return {name: EmbeddingEngine(encoder, settings, divide_threads=False) for name, encoder in encoders.items()}
 
 
 def named_folders(pairs: Sequence[str]) -> dict[str, str]:
