@@ -686,7 +686,8 @@ class Encoder(nn.Sequential):
     ) -> Encoder:
         """Load a sentence-transformers folder, a model2vec folder, or a plain Hugging Face folder (mean pooling).
 
-        Never runs code from the folder (``auto_map`` is refused) and never reads a file outside it.
+        Never runs code from the folder (``auto_map`` is refused) and never reads a file outside it, but for a
+        LoRA adapter folder's base, which it names (``sbert.modules.lora``: a known model or an absolute folder).
         ``truncate_dim`` overrides the one saved in config_sentence_transformers.json. ``transformer``: use it
         (shared, not copied) instead of the folder's first module (``sbert.shared_base``: adapters over one base).
         """
