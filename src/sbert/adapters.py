@@ -123,7 +123,19 @@ def for_training(encoder: Encoder, lora: LoraSettings | None, base: str, seed: i
     as it is."""
     if lora is None:
         return merge(encoder) if is_adapter(encoder) else encoder
-    return continue_adapter(encoder) if is_adapter(encoder) else add_lora(encoder, lora, base, seed)
+    if not is_adapter(encoder):
+        return add_lora(encoder, lora, base, seed)
+    own = adapter_shape(encoder) or {}
+    if (own.get("rank"), own.get("alpha"), own.get("targets")) != (lora.rank, lora.alpha, sorted(lora.targets)):
+        import warnings
+
+        warnings.warn(
+            f"the model carries a LoRA adapter already (rank {own.get('rank')}, alpha {own.get('alpha')}, targets "
+            f"{','.join(own.get('targets') or [])}): that one trains on, in its own shape",
+            UserWarning,
+            stacklevel=2,
+        )
+    return continue_adapter(encoder)
 
 
 def merge(encoder: Encoder) -> Encoder:
