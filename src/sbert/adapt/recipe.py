@@ -84,8 +84,6 @@ def adapt(
     (``Method.first``) trains its first stage into ``<out>.train/first-<method>`` (a resumed run that
     finished it goes straight on), then itself from that model.
     """
-    from sbert.adapters import for_training
-    from sbert.training.recipe import build_encoder
     from sbert.training.trainer import Objective, Trainer
 
     check_replaceable(out)  # a folder of other files is refused now, not after a teacher's hour of scoring
@@ -106,8 +104,7 @@ def adapt(
         model = first
     held, settings, documents, queries = _held_out_and_queries(documents, source, chosen, settings)
     report(plan(documents, held, source, queries, chosen, settings), progress)
-    encoder = build_encoder(str(model), seed=settings.seed, device=device)
-    encoder = for_training(encoder, settings.lora, str(model), settings.seed)
+    encoder = student(model, settings, device)
     run_dir = Path(out).with_name(Path(out).name + ".train")
     kept = TeacherScores(run_dir / SCORED, {"model": str(model), "corpus": str(source)}, resume, progress)
     rows, loss = training_rows(chosen, settings, encoder, documents, queries, kept)
@@ -122,6 +119,16 @@ def adapt(
     summary = trainer.train(resume=resume, on_step=on_step)
     write_record(Path(out), text)
     return {**summary, **record}
+
+
+def student(model: str | Path, settings: AdaptSettings, device: str | None):
+    """The model ``adapt`` trains: ``model`` loaded, with a fresh LoRA adapter where ``settings.lora`` says
+    (``sbert.adapters.for_training``)."""
+    from sbert.adapters import for_training
+    from sbert.training.recipe import build_encoder
+
+    encoder = build_encoder(str(model), seed=settings.seed, device=device)
+    return for_training(encoder, settings.lora, str(model), settings.seed)
 
 
 def _held_out_and_queries(

@@ -236,31 +236,6 @@ def test_an_interrupted_lora_adapt_resumes_to_the_same_adapter(tmp_path):
         torch.testing.assert_close(straight[name], stopped[name], rtol=0, atol=1e-6, msg=name)
 
 
-def test_the_cli_trains_adapters_with_adapt_and_train(tmp_path):
-    base, corpus = _tiny_base(tmp_path), _corpus(tmp_path)
-    runner = CliRunner()
-    common = ["--steps", "2", "--batch-size", "4", "--no-progress"]
-    adapted = runner.invoke(
-        main, ["adapt", str(base), "--corpus", str(corpus), "--out", str(tmp_path / "a"), *common, "--lora"]
-    )
-    assert adapted.exit_code == 0, adapted.output
-    assert json.loads((tmp_path / "a" / "adapter_config.json").read_text())["r"] == 16
-
-    pairs = tmp_path / "pairs.tsv"  # query, positive, no hard negatives
-    pairs.write_text("".join(f"{w} crash\t{w} crashes on a page\n" for w in WORDS))
-    args = ["train", "--model", str(base), "--objective", "mnrl", "--format", "ntuples", "--train", str(pairs)]
-    args += ["--max-steps", "2", "--batch-size", "4", "--no-progress"]
-    trained = runner.invoke(
-        main, [*args, "--out", str(tmp_path / "t"), "--lora", "--lora-rank", "4", "--lora-targets", "query,value"]
-    )
-    assert trained.exit_code == 0, trained.output
-    config = json.loads((tmp_path / "t" / "adapter_config.json").read_text())
-    assert (config["r"], sorted(config["target_modules"])) == (4, ["query", "value"])
-
-    refused = runner.invoke(main, [*args, "--out", str(tmp_path / "u"), "--lora-rank", "4"])
-    assert refused.exit_code != 0 and "--lora" in refused.output
-
-
 def test_adapters_share_one_base_and_each_pass_runs_one_adapter(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
