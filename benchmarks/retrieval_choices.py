@@ -45,7 +45,7 @@ def _document_top(hits):
     from sbert.search.exact import TopK
 
     scores = np.array([[h.score for h in row] for row in hits], dtype=np.float32)
-    return TopK(scores, np.array([[h.document for h in row] for row in hits], dtype=np.int64))
+    return TopK(scores, np.array([[int(h.id) for h in row] for row in hits], dtype=np.int64))
 
 
 def _window_bm25(windows, texts_of_windows, queries, n_docs: int, k: int):

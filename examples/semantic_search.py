@@ -1,8 +1,8 @@
 """Semantic search over your own texts: embed them once, then find the closest to each query.
 
-Shows: loading the default model, building an index in memory (embeddings and BM25 beside them, fused
-when searching, as `sbert index build` + `sbert search` do), and printing the hits with their cosines
-(which read the same for every query, unlike the fused score that ranks them).
+Shows: loading the default model, building an index in memory with `sbert.Index` (embeddings and BM25
+beside them, fused when searching: the code `sbert index build` + `sbert search` run), and printing the
+hits with their cosines (which read the same for every query, unlike the fused score that ranks them).
 Run: `python examples/semantic_search.py [texts.txt] [--query "..."]` (one text per line). About
 10 seconds on 2 CPU cores for the built-in texts, most of it loading the model.
 """
@@ -11,7 +11,6 @@ import argparse
 from pathlib import Path
 
 import sbert
-from sbert.search.retrieve import SearchOptions, build_index, search_texts
 
 TEXTS = [
     "A man is eating food.",
@@ -37,9 +36,9 @@ def main() -> None:
     texts = [t for t in texts if t.strip()]
 
     model = sbert.load()  # all-MiniLM-L6-v2, shipped in a package: nothing is downloaded
-    index = build_index(None, model, texts, model="default", bm25=True)  # None: in memory
+    index = sbert.Index.build(texts, model=model)  # in memory; path="folder" writes one `sbert search` reads
     queries = args.query or QUERIES
-    for query, hits in zip(queries, search_texts(index, model, queries, SearchOptions(k=args.k)), strict=True):
+    for query, hits in zip(queries, index.search(queries, k=args.k), strict=True):
         print(f"\n{query}")
         for hit in hits:
             print(f"  cosine {hit.cosine:.3f}  {hit.text}")  # hit.score: the fused rank score

@@ -4,6 +4,8 @@
     >>> model = sbert.load()                       # all-MiniLM-L6-v2, shipped in a package
     >>> emb = model.encode(["A man eats food.", "Someone is eating."])
     >>> sbert.similarity.cosine(emb, emb)          # (2, 2) matrix
+    >>> index = sbert.Index.build(["A man eats food.", "A cat sleeps."], model=model)   # in memory
+    >>> index.search("someone eating", k=1)        # [Hit(id='0', score=..., text='A man eats food.', ...)]
 
 Heavy libraries (torch, transformers) load on first use, not at ``import sbert``.
 """
@@ -19,6 +21,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from sbert import similarity
     from sbert.encoder import Encoder
+    from sbert.search.api import Hit, Index
 
 
 def load(
@@ -49,16 +52,15 @@ def load(
 
 
 _MODULES = {"similarity": "sbert.similarity", "cluster": "sbert.search.cluster"}  # sbert.<name>, loaded on use
+_NAMES = {"Encoder": "sbert.encoder", "Index": "sbert.search.api", "Hit": "sbert.search.api"}  # sbert.<name>: a class
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Encoder":
-        from sbert.encoder import Encoder
-
-        return Encoder
+    if name in _NAMES:
+        return getattr(importlib.import_module(_NAMES[name]), name)
     if name in _MODULES:
         return importlib.import_module(_MODULES[name])
     raise AttributeError(f"module 'sbert' has no attribute {name!r}")
 
 
-__all__ = ["Encoder", "__version__", "load", "similarity"]
+__all__ = ["Encoder", "Hit", "Index", "__version__", "load", "similarity"]

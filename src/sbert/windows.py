@@ -30,11 +30,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sbert.search import ranking
+from sbert.search.base import Hit
 from sbert.search.grouping import DEFAULT_MODE, Groups, check_mode, unit
 from sbert.search.grouping import MODES as MODES
 
@@ -484,24 +485,20 @@ def _tokens_per_second(
 
 
 # -- ranking ---------------------------------------------------------------------------------------------------
-class DocumentHit(NamedTuple):
-    """One ranked document: its position ``document``, ``score``, and its best window (``window`` row,
-    character ``span``, ``passage`` text)."""
-
-    document: int
-    score: float
-    window: int
-    span: tuple[int, int]
-    passage: str
-
-
 def rank_documents(
-    query_vectors: np.ndarray, documents: EncodedDocuments, k: int = 10, mode: str = DEFAULT_MODE
-) -> list[list[DocumentHit]]:
+    query_vectors: np.ndarray,
+    documents: EncodedDocuments,
+    k: int = 10,
+    mode: str = DEFAULT_MODE,
+    ids: Sequence[str] | None = None,
+) -> list[list[Hit]]:
     """Each query's best ``k`` documents by cosine similarity, best first (``sbert.search.ranking``: score
-    descending, then document ascending). ``mode``: ``maxp`` scores a document by its best window,
-    ``mean`` by the mean of its windows' unit vectors; the passage is the window closest to the query.
-    The grouping is the indexes' own (``sbert.search.grouping``)."""
+    descending, then document ascending), as ``Hit``s: ``id`` the document's (``ids``, one per document;
+    default its position as text), ``score`` and ``cosine`` its cosine, its best window's ``row``, ``span``
+    and passage (``text``). ``mode``: ``maxp`` scores a document by its best window, ``mean`` by the mean of
+    its windows' unit vectors; the passage is the window closest to the query. The grouping is the
+    indexes' own (``sbert.search.grouping``); ``sbert.Index.build(texts, chunk=True)`` does all of this,
+    embedding included."""
     check_mode(mode)
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
@@ -509,28 +506,22 @@ def rank_documents(
     windows = unit(np.asarray(documents.vectors, dtype=np.float32))
     groups = Groups.of(np.asarray(documents.doc).tolist())
     means = groups.means(windows) if mode == "mean" else None
+    number = {name: g for g, name in enumerate(groups.names)}
     out = []
     for begin in range(0, len(queries), _QUERY_CHUNK):
         q = queries[begin : begin + _QUERY_CHUNK]
         window_scores = q @ windows.T
         doc_scores = groups.best(window_scores) if means is None else q @ means.T
-        ids = np.broadcast_to(np.asarray(groups.names, dtype=np.int64), doc_scores.shape)
-        scores, picked = ranking.top(doc_scores, ids, k)
-        number = {name: g for g, name in enumerate(groups.names)}
+        names = np.broadcast_to(np.asarray(groups.names, dtype=np.int64), doc_scores.shape)
+        scores, picked = ranking.top(doc_scores, names, k)
         for row in range(len(q)):
-            out.append(
-                [
-                    _hit(documents, _best(groups, number[int(d)], window_scores[row]), int(d), float(s))
-                    for s, d in zip(scores[row], picked[row], strict=True)
-                ]
-            )
+            found = zip(scores[row].tolist(), picked[row].tolist(), strict=True)
+            best = [(groups.best_row(number[d], window_scores[row][groups.rows[number[d]]]), d, s) for s, d in found]
+            out.append([_hit(documents, ids, *chosen) for chosen in best])
     return out
 
 
-def _best(groups: Groups, group: int, window_scores: np.ndarray) -> int:
-    return groups.best_row(group, window_scores[groups.rows[group]])
-
-
-def _hit(documents: EncodedDocuments, best: int, document: int, score: float) -> DocumentHit:
+def _hit(documents: EncodedDocuments, ids: Sequence[str] | None, best: int, document: int, score: float) -> Hit:
     span = (int(documents.spans[best, 0]), int(documents.spans[best, 1]))
-    return DocumentHit(document, score, best, span, documents.passages[best])
+    name = str(ids[document]) if ids is not None else str(document)
+    return Hit(name, float(score), documents.passages[best], best, span, cosine=float(score))

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sbert.search.base import Hit
 from sbert.windows import (
     Chunker,
     Chunking,
@@ -161,28 +162,36 @@ def test_maxp_takes_the_best_window_and_mean_the_mean_window_vector():
     # document 0: windows (1, 0) and (0, 1); document 1: one window (0.8, 0.6)
     docs = _encoded([[1, 0], [0, 1], [0.8, 0.6]], [0, 0, 1])
     maxp = rank_documents(np.array([[2.0, 0.0]]), docs, k=2, mode="maxp")[0]
-    assert [h.document for h in maxp] == [0, 1]
+    assert [int(h.id) for h in maxp] == [0, 1]
     assert [h.score for h in maxp] == pytest.approx([1.0, 0.8])
-    assert maxp[0].window == 0 and maxp[0].passage == "w0" and maxp[0].span == (0, 1)
+    assert maxp[0].row == 0 and maxp[0].text == "w0" and maxp[0].span == (0, 1)
     mean = rank_documents(np.array([[2.0, 0.0]]), docs, k=2, mode="mean")[0]
-    assert [h.document for h in mean] == [1, 0]
+    assert [int(h.id) for h in mean] == [1, 0]
     assert [h.score for h in mean] == pytest.approx([0.8, 2**-0.5])  # (0.5, 0.5) scaled to unit length
-    assert mean[1].window == 0  # the passage is still the window closest to the query
+    assert mean[1].row == 0  # the passage is still the window closest to the query
 
 
 def test_mean_averages_unit_window_vectors_and_windows_may_come_in_any_order():
     docs = _encoded([[0, 5], [3, 4], [10, 0]], [1, 0, 1])  # document 1: (0, 1) and (1, 0) once unit
     found = rank_documents(np.array([[1.0, 1.0]]), docs, k=5, mode="mean")[0]
-    assert [h.document for h in found] == [1, 0]
+    assert [int(h.id) for h in found] == [1, 0]
     assert found[0].score == pytest.approx(1.0) and found[1].score == pytest.approx(0.7 * 2**0.5)
-    assert found[0].window == 0  # equal window scores: the first window
+    assert found[0].row == 0  # equal window scores: the first window
 
 
 def test_equal_scores_come_by_document_and_k_caps_the_documents():
     docs = _encoded([[1, 0], [1, 0], [1, 0], [0, 1]], [2, 1, 0, 3])
     found = rank_documents(np.array([[1.0, 0.0], [0.0, 1.0]]), docs, k=2)
-    assert [h.document for h in found[0]] == [0, 1]
-    assert [h.document for h in found[1]] == [3, 0]
+    assert [int(h.id) for h in found[0]] == [0, 1]
+    assert [int(h.id) for h in found[1]] == [3, 0]
+
+
+def test_documents_are_hits_named_by_their_ids_with_their_cosine():
+    docs = _encoded([[1, 0], [0, 1], [0.8, 0.6]], [0, 0, 1])
+    found = rank_documents(np.array([[0.0, 3.0]]), docs, k=2, ids=["bread", "match"])[0]
+    assert all(isinstance(h, Hit) for h in found)
+    assert [(h.id, h.row, h.text, h.span) for h in found] == [("bread", 1, "w1", (1, 2)), ("match", 2, "w2", (2, 3))]
+    assert [h.cosine for h in found] == [h.score for h in found] == pytest.approx([1.0, 0.6])
 
 
 def test_bad_mode_and_k_are_refused():
@@ -203,7 +212,7 @@ def test_a_document_embedded_whole_and_in_one_window_of_its_length_score_the_sam
     query = model.encode(["a dog barking at night"])
     expected = (query @ whole.T / np.linalg.norm(query) / np.linalg.norm(whole, axis=1))[0]
     for mode in ("maxp", "mean"):
-        found = {h.document: h.score for h in rank_documents(query, windowed, k=2, mode=mode)[0]}
+        found = {int(h.id): h.score for h in rank_documents(query, windowed, k=2, mode=mode)[0]}
         assert [found[0], found[1]] == pytest.approx(expected.tolist(), abs=1e-5)
 
 
@@ -211,5 +220,5 @@ def test_short_windows_find_the_passage_that_answers(model):
     windowed = encode_documents(model, [DOCUMENT, "Bread is baked in an oven at high heat."], window=10, overlap=2)
     assert windowed.vectors.shape == (len(windowed.doc), model.dim) and windowed.vectors.dtype == np.float32
     best = rank_documents(model.encode(["a dog barked"]), windowed, k=1)[0][0]
-    assert best.document == 0 and ("dog" in best.passage or "barked" in best.passage)
-    assert DOCUMENT[best.span[0] : best.span[1]] == best.passage
+    assert best.id == "0" and ("dog" in best.text or "barked" in best.text)
+    assert DOCUMENT[best.span[0] : best.span[1]] == best.text

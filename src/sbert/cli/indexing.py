@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import click
 
 from sbert.cli.common import (
@@ -83,9 +81,7 @@ def index_build(
     """Embed CORPUS into an index at --out. CORPUS: {formats}; a record's 'text', and its 'id' and 'title'
     where it has them (--text-column, --id-column, --title-column)."""
     from sbert.data.corpus import read_corpus
-    from sbert.search.auto import reusing_vectors
     from sbert.search.index.homes import is_database_url
-    from sbert.search.retrieve import build_index
     from sbert.windows import MAX_WINDOWS, Chunking
 
     chunk, window, overlap, mode = (opts.pop(key) for key in ("chunk", "window", "overlap", "mode"))
@@ -95,46 +91,60 @@ def index_build(
     bound = MAX_WINDOWS if max_windows is None else (max_windows or None)  # 0: every window
     chunking = Chunking(window, overlap, mode, max_windows=bound) if chunk else None
     table, columns = opts.pop("table"), opts.pop("columns")
-    if table and not is_database_url(out):
-        raise click.UsageError("--table applies to a postgresql:// URL, not to a folder")
+    _check_target(out, table, overwrite, auto, chunk, opts)
     if is_database_url(out):
-        _check_database_build(chunk, opts)
         opts = {key: opts[key] for key in (*_HNSW, "lock_timeout") if key in opts}
-    else:
-        from sbert.search.index.folder import VectorIndex
-
-        VectorIndex.check_target(out, overwrite)  # before reading and loading anything
+    elif opts["bm25"] is None:
+        del opts["bm25"]  # the library's default (sbert.search.retrieve.build_index)
     records = read_corpus(corpus, skip_empty=skip_empty, columns=columns, unique_ids=True)
     if not records.texts:
         raise click.ClickException(f"{corpus}: no texts to index")
     encoder = load_model(model, runtime, allow_pickle)
     if truncate_dim is not None:
         encoder.truncate_dim = truncate_dim
-    if not is_database_url(out):
-        opts["truncate_dim"] = encoder.truncate_dim  # given, or the model's own (recorded on folder indexes)
-        if not auto and opts["bm25"] is None:
-            opts["bm25"] = True  # the default: searched hybrid (sbert.search.retrieve.SearchOptions)
-    plan = None
-    with reusing_vectors(encoder) if auto else contextlib.nullcontext():  # --auto: unchanged documents once
-        if auto:
-            plan = _plan(encoder, Chunking(), records.joined(), batch_size, "auto: to choose, ", whole_too=True)
-            chunking, opts["bm25"], opts["search"] = _auto(
-                encoder, model, records, (auto_queries, auto_kind), out, chunk, opts
-            )
-            chunk = chunking is not None
-        elif chunking is not None:
-            plan = _plan(encoder, chunking.resolved(encoder, **prompts), records.joined(), batch_size)
-        built = build_index(
-            out, encoder, records.texts, records.ids, model=model, chunking=chunking, table=table, metric=metric,
-            overwrite=overwrite, batch_size=batch_size, show_progress=progress, titles=records.titles, **prompts,
-            **opts,
-        )  # fmt: skip
+    common = {"model": model, "table": table, "metric": metric, "overwrite": overwrite, "batch_size": batch_size,
+              "show_progress": progress, "titles": records.titles, **prompts, **opts}  # fmt: skip
+    if auto:
+        from sbert.search.auto import build_auto
+
+        plan = _plan(encoder, Chunking(), records.joined(), batch_size, "auto: to choose, ", whole_too=True)
+        pseudo = {"queries": auto_queries, "kind": auto_kind, "report": _say}
+        built, result = build_auto(out, encoder, records.texts, records.ids, **pseudo, **common)
+        chunk = result.choice.chunk
+    else:
+        from sbert.search.retrieve import build_index
+
+        resolved = None if chunking is None else chunking.resolved(encoder, **prompts)
+        plan = None if resolved is None else _plan(encoder, resolved, records.joined(), batch_size)
+        built = build_index(out, encoder, records.texts, records.ids, chunking=chunking, **common)
     what = (
         f"{len(built.document_ids):,} documents ({len(built):,} windows{_cut(plan)})"
         if chunk
         else f"{len(built):,} texts"
     )
     click.echo(f"indexed {what} ({built.dim}-dim, {built.model}, {built.backend}) in {out}", err=True)
+
+
+def _say(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _check_target(out: str, table: str | None, overwrite: bool, auto: bool, chunk: bool, opts: dict) -> None:
+    """Refuse, before reading and loading anything, options that contradict each other or the target."""
+    from sbert.search.index.homes import is_database_url
+
+    if table and not is_database_url(out):
+        raise click.UsageError("--table applies to a postgresql:// URL, not to a folder")
+    if auto and (chunk or opts.get("bm25") is not None):
+        raise click.UsageError("--auto chooses --chunk and --bm25/--no-bm25 itself: leave them out")
+    if is_database_url(out):
+        _check_database_build(chunk, opts)
+        if auto:
+            raise click.UsageError("--auto applies to a folder index (an index in PostgreSQL has no windows or BM25)")
+        return
+    from sbert.search.index.folder import VectorIndex
+
+    VectorIndex.check_target(out, overwrite)
 
 
 def _plan(encoder, chunking, texts: list[str], batch_size: int, lead: str = "", whole_too: bool = False):
@@ -155,23 +165,6 @@ def _cut(plan) -> str:
 
 
 _HNSW = ("hnsw_m", "ef_construction", "ef_search")
-
-
-def _auto(encoder, model, corpus, pseudo: tuple[int, str], out: str, chunk: bool, opts: dict):
-    """--auto: (chunking, bm25, what the index records) chosen on pseudo-queries from the corpus (a
-    ``Corpus``); says which."""
-    from sbert.search.auto import choose_search, index_settings
-    from sbert.search.index.homes import is_database_url
-    from sbert.windows import Chunking
-
-    if chunk or opts.get("bm25") is not None:
-        raise click.UsageError("--auto chooses --chunk and --bm25/--no-bm25 itself: leave them out")
-    if is_database_url(out):
-        raise click.UsageError("--auto applies to a folder index (an index in PostgreSQL has no windows or BM25)")
-    queries, kind = pseudo
-    result = choose_search(encoder, corpus.documents(), model=str(model), queries=queries, kind=kind)
-    click.echo(result.summary(), err=True)
-    return (Chunking() if result.choice.chunk else None), result.choice.hybrid, index_settings(result)
 
 
 def _check_database_build(chunk: bool, opts: dict) -> None:

@@ -484,3 +484,49 @@ def index_settings(result: AutoResult) -> dict[str, Any]:
     """What an index built by ``--auto`` records under ``search`` in its manifest: the search settings
     ``sbert search`` applies, and the evidence."""
     return {**result.choice.search_settings(), "auto": result.record()}
+
+
+def build_auto(
+    location: Any,
+    encoder: Any,
+    texts: Sequence[str],
+    ids: Sequence[str] | None = None,
+    *,
+    model: str | Path,
+    titles: Sequence[str | None] | None = None,
+    queries: int = QUERIES,
+    kind: str = KIND,
+    batch_size: int = 32,
+    show_progress: bool | None = None,
+    report: Callable[[str], None] | None = None,
+    **options: Any,
+) -> tuple[Any, AutoResult]:
+    """``sbert index build --auto`` and ``sbert.Index.build(auto=True)``: choose how to search ``texts`` (ids,
+    titles: as ``build_index`` takes them) on pseudo-queries held out
+    from them (``choose_search``: ``queries`` of ``kind``), then build the index at ``location`` (None: in
+    memory; a folder) with the chosen chunking and BM25, recording the choice that search applies.
+    ``report`` is given the choice's summary before the index is built. ``options``: ``build_index``'s,
+    less ``chunking`` and ``bm25`` (the choice's). Returns the index and the choice."""
+    from sbert.data.corpus import Corpus
+    from sbert.search.index.homes import is_database_url
+    from sbert.search.retrieve import build_index
+    from sbert.windows import Chunking
+
+    if options.get("chunking") is not None or options.get("bm25") is not None:
+        raise ValueError("auto chooses the chunking and BM25 itself: leave out chunk and bm25")
+    if location is not None and is_database_url(location):
+        raise ValueError("auto applies to a folder or memory index (an index in PostgreSQL has no windows or BM25)")
+    options = {key: value for key, value in options.items() if key not in ("chunking", "bm25")}
+    with reusing_vectors(encoder):  # the documents the choice did not change are embedded once
+        result = choose_search(
+            encoder, Corpus(list(texts), ids, titles).documents(), model=str(model), queries=queries, kind=kind,
+            batch_size=batch_size, show_progress=show_progress,
+        )  # fmt: skip
+        if report is not None:
+            report(result.summary())
+        built = build_index(
+            location, encoder, texts, ids, model=model, chunking=Chunking() if result.choice.chunk else None,
+            bm25=result.choice.hybrid, search=index_settings(result), titles=titles, batch_size=batch_size,
+            show_progress=show_progress, **options,
+        )  # fmt: skip
+    return built, result

@@ -27,13 +27,14 @@ from sbert.errors import SbertError
 from sbert.search.base import Hit, Hybrid
 from sbert.search.fusion import ALPHA, CANDIDATES, DEFAULT_FUSION, FUSIONS
 from sbert.search.index.base import BaseIndex
-from sbert.search.index.homes import index_class
+from sbert.search.index.homes import index_class, is_database_url
 
 if TYPE_CHECKING:
     from sbert.search.index.query import Documents
     from sbert.windows import Chunking
 
 __all__ = [
+    "BM25",
     "LEAD_HITS",
     "EmbeddedCorpus",
     "SearchOptionError",
@@ -47,6 +48,9 @@ __all__ = [
     "open_index",
     "search_texts",
 ]
+
+
+BM25 = True  # the default: keep BM25 beside the vectors, where hybrid search gained over dense on both collections
 
 
 def open_index(location: str | Path, *, table: str | None = None, **options: Any) -> BaseIndex:
@@ -141,7 +145,7 @@ def build_index(
     *,
     model: str | Path,
     chunking: Chunking | None = None,
-    bm25: bool = False,
+    bm25: bool | None = None,
     batch_size: int = 32,
     show_progress: bool | None = None,
     prompt_name: str | None = None,
@@ -155,7 +159,13 @@ def build_index(
     in memory (``location`` None: a ``MemoryIndex``), in a folder, or in PostgreSQL (a ``postgresql://``
     URL; ``table``). ``options``: the index class's own (``metric``, ``ann``, ``quantization``, ...). The
     target is checked before anything is embedded. ``titles`` (one per text): embedded before their texts and
-    returned in ``Hit.title``."""
+    returned in ``Hit.title``. ``bm25`` None: a BM25 index beside the vectors wherever the index keeps one
+    (memory, a folder; searched hybrid by default: ``SearchOptions``), none in PostgreSQL. A folder index
+    records the encoder's ``truncate_dim`` (``add`` and ``search`` then cut alike)."""
+    if bm25 is None:
+        bm25 = BM25 and not is_database_url(location)
+    if location is not None and not is_database_url(location):
+        options.setdefault("truncate_dim", getattr(encoder, "truncate_dim", None))
     home = index_class(location)
     target = home.check_location(location, table=table, overwrite=overwrite, chunking=chunking, bm25=bm25, **options)
     corpus = embed_corpus(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from sbert.search.index.base import (
 from sbert.search.index.query import Documents
 from sbert.search.index.store import METRICS
 from sbert.search.index.structures import EXACT
+
+if TYPE_CHECKING:
+    from sbert.search.index.folder import VectorIndex
 
 __all__ = ["MemoryIndex"]
 
@@ -89,6 +92,7 @@ class MemoryIndex(BaseIndex):
         titles: Sequence[str | None] | None = None,
         document_prompt: str | None = None,
         search: dict | None = None,
+        truncate_dim: int | None = None,
         **ignored: Any,
     ) -> MemoryIndex:
         """An index of (n, dim) ``embeddings`` made by ``model``; arguments as ``VectorIndex.build`` (those
@@ -96,7 +100,7 @@ class MemoryIndex(BaseIndex):
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
         x = as_float32(embeddings)
-        manifest = model_manifest(model, backend, int(x.shape[1]), metric)
+        manifest = model_manifest(model, backend, int(x.shape[1]), metric, truncate_dim)
         plan_extras(manifest, documents, bm25, texts, document_prompt, search)
         if bm25:
             # kept in memory, built at the first hybrid search
@@ -230,6 +234,28 @@ class MemoryIndex(BaseIndex):
         )
         self._version = _Version(manifest, np.concatenate([old.vectors, x]), rows, old.deleted)
         self._bm25 = None
+
+    def save(self, path: str | Path, *, overwrite: bool = False) -> VectorIndex:
+        """Write the live rows, with all this index records (model, documents, BM25, titles, prompt, search
+        settings), as a folder index at ``path`` (``VectorIndex.build``: ``overwrite`` replaces an index
+        there); the folder index, which searches them as this one does."""
+        from sbert.search.index.folder import VectorIndex
+
+        version, manifest = self._version, self._version.manifest
+        keep = np.setdiff1d(np.arange(len(version.ids)), version.deleted)
+        rows = version.rows().take(keep)
+        documents = None
+        if manifest.get("documents"):
+            kept = manifest["documents"]
+            spans = np.asarray(rows.spans, dtype=np.int64).reshape(-1, 2)
+            documents = Documents(rows.docs, spans, kept["window"], kept["overlap"], kept["mode"],
+                                  kept.get("prompt"), kept.get("max_windows"))  # fmt: skip
+        return VectorIndex.build(
+            path, version.vectors[keep], model=manifest["model"], ids=None if documents else rows.ids,
+            texts=rows.texts, metric=manifest["metric"], backend=manifest.get("backend"), documents=documents,
+            bm25=self.lexical, truncate_dim=manifest.get("truncate_dim"), titles=rows.titles,
+            document_prompt=manifest.get("document_prompt"), search=manifest.get("search"), overwrite=overwrite,
+        )  # fmt: skip
 
     def delete(self, ids: Iterable[str]) -> int:
         """Delete rows by id (in an index of documents: documents, with all their windows); returns how
