@@ -5,10 +5,10 @@
     index.search(["query one", "query two"])                         # [[Hit, ...], [Hit, ...]]
     index.save("reports")                                            # then sbert.Index.open("reports"), `sbert search`
 
-An ``Index`` holds one of the library's indexes (``MemoryIndex``, a folder's ``VectorIndex`` or a table's
-``PgVectorIndex``) with the encoder that embeds for it; building is ``sbert.search.retrieve.build_index`` (or,
-with ``auto``, ``sbert.search.auto.build_auto``), opening ``open_index``, searching ``search_texts``, adding
-``add_texts``: what the CLI, the service and ``sbert
+An ``Index`` holds a ``Searcher`` (``sbert.search.searcher``: one of the library's indexes, ``MemoryIndex``, a
+folder's ``VectorIndex`` or a table's ``PgVectorIndex``, with the encoder that embeds for it); building is
+``sbert.search.retrieve.build_index`` (or, with ``auto``, ``sbert.search.auto.build_auto``), opening
+``open_searcher``, searching ``Searcher.search``, adding ``add_texts``: what the CLI, the service and ``sbert
 eval`` call, so a Python user gets the hits they give.
 
 Texts come as strings, or as records the way a corpus file holds them (``{"text": ..., "id": ..., "title":
@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sbert.search.base import Hit
+from sbert.search.searcher import Searcher
 
 if TYPE_CHECKING:
     from sbert.encoder import Encoder
@@ -36,25 +37,11 @@ _SEARCH_CALL = ("batch_size", "prompt_name", "prompt", "allow_mixed_backend")  #
 Texts = Iterable[str | Mapping[str, Any]]
 
 
-@dataclass(frozen=True)
-class _Searching:
-    """An index with the encoder that embeds its queries and added texts (TODO searcher: the library's
-    ``sbert.search.searcher.Searcher`` once it is the one search set-up)."""
-
-    index: Any
-    encoder: Any
-
-    def search(self, queries: Sequence[str], options: Any, **call: Any) -> list[list[Hit]]:
-        from sbert.search.retrieve import search_texts
-
-        return search_texts(self.index, self.encoder, queries, options, **call)
-
-
 class Index:
     """Texts embedded by a model, searched dense, hybrid (BM25 beside the vectors) or by documents' windows
     as the index was built. Make one with ``build`` or ``open``; ``search``, ``add``, ``save``."""
 
-    def __init__(self, searcher: _Searching) -> None:
+    def __init__(self, searcher: Searcher) -> None:
         """Use ``build`` or ``open``: ``searcher`` holds the index and the encoder that embeds for it."""
         self._searcher = searcher
 
@@ -92,7 +79,12 @@ class Index:
         if auto and (chunking is not None or bm25 is not None):
             raise ValueError("auto chooses the chunking and BM25 itself: leave out chunk and bm25")
         encoder, name = _encoder(model)
-        common = {"model": name, "batch_size": batch_size, "show_progress": show_progress, "overwrite": overwrite}
+        common: dict[str, Any] = {
+            "model": name,
+            "batch_size": batch_size,
+            "show_progress": show_progress,
+            "overwrite": overwrite,
+        }
         common |= {"titles": titles, **index_options}
         if auto:
             from sbert.search.auto import QUERIES, build_auto
@@ -102,7 +94,7 @@ class Index:
             built, _ = build_auto(path, encoder, texts, ids, **pseudo, **common)
         else:
             built = build_index(path, encoder, texts, ids, chunking=chunking, bm25=bm25, **common)
-        return cls(_Searching(built, encoder))
+        return cls(Searcher(built, encoder))
 
     @classmethod
     def open(
@@ -113,19 +105,19 @@ class Index:
         model that embeds its queries and added texts: ``model`` (a name, a folder or a loaded ``Encoder``; it
         must be the index's), default the index's own, loaded by ``sbert.load`` with ``load_options``
         (``device``, ``backend``, ``precision``, ``allow_pickle``), as ``sbert search`` opens it."""
-        import sbert
+        from sbert.search.searcher import open_searcher
+
+        if model is None or isinstance(model, (str, Path)):
+            return cls(open_searcher(path_or_url, model=model, table=table, light=False, **load_options))
         from sbert.search.retrieve import open_index
 
-        index = open_index(path_or_url, table=table)  # TODO searcher: open_searcher(path_or_url, model=..., ...)
-        if model is None or isinstance(model, (str, Path)):
-            index.check_model(model or index.model)
-            model = sbert.load(model or index.model, **load_options)
+        index = open_index(path_or_url, table=table)
         name = getattr(model, "path", None) or index.model
         index.check_model(name)
         index.fit_truncate_dim(model)
         index.check_model(name, model.dim)
         index.check_backend(getattr(model, "runtime", None))
-        return cls(_Searching(index, model))
+        return cls(Searcher(index, model))
 
     # -- using it --------------------------------------------------------------------------------------
     def search(
@@ -136,19 +128,17 @@ class Index:
         ``rerank``: a cross-encoder or its folder, ``threshold``, ``lead``, ...; None: the index's) and
         ``batch_size``, ``prompt_name``, ``prompt``, ``allow_mixed_backend``."""
         from sbert.search.retrieve import SearchOptions
+        from sbert.search.searcher import load_reranker
 
         one = isinstance(query_or_queries, str)
-        queries = [query_or_queries] if one else list(query_or_queries)
+        queries: list[str] = [query_or_queries] if isinstance(query_or_queries, str) else list(query_or_queries)
         if not queries or not all(isinstance(q, str) and q.strip() for q in queries):
             raise ValueError("search takes a query, or a list of queries: non-empty strings")
         call = {key: search_options.pop(key) for key in _SEARCH_CALL if key in search_options}
         unknown = set(search_options) - {f.name for f in fields(SearchOptions)}
         if unknown:
             raise TypeError(f"search got unknown options {sorted(unknown)}; see sbert.search.retrieve.SearchOptions")
-        if isinstance(search_options.get("rerank"), (str, Path)):  # TODO searcher: load_reranker
-            from sbert.cross_encoder import CrossEncoder
-
-            search_options["rerank"] = CrossEncoder.load(search_options["rerank"])
+        search_options["rerank"] = load_reranker(search_options.get("rerank"))
         options = SearchOptions(k=k, **search_options).for_index(self._searcher.index)
         hits = self._searcher.search(queries, options, **call)
         return hits[0] if one else hits
@@ -173,7 +163,7 @@ class Index:
             raise ValueError(f"index {self.path} is written as it changes already: save is for an index in memory")
         saved = self._searcher.index.save(path, overwrite=overwrite)
         record(saved.path, self.model, saved.manifest)  # the torch-free query path, as build_index does
-        return Index(_Searching(saved, self.model))
+        return Index(Searcher(saved, self.model))
 
     # -- what it holds ---------------------------------------------------------------------------------
     @property
@@ -196,7 +186,7 @@ class Index:
     @property
     def ids(self) -> list[str]:
         """The live ids: documents' in an index built with ``chunk``, else the texts'."""
-        index = self._searcher.index
+        index: Any = self._searcher.index
         if index.documents:
             return list(index.document_ids)
         dead = set(index.deleted.tolist())
@@ -268,7 +258,7 @@ def corpus_of(
             raise ValueError(f"{name} given both in the records and as {name}=: give them once")
         if given is not None and len(given) != len(items):
             raise ValueError(f"{len(given)} {name} for {len(items)} texts")
-    row_ids = [str(i) for i in ids] if ids is not None else found_ids
+    row_ids: list[str | None] = [str(i) for i in ids] if ids is not None else found_ids
     if any(i is not None for i in row_ids) and any(i is None for i in row_ids):
         missing = sum(i is None for i in row_ids)
         raise ValueError(f"{missing} of {len(items)} records have no id; give all or none")
