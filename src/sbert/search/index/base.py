@@ -311,6 +311,34 @@ def check_search(path: str | Path, manifest: dict, mode: str | None, hybrid: Hyb
 
 
 # -- rows an index keeps itself (the folder and the memory index) -------------------------------------------
+class HeldRows:
+    """The fields of an index that holds its rows as one snapshot (the folder and the memory index):
+    ``held()`` returns it (anything with ``manifest``, ``ids``, ``texts``, ``vectors`` and ``deleted``)."""
+
+    def held(self) -> Any:
+        raise NotImplementedError
+
+    @property
+    def manifest(self) -> dict:
+        return self.held().manifest
+
+    @property
+    def ids(self) -> list[str]:
+        return self.held().ids
+
+    @property
+    def texts(self) -> list[str | None]:
+        return self.held().texts
+
+    @property
+    def vectors(self) -> np.ndarray:
+        return self.held().vectors
+
+    @property
+    def deleted(self) -> np.ndarray:
+        return self.held().deleted
+
+
 @dataclass(frozen=True)
 class RowFields:
     """What one write stores beside the vectors: row ids (None: numbered), texts, and for windows of

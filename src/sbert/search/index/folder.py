@@ -29,6 +29,7 @@ from sbert.search.exact import TopK
 from sbert.search.index import query as index_search
 from sbert.search.index.base import (
     BaseIndex,
+    HeldRows,
     RowFields,
     backend_after_add,
     backend_name,
@@ -66,7 +67,7 @@ def _store(path: str | Path) -> SegmentStore:
     return SegmentStore(path, {name: kind.settings for name, kind in STORED.items()}, SUFFIX)
 
 
-class VectorIndex(BaseIndex):
+class VectorIndex(HeldRows, BaseIndex):
     """Vectors with ids and texts in a folder. ``build`` makes one, ``open`` reads one, then
     ``add``/``delete``/``search``. Searching is exact unless an ``hnsw``, ``int8`` or ``binary``
     structure was built (``ann=True``, ``quantization=``) or asked for (``method=``).
@@ -95,25 +96,8 @@ class VectorIndex(BaseIndex):
         store = _store(path)
         return cls(store, store.load(), lock_timeout)
 
-    @property
-    def manifest(self) -> dict:
-        return self._snap.manifest
-
-    @property
-    def ids(self) -> list[str]:
-        return self._snap.ids
-
-    @property
-    def texts(self) -> list[str | None]:
-        return self._snap.texts
-
-    @property
-    def vectors(self) -> np.ndarray:
-        return self._snap.vectors
-
-    @property
-    def deleted(self) -> np.ndarray:
-        return self._snap.deleted
+    def held(self) -> Any:
+        return self._snap
 
     @property
     def row_of(self) -> dict[str, int]:

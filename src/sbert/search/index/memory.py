@@ -21,6 +21,7 @@ from sbert.search.exact import TopK
 from sbert.search.index import query as index_search
 from sbert.search.index.base import (
     BaseIndex,
+    HeldRows,
     RowFields,
     backend_after_add,
     check_documents_match,
@@ -67,7 +68,7 @@ class _Version:
         return RowFields(self.ids, self.texts, docs, self.spans if docs is not None else None, self.titles)
 
 
-class MemoryIndex(BaseIndex):
+class MemoryIndex(HeldRows, BaseIndex):
     """Vectors with ids and texts in memory, searched exactly as a ``VectorIndex`` searches them:
     ``build``, then ``add``/``delete``/``search`` (the same arguments and ``Hit``s)."""
 
@@ -127,25 +128,8 @@ class MemoryIndex(BaseIndex):
         return cls.build(embeddings, **options)
 
     # -- what it holds ---------------------------------------------------------------------------------
-    @property
-    def manifest(self) -> dict:
-        return self._version.manifest
-
-    @property
-    def ids(self) -> list[str]:
-        return self._version.ids
-
-    @property
-    def texts(self) -> list[str | None]:
-        return self._version.texts
-
-    @property
-    def vectors(self) -> np.ndarray:
-        return self._version.vectors
-
-    @property
-    def deleted(self) -> np.ndarray:
-        return self._version.deleted
+    def held(self) -> Any:
+        return self._version
 
     @property
     def document_ids(self) -> list[str]:
