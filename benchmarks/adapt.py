@@ -323,11 +323,11 @@ def labelled_rows(name: str, base: str, collection: RetrievalCollection, quick: 
     return rows
 
 
-def fine_tuned(name: str, base: str, key: str, quick: bool, args) -> tuple[Path, dict]:
+def fine_tuned(name: str, base: str, key: str, quick: bool, args, options: tuple[str, ...] = ()) -> tuple[Path, dict]:
     """The default model, or the model adapted by ``base``, fine-tuned on ``name``'s training judgments with
     benchmarks/finetune_retrieval.py's recipe, run as the commands its docstring documents (``sbert
-    mine-negatives`` with the default model, once per collection; then ``sbert train``); cached. Its cost:
-    the training's (``mining_seconds`` beside it)."""
+    mine-negatives`` with the default model, once per collection; then ``sbert train`` with ``options``
+    after its own); cached. Its cost: the training's (``mining_seconds`` beside it)."""
     from benchmarks.finetune_retrieval import RECIPE, training
     from benchmarks.lib.retrieval_data import split_collection
 
@@ -346,7 +346,7 @@ def fine_tuned(name: str, base: str, key: str, quick: bool, args) -> tuple[Path,
     settings = training(name)
     command = ["train", "--model", model, "--objective", "mnrl", "--format", "ntuples", "--train", str(mined)]
     command += ["--batch-size", str(settings["batch_size"]), "--epochs", str(settings["epochs"]), "--out", str(out)]
-    command += ["--seed", str(args.seed), "--device", args.device, "--no-progress"]
+    command += ["--seed", str(args.seed), "--device", args.device, "--no-progress", *options]
     command += ["--max-steps", "2"] if quick else []
     command += ["--resume"] if (out.with_name(out.name + ".train") / "checkpoint.pt").is_file() else []
     cost = timed_run(command, record, args, load=load, extra={"mining_seconds": round(mining, 1)})

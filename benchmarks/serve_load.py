@@ -141,11 +141,19 @@ async def open_client(url: str, clients: int, client: str) -> AsyncIterator[Post
             yield post
 
 
-async def load(url: str, payloads: list[list[str]], clients: int, time_limit: float, client: str = "aiohttp") -> dict:
-    """Send ``payloads`` from ``clients`` concurrent connections; count errors, latencies, sentences."""
+async def load(
+    url: str,
+    payloads: list[list[str]],
+    clients: int,
+    time_limit: float,
+    client: str = "aiohttp",
+    models: tuple[str, ...] = ("default",),
+) -> dict:
+    """Send ``payloads`` from ``clients`` concurrent connections, the i-th asking for ``models[i % len]``;
+    count errors, latencies, sentences."""
     queue: asyncio.Queue = asyncio.Queue()
-    for p in payloads:
-        queue.put_nowait(p)
+    for i, p in enumerate(payloads):
+        queue.put_nowait((models[i % len(models)], p))
     latencies: list[float] = []
     errors: list[str] = []
     sentences = 0
@@ -155,8 +163,8 @@ async def load(url: str, payloads: list[list[str]], clients: int, time_limit: fl
     async def one(post: Post) -> None:
         nonlocal sentences
         while not queue.empty() and time.perf_counter() < deadline:
-            texts = queue.get_nowait()
-            body = orjson.dumps({"input": texts, "model": "default", "encoding_format": FORMAT})
+            model, texts = queue.get_nowait()
+            body = orjson.dumps({"input": texts, "model": model, "encoding_format": FORMAT})
             began = time.perf_counter()
             try:
                 status, raw = await post(body)

@@ -384,3 +384,56 @@ def test_every_written_table_states_its_command_and_every_script_writes_or_serve
     texts = {p.stem: p.read_text(encoding="utf-8") for p in BENCHMARKS.glob("*.py") if p.stem != "__init__"}
     used = {s for s in texts for other, text in texts.items() if other != s and f"benchmarks.{s}" in text}
     assert set(texts) - listed - used == set(), "scripts whose table is not in benchmarks/results/README.md"
+
+
+def test_adapter_variants_give_their_options_and_a_bad_one_is_refused_naming_it():
+    from benchmarks import adapters
+
+    assert adapters.variant_options("full") == []
+    assert adapters.variant_options("lora8") == ["--lora", "--lora-rank", "8"]
+    assert adapters.variant_options("lora16@1e-4") == ["--lora", "--lora-rank", "16", "--lr", "1e-4"]
+    assert adapters.variant_options("full@5e-5") == ["--lr", "5e-5"]
+    with pytest.raises(SystemExit, match="'lora' is not full or loraR"):
+        adapters.variant_options("lora")
+
+
+def test_adapter_rows_are_set_against_the_whole_model_searched_the_same_way_and_the_rank_chosen_by_auto():
+    from benchmarks import adapters
+
+    def row(method: str, search: str, mrr: float, cost: dict | None = None) -> dict:
+        name = f"{method or 'default model'}, {search}"
+        return {"name": name, "method": method, "search": search, "choice": search, "adapt": cost or {},
+                "metrics": {"ndcg@10": mrr + 1, "mrr@10": mrr}}  # fmt: skip
+
+    rows = [
+        row("", "dense", 61.0),
+        row("adapt full", "dense", 62.0, {"seconds": 300.4, "peak_rss_gib": 3.12, "folder_mb": 90.9}),
+        row("adapt full", "auto", 64.0),
+        row("adapt lora8", "dense", 61.5, {"seconds": 250, "peak_rss_gib": 2.0, "folder_mb": 1.2}),
+        row("adapt lora8", "auto", 64.25),
+        row("adapt lora16", "auto", 63.5),
+        row("train full", "dense", 66.0),
+        row("train lora8", "dense", 65.0),
+    ]
+    table = {line.split(" | ")[0][2:]: line.split(" | ") for line in adapters.quality_table("openoffice-dups", rows)}
+    assert table["adapt lora8, dense"][4:8] == ["-0.50", "250", "2.0", "1.2"]
+    assert table["adapt lora8, auto"][4] == "+0.25"
+    assert table["adapt lora16, auto"][4] == "-0.50"
+    assert table["train lora8, dense"][4] == "-1.00"  # against the model trained whole, not adapted whole
+    assert table["adapt full, dense"][4:8] == ["+0.00", "300", "3.1", "90.9"]
+    assert table["default model, dense"][4] == "-"
+    assert adapters.chosen_variant(rows, "openoffice-dups") == "lora8"
+    assert adapters.chosen_variant(rows[:3], "openoffice-dups") is None
+
+
+def test_serving_rows_are_shares_of_the_plain_server_in_the_same_run():
+    from benchmarks import adapters
+
+    def setup(rate: float, peak: str) -> dict:
+        return {"sentences_per_s": rate, "p50_ms": 40.2, "p99_ms": 90, "errors": 0, "requests": 1000,
+                "peak": peak, "load": 1.5}  # fmt: skip
+
+    kept = {"plain model": setup(400, "1,000 MB"), "4 adapters": setup(340, "1,032 MB")}
+    lines = adapters.serving_table(kept)
+    assert "| 4 adapters | 1,000 | 0 | 340 (85%) | 40 / 90 | 1,032 MB (+32 MB) | 1.5 |" in lines
+    assert adapters.serving_table({}) == []

@@ -314,3 +314,52 @@ def test_serving_an_index_finds_its_own_adapter_among_those_served(tmp_path):
         load_served(str(base), {"tracker-b": str(tmp_path / "tracker-b")}, max_adapters=4, index=index)
     with pytest.raises(ValueError, match="NAME=FOLDER"):
         named_folders(["tracker-a"])
+
+
+def test_several_indexes_are_served_each_searched_with_its_own_adapter_and_named_by_the_search(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from sbert.search.index.folder import VectorIndex
+    from sbert.serve.adapters import open_adapter_service
+    from sbert.serve.app import create_app
+
+    base = _tiny_base(tmp_path)
+    own = {}  # each adapter's cosines of the query to the texts, best first
+    for seed, name in enumerate(("tracker-a", "tracker-b"), start=1):
+        encoder = _trained_adapter(base, tmp_path / name, seed=seed, rank=2)
+        texts = encoder.encode(TEXTS, normalize=True)
+        VectorIndex.build(tmp_path / f"ix-{name}", texts, model=str(tmp_path / name), texts=TEXTS)
+        query = encoder.encode_query(["a crash in calc"], normalize=True)[0]
+        own[name] = sorted((texts @ query).tolist(), reverse=True)
+    served = open_adapter_service(
+        str(base), {n: str(tmp_path / n) for n in own}, index={n: str(tmp_path / f"ix-{n}") for n in reversed(own)},
+        max_adapters=4, device="cpu",
+    )  # fmt: skip
+    assert served["index_adapter"] == {"tracker-b": "tracker-b", "tracker-a": "tracker-a"}
+    served.pop("model_name")
+    with TestClient(create_app(**served, model_name=str(base))) as client:
+        for name, expected in own.items():
+            found = client.post("/search", json={"index": name, "query": "a crash in calc", "k": 3}).json()
+            scores = [hit["score"] for hit in found["results"][0]["hits"]]
+            np.testing.assert_allclose(scores, expected, atol=1e-5, err_msg=name)
+        assert not np.allclose(own["tracker-a"], own["tracker-b"], atol=1e-3)  # the adapters do differ
+        unnamed = client.post("/search", json={"query": "calc"})
+        assert unnamed.status_code == 400 and "several indexes ('tracker-b', 'tracker-a')" in unnamed.text
+        unknown = client.post("/search", json={"index": "tracker-c", "query": "calc"})
+        assert unknown.status_code == 404 and "'tracker-c' is not served here: it serves 'tracker-b'" in unknown.text
+        listed = client.get("/info").json()
+        assert listed["index"] is None
+        assert {n: (i["size"], i["adapter"]) for n, i in listed["indexes"].items()} == {n: (3, n) for n in own}
+
+
+def test_index_options_are_one_unnamed_location_or_each_named():
+    from sbert.serve.adapters import named_indexes
+
+    assert named_indexes([]) is None
+    assert named_indexes(["ix"]) == "ix"
+    assert named_indexes(["postgresql://db/x?sslmode=require#t"]) == "postgresql://db/x?sslmode=require#t"
+    assert named_indexes(["a=ix-a", "b.2=postgresql://db/x?c=d"]) == {"a": "ix-a", "b.2": "postgresql://db/x?c=d"}
+    with pytest.raises(ValueError, match="'ix-b': several indexes are served by name, as NAME=LOCATION"):
+        named_indexes(["a=ix-a", "ix-b"])
+    with pytest.raises(ValueError, match="index name 'a' is given twice"):
+        named_indexes(["a=ix-a", "a=ix-b"])

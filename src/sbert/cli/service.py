@@ -26,8 +26,10 @@ SECONDS = click.FloatRange(min=0.1)
 @click.option(
     "--index",
     "index_dir",
-    type=click.Path(file_okay=False),
-    help="Serve /search on it: an index folder, or postgresql://...[#table] (pgvector).",
+    multiple=True,
+    metavar="[NAME=]INDEX",
+    help="Serve /search on it: an index folder, or postgresql://...[#table] (pgvector). Repeat as NAME=INDEX "
+    "for several ('index' in /search names one), all of one model, or each of its own --adapter.",
 )
 @click.option("--rerank", "rerank_model", help="A cross-encoder folder: /search re-ranks on request.")
 @click.option(
@@ -212,7 +214,9 @@ def serve(
 
     from sbert.serve import open_service
     from sbert.serve import serve as run
+    from sbert.serve.adapters import named_indexes
 
+    index_dir = named_indexes(index_dir)
     if adapters:  # one base in memory, each adapter beside it (sbert.serve.adapters)
         served = _adapters(model, index_dir, rerank_model, adapters, max_adapters, runtime, allow_pickle)
     else:

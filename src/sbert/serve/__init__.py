@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+from collections.abc import Mapping
 from typing import Any
 
 from sbert.errors import SbertError
@@ -76,7 +77,7 @@ def make_server(
 def open_service(
     model: str | None = None,
     *,
-    index: str | None = None,
+    index: str | Mapping[str, str] | None = None,
     rerank: str | None = None,
     backend: str = "torch",
     precision: str = "fp32",
@@ -85,19 +86,31 @@ def open_service(
 ) -> dict[str, Any]:
     """What ``serve`` serves, as its keywords (``encoder``, ``model_name``, ``index``, ``cross_encoder``): with
     ``index`` (a folder or a ``postgresql://`` URL), its ``Searcher`` (``sbert.search.searcher.open_searcher``:
-    the index's own model, checked before it loads), else ``model`` (default: the default model)."""
+    the index's own model, checked before it loads), else ``model`` (default: the default model). Several
+    indexes, by name (``{"tracker-a": "ix-a", ...}``), must share one model (with LoRA adapters over one base,
+    each its own: ``sbert.serve.adapters.open_adapter_service``)."""
+    from sbert.search.retrieve import open_index
     from sbert.search.searcher import load_reranker, open_searcher, search_model
 
     if index is not None:
+        named = dict(index) if isinstance(index, Mapping) else {"": index}
+        (first, location), *others = named.items()
         searcher = open_searcher(
-            index, model=model, backend=backend, precision=precision, device=device, allow_pickle=allow_pickle,
+            location, model=model, backend=backend, precision=precision, device=device, allow_pickle=allow_pickle,
             rerank=rerank, light=False,  # the service batches tokens: the light query encoder does not
         )  # fmt: skip
         name = str(search_model(searcher.index, model))
+        opened = {first: searcher.index}
+        for key, location in others:  # each checked against the first's model, as open_searcher checks it
+            opened[key] = open_index(location)
+            search_model(opened[key], name)
+            opened[key].fit_truncate_dim(searcher.encoder)
+            opened[key].check_model(name, searcher.encoder.dim)
+            opened[key].check_backend(searcher.encoder.runtime)
         return {
             "encoder": searcher.encoder,
             "model_name": name,
-            "index": searcher.index,
+            "index": opened if isinstance(index, Mapping) else searcher.index,
             "cross_encoder": searcher.rerank,
         }
     import sbert

@@ -6,6 +6,7 @@ with one of them is searched with that one (its manifest records the adapter's w
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -31,18 +32,36 @@ def adapter_engines(
     return {name: EmbeddingEngine(encoder, settings, divide_threads=False) for name, encoder in encoders.items()}
 
 
-def named_folders(pairs: Sequence[str]) -> dict[str, str]:
+def named_folders(pairs: Sequence[str], what: str = "adapter") -> dict[str, str]:
     """``["tracker-a=models/tracker-a", ...]`` as {name: folder}; ValueError for a pair without both sides or a
     name given twice."""
     named: dict[str, str] = {}
     for pair in pairs:
         name, sep, folder = pair.partition("=")
         if not sep or not name.strip() or not folder.strip():
-            raise ValueError(f"adapter {pair!r}: expected NAME=FOLDER, e.g. tracker-a=models/tracker-a")
+            raise ValueError(f"{what} {pair!r}: expected NAME=FOLDER, e.g. tracker-a=models/tracker-a")
         if name.strip() in named:
-            raise ValueError(f"adapter name {name.strip()!r} is given twice")
+            raise ValueError(f"{what} name {name.strip()!r} is given twice")
         named[name.strip()] = folder.strip()
     return named
+
+
+NAME = re.compile(r"[A-Za-z0-9][\w.-]*")  # an index's name in --index NAME=LOCATION (no ':' or '/': not a path)
+
+
+def named_indexes(values: Sequence[str]) -> str | dict[str, str] | None:
+    """``--index``'s values: none (None); one location, unnamed (the string); or ``NAME=LOCATION`` each (a dict
+    by name, which a search names as ``index``). Several must each be named; a name given twice is refused."""
+    named = [value.partition("=") for value in values]
+    if len(values) == 1 and not (named[0][1] and NAME.fullmatch(named[0][0].strip())):
+        return values[0]  # a folder or postgresql://...?a=b: its '=' names nothing
+    for value, (name, sep, location) in zip(values, named, strict=True):
+        if not sep or not NAME.fullmatch(name.strip()) or not location.strip():
+            raise ValueError(
+                f"index {value!r}: several indexes are served by name, as NAME=LOCATION (e.g. tracker-a=ix-a); "
+                "NAME: letters, digits, '.', '_' or '-'"
+            )
+    return named_folders(values, "index") if values else None
 
 
 def load_served(
@@ -54,14 +73,19 @@ def load_served(
     allow_pickle: bool = False,
     index=None,
 ) -> tuple[SharedBase, str | None]:
-    """The base ``model`` with ``adapters`` over it, and the adapter ``index`` was built with (None: the base, or
-    no index); an index built with another model or adapter is refused, as ``sbert serve --index`` refuses one."""
-    from sbert.adapter_folder import adapter_record
+    """The base ``model`` with ``adapters`` over it, and the adapter ``index`` was built with (``own_adapter``;
+    None: the base, or no index)."""
     from sbert.shared_base import SharedBase
 
     shared = SharedBase.load(model, adapters, max_adapters=max_adapters, device=device, allow_pickle=allow_pickle)
-    if index is None:
-        return shared, None
+    return shared, None if index is None else own_adapter(shared, model, adapters, index)
+
+
+def own_adapter(shared: SharedBase, model: str, adapters: Mapping[str, str], index) -> str | None:
+    """The name of the adapter among ``adapters`` that ``index`` was built with (None: the base ``model``); an
+    index built with another model or adapter is refused, as ``sbert serve --index`` refuses one."""
+    from sbert.adapter_folder import adapter_record
+
     recorded = index.manifest.get("adapter")
     own = next(
         (n for n, f in adapters.items() if recorded and (adapter_record(f) or {}).get("sha256") == recorded["sha256"]),
@@ -77,14 +101,14 @@ def load_served(
     index.fit_truncate_dim(encoder)
     index.check_model(Path(adapters[own]) if own else model, encoder.dim)
     index.check_backend(encoder.runtime)
-    return shared, own
+    return own
 
 
 def open_adapter_service(
     model: str | None,
     adapters: Mapping[str, str],
     *,
-    index: str | None = None,
+    index: str | Mapping[str, str] | None = None,
     rerank: str | None = None,
     max_adapters: int,
     device: str | None = None,
@@ -92,22 +116,24 @@ def open_adapter_service(
 ) -> dict:
     """What ``serve`` serves with adapters, as its keywords (``open_service``'s, plus ``adapters`` and
     ``index_adapter``): the base ``model`` (default: the default model) with ``adapters`` over it, and with
-    ``index`` (a folder or a ``postgresql://`` URL) the index, searched with its own adapter."""
+    ``index`` (a folder or a ``postgresql://`` URL; or several, by name) each index, searched with its own
+    adapter."""
     from sbert.model_names import DEFAULT
     from sbert.search.retrieve import open_index
     from sbert.search.searcher import load_reranker
 
     name = model or DEFAULT
-    opened = open_index(index) if index is not None else None
-    shared, own = load_served(
-        name, adapters, max_adapters=max_adapters, device=device, allow_pickle=allow_pickle, index=opened
-    )
+    named = dict(index) if isinstance(index, Mapping) else {} if index is None else {"": index}
+    opened = {key: open_index(location) for key, location in named.items()}
+    shared, _ = load_served(name, adapters, max_adapters=max_adapters, device=device, allow_pickle=allow_pickle)
+    own = {key: own_adapter(shared, name, adapters, each) for key, each in opened.items()}
     cross = load_reranker(rerank, device=device, allow_pickle=allow_pickle)
+    several = isinstance(index, Mapping)
     return {
         "encoder": shared.encoder(None),
         "model_name": name,
-        "index": opened,
+        "index": opened if several else opened.get(""),
         "cross_encoder": cross,
         "adapters": shared,
-        "index_adapter": own,
+        "index_adapter": own if several else own.get(""),
     }

@@ -52,10 +52,10 @@ def create_app(
     cross_encoder: PairScorer | None = None,
     access: Access | None = None,
     adapters: SharedBase | None = None,
-    index_adapter: str | None = None,
+    index_adapter: str | dict[str, str | None] | None = None,
 ) -> FastAPI:  # long: the signature and its documentation, one keyword per thing the app serves
-    """The FastAPI app serving ``encoder`` (and ``index``, a VectorIndex, for /search) as ``model_name``
-    (answers name it as ``shown_name`` does).
+    """The FastAPI app serving ``encoder`` (and ``index``, an index, for /search; or several as a dict by
+    name, which a search names as ``index``) as ``model_name`` (answers name it as ``shown_name`` does).
 
     ``engine`` says how requests' texts are merged into batches and run (see ``EngineSettings``).
     With a ``cross_encoder``, /search re-ranks its candidates on request (``"rerank": true``).
@@ -65,25 +65,31 @@ def create_app(
     default: served on 127.0.0.1, no CORS, and also the Host ``testserver`` that Starlette's TestClient sends.
     ``adapters``: LoRA adapters over ``encoder``'s base (``encoder`` is then ``adapters.encoder(None)``), each
     served by its name (``model`` in /v1/embeddings; /v1/models lists them), each with its own batches;
-    ``index_adapter``: the one that made ``index``'s vectors, which /search embeds its queries with.
+    ``index_adapter``: the one that made ``index``'s vectors, which /search embeds its queries with (several
+    indexes: a dict by index name; an index left out, or None: the base's).
     """
     check_api_key(api_key)
     limits = limits or Limits()
     embedding = EmbeddingEngine(encoder, engine)
     metrics = Metrics()
     embedding.batcher.stats.on_batch = metrics.on_batch
-    fuses = index is not None and bool(index.lexical)
+    indexes = dict(index) if isinstance(index, dict) else {} if index is None else {"": index}
+    own = dict(index_adapter) if isinstance(index_adapter, dict) else dict.fromkeys(indexes, index_adapter)
     shown = shown_name(model_name)
     named = adapter_engines(adapters, served_names(model_name, encoder), engine)  # never a batch of two adapters
+    fuses = {name: bool(each.lexical) for name, each in indexes.items()}
     context = Context(limits, encoder.dim, shown, served_names(model_name, encoder) | {shown, *named}, fuses)
-    searched = named[index_adapter].encoder if index_adapter else encoder  # what made the index's vectors
+    searchers = {  # each index searched with what made its vectors: its own adapter, or the base
+        name: Searcher(each, named[own[name]].encoder if own.get(name) else encoder, cross_encoder)  # type: ignore[index]
+        for name, each in indexes.items()
+    }
     service = Service(
         engine=embedding,
         context=context,
         similarity_fn_name=encoder.similarity_fn_name,
-        searcher=None if index is None else Searcher(index, searched, cross_encoder),
+        searchers=searchers,
         adapters=named,
-        index_adapter=index_adapter,
+        index_adapters={name: own.get(name) for name in indexes},
         memory=adapters.memory() if adapters is not None else None,
     )
 

@@ -34,21 +34,22 @@ from sbert.serve.schemas import Context, EmbeddingRequest, RequestModel, SearchR
 
 @dataclass
 class Service:
-    """What the routes serve: the engine, request context, similarity function, and for /search the index
-    with the served encoder and the cross-encoder (a ``Searcher``: ``sbert search``'s own)."""
+    """What the routes serve: the engine, request context, similarity function, and for /search each index
+    by name ("": one served without a name) with the encoder that made its vectors and the cross-encoder (a
+    ``Searcher``: ``sbert search``'s own) and the adapter it was built with (None: the base)."""
 
     engine: EmbeddingEngine
     context: Context
     similarity_fn_name: str = "cosine"
-    searcher: Searcher | None = None
+    searchers: dict[str, Searcher] = field(default_factory=dict)
     adapters: dict[str, EmbeddingEngine] = field(default_factory=dict)  # LoRA adapters over the base, by name
-    index_adapter: str | None = None  # the adapter whose vectors the index holds (/search embeds with it)
+    index_adapters: dict[str, str | None] = field(default_factory=dict)  # each index's adapter (/search embeds with it)
     memory: dict | None = None  # bytes of weights: the base's and each adapter's (``SharedBase.memory``)
 
     @property
     def index(self) -> Any:
-        """The index /search searches (None: none is served)."""
-        return None if self.searcher is None else self.searcher.index
+        """The index /search searches where one is served (None: none, or several)."""
+        return next(iter(self.searchers.values())).index if len(self.searchers) == 1 else None
 
     def engine_for(self, model: str | None) -> EmbeddingEngine:
         """The engine of the adapter named ``model``; the base's for any other served name (or none)."""
@@ -82,7 +83,7 @@ async def health(request: Request) -> dict:
         "status": "ok",
         "model": service.context.model_name,
         "dim": service.context.dim,
-        "index": service.index is not None,
+        "index": bool(service.searchers),
     }
 
 
@@ -95,7 +96,11 @@ async def info(request: Request) -> Response:
     context, encoder = service.context, service.engine.encoder
     index = None if service.index is None else await run_in_threadpool(_index_info, service.index)
     model = {"model": context.model_name, "dim": context.dim, "similarity": service.similarity_fn_name}
-    return json_response({**model, "max_seq_length": encoder.max_seq_length, "index": index})
+    named = {}  # several indexes, each by its name (then "index" is null: a search names one)
+    for name, searcher in service.searchers.items() if len(service.searchers) > 1 else ():
+        named[name] = {**await run_in_threadpool(_index_info, searcher.index), "adapter": service.index_adapters[name]}
+    more = {"indexes": named} if named else {}
+    return json_response({**model, "max_seq_length": encoder.max_seq_length, "index": index, **more})
 
 
 def _index_info(index) -> dict:
@@ -152,12 +157,12 @@ async def similarity_scores(request: Request) -> Response:
 
 async def search(request: Request) -> Response:
     service = _service(request)
-    searcher = service.searcher
-    if searcher is None:
+    if not service.searchers:
         raise ApiError(404, "no index is loaded: start the server with --index DIR", code="no_index")
-    body = await service.read(request, SearchRequest)
+    body = await service.read(request, SearchRequest)  # its index: the one it names (checked), or the only one
+    searcher = service.searchers[body.index or ""]
     options = await run_in_threadpool(_options, searcher, body)  # refresh() may wait on a database: not on the loop
-    engine = service.engine_for(service.index_adapter)  # the index's own adapter, where it has one
+    engine = service.engine_for(service.index_adapters.get(body.index or ""))  # the index's own adapter, if any
     queries = await engine.embed(body.query, _prompt(service, task="query", engine=engine))  # as encode_query
     hits = await run_in_threadpool(searcher.search_vectors, queries.vectors, body.query, options)
     limit = service.context.limits.max_response_bytes

@@ -9,10 +9,11 @@ takes a while of CPU: the routes run it on a worker thread, off the event loop. 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NoReturn, TypeVar
 
@@ -45,7 +46,23 @@ class Context:
     dim: int
     model_name: str = "default"
     served: frozenset[str] = frozenset()
-    fuses: bool = False  # the index keeps BM25: a search that leaves out 'hybrid' fuses (counts candidates)
+    # the indexes /search serves, by name ("": one given without a name), each with whether it keeps BM25 (a
+    # search that leaves out 'hybrid' then fuses, and counts candidates)
+    indexes: Mapping[str, bool] = dataclasses.field(default_factory=dict)
+
+    def index_name(self, name: str | None) -> str:
+        """The index a search names (``index``), or the only one where it names none; refused (400) where
+        several are served and none is named, 404 where the name is not served."""
+        names = ", ".join(repr(n) for n in self.indexes)
+        if name is None:
+            if len(self.indexes) > 1:
+                message = f"this server serves several indexes ({names}): name one with 'index'"
+                refuse(message, "index_required", "index")
+            return next(iter(self.indexes), "")
+        if name not in self.indexes or name == "":
+            served = f"it serves {names}" if any(self.indexes) else "it serves one index, unnamed: leave out 'index'"
+            refuse(f"the index {name!r} is not served here: {served}", "index_not_found", "index", status=404)
+        return name
 
 
 def refuse(message: str, code: str | None = None, param: str | None = None, status: int = 400, **more: Any) -> NoReturn:
@@ -102,6 +119,14 @@ def _texts(value: Any, handler: Callable[[Any], Any], info: ValidationInfo) -> l
 
 def _optional_texts(value: Any, handler: Callable[[Any], Any], info: ValidationInfo) -> list[str] | None:
     return None if value is None else _texts(value, handler, info)
+
+
+def _served_index(value: Any, handler: Callable[[Any], Any], info: ValidationInfo) -> str | None:
+    """The index a search names, or the only one (``Context.index_name``); None where none is served."""
+    if value is not None and not isinstance(value, str):
+        refuse("'index' must be a string", param="index")
+    context = _context(info)
+    return context.index_name(value) if context.indexes else value
 
 
 Texts = Annotated[list[str], WrapValidator(_texts)]
@@ -197,6 +222,8 @@ class SearchRequest(BaseModel):
     ``lead``: only the top hit, where its cosine leads hits 2-10's mean by at least this, as ``sbert search
     --lead`` ("is the top hit the duplicate?"; not with ``rerank``)."""
 
+    # first: an unknown index is a 404 first; absent: the only one (validated too, to be refused among several)
+    index: Annotated[str | None, WrapValidator(_served_index)] = Field(None, validate_default=True)
     query: Texts = REQUIRED
     k: Count = 10
     method: Annotated[StrictStr | None, phrased("must be a string")] = None
@@ -216,8 +243,9 @@ class SearchRequest(BaseModel):
     @model_validator(mode="after")
     def _hits(self, info: ValidationInfo) -> SearchRequest:
         """Refuse more hits than the limit: queries × k, × candidates when each query gets that many scored."""
-        limit = _context(info).limits.max_search_hits
-        fusing = _context(info).fuses if self.hybrid is None else self.hybrid
+        context = _context(info)
+        limit = context.limits.max_search_hits
+        fusing = context.indexes.get(self.index or "", False) if self.hybrid is None else self.hybrid
         per_query, what = (self.candidates, "candidates") if self.rerank or fusing else (self.k, "k")
         if self.k > per_query:
             per_query, what = self.k, "k"

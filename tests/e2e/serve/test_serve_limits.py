@@ -57,13 +57,17 @@ def test_reranking_counts_its_candidates():
 
 
 def test_a_search_of_an_index_with_bm25_counts_candidates_unless_it_asks_for_dense():
-    fuses = Context(LIMITS, 384, fuses=True)  # the index keeps BM25: leaving out 'hybrid' fuses
+    fuses = Context(LIMITS, 384, indexes={"": True})  # the index keeps BM25: leaving out 'hybrid' fuses
     with pytest.raises(ApiError) as caught:
         parse(json.dumps({"query": ["q"], "k": 1, "candidates": 21}).encode(), SearchRequest, fuses)
     assert caught.value.code == "too_many_hits" and "candidates 21" in caught.value.message
     dense = {"query": ["q"], "k": 1, "candidates": 21, "hybrid": False}
     assert parse(json.dumps(dense).encode(), SearchRequest, fuses).hybrid is False
     assert parse(json.dumps({"query": ["q"], "k": 1, "candidates": 21}).encode(), SearchRequest, Context(LIMITS, 384))
+    several = Context(LIMITS, 384, indexes={"a": True, "b": False})  # each index by its own BM25
+    assert parse(json.dumps({"index": "b", "query": ["q"], "k": 1, "candidates": 21}).encode(), SearchRequest, several)
+    with pytest.raises(ApiError, match="candidates 21"):
+        parse(json.dumps({"index": "a", "query": ["q"], "k": 1, "candidates": 21}).encode(), SearchRequest, several)
 
 
 def test_the_issues_similarity_is_refused_by_the_default_cap():

@@ -407,3 +407,31 @@ def test_the_page_shows_each_hits_title_escaped_above_its_text(browser, tmp_path
         untitled = next(i for i in items if i.find_element(By.CLASS_NAME, "hit-id").text == "b3")
         assert untitled.find_elements(By.CLASS_NAME, "hit-title") == []
         browser.save_screenshot(str(tmp_path / "titles.png"))
+
+
+def test_a_server_of_several_indexes_lets_the_page_choose_which_one_it_searches(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.select import Select
+
+    for name in ("bugs", "docs"):
+        (tmp_path / name).mkdir()
+    bugs = build_index(tmp_path / "bugs", {"b1": "the editor crashes when saving big files", "b2": "printing hangs"})
+    docs = build_index(tmp_path / "docs", {"d1": "how to save a file", "d2": "setting up a printer", "d3": "fonts"})
+    with serving(tmp_path / "serve.log", "--index", f"bugs={bugs}", "--index", f"docs={docs}") as served:
+        browser.get(served.url)
+        chooser = wait_for(browser, lambda d: d.find_element(By.ID, "index").is_displayed() and d, "the index chooser")
+        choice = Select(chooser.find_element(By.ID, "index"))
+        assert [o.text for o in choice.options] == ["bugs", "docs"]
+        assert text_of(browser, "#index-size") == "index of 2 texts"
+        submit(browser, "query", "saving")
+        assert [h["id"] for h in shown_hits(browser)] == ["b1", "b2"]
+        choice.select_by_visible_text("docs")
+        wait_for(browser, lambda d: text_of(d, "#index-size") == "index of 3 texts", "the docs index described")
+        submit(browser, "query", "saving")
+        ids = lambda d: sorted(e.text for e in d.find_elements(By.CSS_SELECTOR, "#results li.hit .hit-id"))  # noqa: E731
+        wait_for(browser, lambda d: ids(d) == ["d1", "d2", "d3"], "the docs index's hits")
+        unnamed = urllib.request.Request(served.url + "search", data=b'{"query": "saving"}', method="POST")
+        unnamed.add_header("Content-Type", "application/json")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(unnamed, timeout=30)
+        assert refused.value.code == 400 and "name one with 'index'" in refused.value.read().decode()

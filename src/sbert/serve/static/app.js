@@ -65,9 +65,23 @@ function plural(n, word) {
   return n + " " + word + (n === 1 ? "" : "s");
 }
 
+// The index searched: the only one, or the one chosen where the server serves several by name.
+function chosenIndex(info) {
+  return info.indexes ? info.indexes[$("index").value] : info.index;
+}
+
+// The choice of index, where the server serves several (each by its name).
+function listIndexes(info) {
+  const names = Object.keys(info.indexes || {});
+  const kept = $("index").value;
+  $("index").replaceChildren(...names.map((name) => element("option", "", name)));
+  if (names.includes(kept)) $("index").value = kept;
+  $("index-option").hidden = names.length === 0;
+}
+
 // The model and index line of the header, and the search options the index allows.
 function describe(info) {
-  const index = info.index;
+  const index = chosenIndex(info);
   let where = "no index loaded (start sbert serve with --index DIR to search)";
   if (index && index.documents) {
     where = "index of " + plural(index.size, "document") + " (" + plural(index.rows, "passage") + ")";
@@ -95,6 +109,7 @@ async function loadInfo() {
     state.info = await api("info");
     clearError();
     $("key-form").hidden = true;
+    listIndexes(state.info);
     describe(state.info);
   } catch (err) {
     $("about").textContent = "Not connected.";
@@ -164,6 +179,7 @@ async function search(event) {
     return;
   }
   const body = { query, k: Number($("k").value) };
+  if (state.info && state.info.indexes) body.index = $("index").value;
   const least = $("threshold").value.trim();
   const lead = $("lead").value.trim();
   if (least !== "") body.threshold = Number(least); // a cosine: the server searches dense, as sbert search does
@@ -251,6 +267,7 @@ function selectTab(name) {
 
 $("key-form").addEventListener("submit", useKey);
 $("search-form").addEventListener("submit", search);
+$("index").addEventListener("change", () => state.info && describe(state.info));
 for (const id of ["threshold", "lead"]) {
   for (const kind of ["input", "change"]) $(id).addEventListener(kind, cutOffs);
 }
