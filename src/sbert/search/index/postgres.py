@@ -506,7 +506,7 @@ def _sql(statement: str, table: str):
     return sql.SQL(statement).format(sql.Identifier(table))
 
 
-_COLUMNS = ("model", "model_path", "backend", "dim", "metric", "hnsw_m", "ef_construction", "ef_search")
+_COLUMNS = ("model", "model_path", "backend", "dim", "metric", "hnsw_m", "ef_construction", "ef_search", "adapter")
 
 
 def _create_meta(conn) -> None:
@@ -517,19 +517,23 @@ def _create_meta(conn) -> None:
         "ef_construction integer NOT NULL, ef_search integer NOT NULL, "
         "created timestamptz NOT NULL DEFAULT now(), updated timestamptz NOT NULL DEFAULT clock_timestamp())"
     )
+    # a LoRA adapter's record (its name, base and weights' hash: adapter_folder.adapter_record); added to the
+    # table of an older sbert, whose indexes then record none
+    conn.execute(f"ALTER TABLE {META} ADD COLUMN IF NOT EXISTS adapter jsonb")
 
 
 def _read_manifest(conn, table: str, lock: bool = False) -> dict | None:
     """The index's row of ``sbert_indexes`` as a dict (None: no such index); ``lock``: FOR UPDATE."""
     if not conn.execute("SELECT to_regclass(%s)", (META,)).fetchone()[0]:
         return None
-    names = (*_COLUMNS, "updated")
-    row = conn.execute(
-        f"SELECT {', '.join(names)} FROM {META} WHERE name = %s{' FOR UPDATE' if lock else ''}", (table,)
+    row = conn.execute(  # as JSON: a table of an older sbert lacks the newer columns
+        f"SELECT to_jsonb(t) FROM {META} t WHERE name = %s{' FOR UPDATE' if lock else ''}", (table,)
     ).fetchone()
     if row is None:
         return None
-    manifest = dict(zip(names, row, strict=True))
+    manifest = {key: row[0].get(key) for key in (*_COLUMNS, "updated")}
+    if manifest["adapter"] is None:
+        del manifest["adapter"]
     hnsw = {key: manifest[key] for key in ("hnsw_m", "ef_construction", "ef_search")}
     return {**manifest, "structures": {"hnsw": hnsw}, "segments": [], "store": "postgresql"}
 
@@ -574,7 +578,9 @@ def _swap_in(conn, building: str, table: str, manifest: dict) -> None:
         old, new = f"{building}_{suffix}", f"{table}_{suffix}"  # the names PostgreSQL gave, as a new table's
         if len(new) <= 63 and _exists(conn, old) and not _exists(conn, new):
             conn.execute(_sql(f"ALTER {kind} {{}} RENAME TO ", old) + _sql("{}", new))
-    values = [manifest.get(key) for key in _COLUMNS]
+    from psycopg.types.json import Jsonb
+
+    values = [Jsonb(manifest[key]) if key == "adapter" and key in manifest else manifest.get(key) for key in _COLUMNS]
     update = ", ".join(f"{key} = EXCLUDED.{key}" for key in _COLUMNS)
     conn.execute(  # updated in place: a writer waiting on the row's lock then writes to the new table
         f"INSERT INTO {META} (name, {', '.join(_COLUMNS)}) VALUES (%s{', %s' * len(_COLUMNS)}) "

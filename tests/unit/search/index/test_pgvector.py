@@ -462,3 +462,38 @@ def test_a_call_waits_for_a_connection_as_long_as_the_url_lets_one_attempt_take(
     assert pgvector._connect_options(f"postgresql://me@dbhost/search{query}") == (
         {} if query else {"connect_timeout": pgvector.CONNECT_TIMEOUT}
     )
+
+
+def test_a_database_index_records_its_adapter_and_refuses_another(url, table, tmp_path):
+    pytest.importorskip("peft")
+    import torch
+    from conftest import make_tiny_encoder
+
+    import sbert
+    from sbert.adapters import LoraSettings, adapter_record, add_lora
+    from sbert.errors import IndexMismatchError
+
+    base = tmp_path / "base"
+    make_tiny_encoder().save(base)
+    for seed, name in enumerate(("tracker-a", "tracker-b"), start=1):
+        encoder = add_lora(sbert.load(base, device="cpu"), LoraSettings(rank=2), str(base))
+        with torch.no_grad():  # B matrices random, as if trained: the two adapters differ
+            for key, param in encoder.named_parameters():
+                if "lora_B" in key:
+                    param.copy_(torch.randn(param.shape, generator=torch.Generator().manual_seed(seed)) * 0.05)
+        encoder.save(tmp_path / name)
+    vectors = sbert.load(tmp_path / "tracker-a", device="cpu").encode(["a", "b"])
+    PgVectorIndex.build(url, vectors, model=str(tmp_path / "tracker-a"), table=table)
+    index = open_index(f"{url}#{table}")
+    assert index.manifest["adapter"] == adapter_record(tmp_path / "tracker-a")
+    index.check_model(tmp_path / "tracker-a", vectors.shape[1])
+    for other, words in ((tmp_path / "tracker-b", "'tracker-b'"), (base, "no adapter")):
+        with pytest.raises(IndexMismatchError, match=words):
+            index.check_model(other)
+    plain = PgVectorIndex.build(url, unit(2, vectors.shape[1]), model="default", table=table + "_plain")
+    assert "adapter" not in plain.manifest
+    with pgvector._connect(url) as conn:  # the table as an older sbert made it: no adapter column
+        conn.execute("ALTER TABLE sbert_indexes DROP COLUMN adapter")
+    assert PgVectorIndex.open(url, table + "_plain").manifest["model"] == "all-MiniLM-L6-v2"
+    PgVectorIndex.build(url, vectors, model=str(tmp_path / "tracker-a"), table=table, overwrite=True)  # adds it back
+    assert open_index(f"{url}#{table}").manifest["adapter"]["name"] == "tracker-a"
