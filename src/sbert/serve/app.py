@@ -80,7 +80,7 @@ def create_app(
     fuses = {name: bool(each.lexical) for name, each in indexes.items()}
     context = Context(limits, encoder.dim, shown, served_names(model_name, encoder) | {shown, *named}, fuses)
     searchers = {  # each index searched with what made its vectors: its own adapter, or the base
-        name: Searcher(each, named[own[name]].encoder if own.get(name) else encoder, cross_encoder)  # type: ignore[index]
+        name: Searcher(each, named[adapter].encoder if (adapter := own.get(name)) else encoder, cross_encoder)
         for name, each in indexes.items()
     }
     service = Service(

@@ -115,3 +115,18 @@ def test_openai_client_gets_the_library_vectors_from_a_real_server(tmp_path):
         server.wait(timeout=30)
     assert "3 vectors of 384 dimensions" in out
     assert float(out.strip().rsplit(" ", 1)[1]) <= 1e-5
+
+
+def test_one_base_many_trackers_writes_a_small_adapter_per_collection_and_searches_each(tmp_path):
+    for name, (key, title, text) in (("writer", REPORTS[1]), ("calc", REPORTS[0])):
+        rows = [{"id": f"{key}-{i}", "title": f"{title} ({i})", "text": f"{text} Seen in build {i}."} for i in range(8)]
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = run(
+        "one_base_many_trackers.py", "writer.jsonl", "calc.jsonl", "--out", "models", "--query", "crash on save",
+        "--steps", "2", "--batch-size", "4", cwd=tmp_path,
+    )  # fmt: skip
+    for name, key in (("writer", "OOO-2"), ("calc", "OOO-1")):
+        folder = tmp_path / "models" / name
+        assert (folder / "adapter_config.json").is_file() and not (folder / "model.safetensors").exists()
+        part = out.split(f"\n{name}: adapter ", 1)[1]
+        assert re.match(r"\S+ \(\d+\.\d MB\)\n  \d\.\d{3}  \[" + key, part), part[:200]
