@@ -16,13 +16,18 @@ trained above), the requests spread over them in turn (requests for different ad
 forward pass, so the batches are smaller). Reported: sentences/s, p50/p99 latency and the server's peak
 memory, each against the plain server in the same run.
 
-Choosing without fooling ourselves: the default rank (and LoRA learning rate) is the variant with the best
-``--auto`` score on ``--choose-on`` (SciFact); the table of the other collection is the evidence for it.
+Memory (``--memory``): the peak of a short ``sbert adapt`` (6 steps) whole and with each ``TARGETS`` set of
+adapted layers: what the layers chosen cost while training.
+
+Choosing without fooling ourselves: the default rank and LoRA learning rate are the variant with the best
+``--auto`` score on ``--choose-on`` (openoffice-dups, the quicker to run); the other collection's rows are
+the evidence for them. The last section sets the chosen variant against the whole model on each collection.
 
     python -m benchmarks.adapters [--collections scifact,openoffice-dups] [--variants full,lora8,lora16]
-                                  [--supervised] [--serving] [--choose-on scifact]
+                                  [--supervised] [--serving] [--memory] [--no-quality]
     python -m benchmarks.adapters --assemble   # run nothing: the tables again from the rows kept
-    (a variant: ``full``, or ``loraR`` with ``@LR`` for another learning rate than sbert adapt's: lora16@1e-4)
+    (a variant: ``full``, or ``loraR``, with ``@LR`` for a learning rate other than sbert adapt's default:
+    lora16@1e-4; rows name the rate they ran at)
 """
 
 from __future__ import annotations
@@ -113,7 +118,7 @@ def keep(name: str, rows: list[Row], run: str) -> list[dict]:
     kept = load_record(record_path(name))
     fresh = {row.name: asdict(row) for row in rows}
     merged = [fresh.pop(row["name"], row) for row in kept.get("rows", [])] + list(fresh.values())
-    write_record(record_path(name), {"runs": [*kept.get("runs", []), run], "rows": merged})
+    write_record(record_path(name), {**kept, "runs": [*kept.get("runs", []), run], "rows": merged})
     return merged
 
 
@@ -149,6 +154,68 @@ def chosen_variant(rows: list[dict], name: str) -> str | None:
     metric = HEADLINE[name]
     candidates = [r for r in rows if r["method"].startswith("adapt lora") and r["search"] == "auto"]
     return max(candidates, key=lambda r: r["metrics"][metric])["method"].split(" ")[1] if candidates else None
+
+
+def target_lines(variant: str) -> list[str]:
+    """The chosen adapter against the whole model, per collection: --auto's headline metric, adapt's wall time
+    and peak memory (same run), the folder."""
+    table = []
+    for name in COLLECTIONS:
+        rows = {(r["method"], r["search"]): r for r in load_record(record_path(name)).get("rows", [])}
+        whole, mine = rows.get(("adapt full", "auto")), rows.get((f"adapt {variant}", "auto"))
+        if whole is None or mine is None:
+            continue
+        metric, cost, full = HEADLINE[name], mine["adapt"], whole["adapt"]
+        table.append(
+            [
+                name,
+                f"{mine['metrics'][metric]:.2f} vs {whole['metrics'][metric]:.2f} "
+                f"({mine['metrics'][metric] - whole['metrics'][metric]:+.2f})",
+                f"{cost['seconds'] / full['seconds']:.2f}x",
+                f"{cost['peak_rss_gib']:.2f} vs {full['peak_rss_gib']:.2f} GiB",
+                f"{cost['folder_mb']:.1f} vs {full['folder_mb']:.1f} MB",
+            ]
+        )
+    header = ["collection", f"`--auto` headline, {variant} vs whole", "adapt wall time", "peak memory", "folder"]
+    return [f"## {variant} against the whole model", "", *markdown_table(header, table), ""] if table else []
+
+
+# -- peak memory by the layers adapted --------------------------------------------------------------------
+TARGETS = {  # --lora-targets, from sbert adapt's default down to the original LoRA paper's
+    "whole model": None,
+    "query,key,value,dense (default)": "query,key,value,dense",
+    "query,key,value,attention.output.dense": "query,key,value,attention.output.dense",
+    "query,value": "query,value",
+}
+
+
+def memory_rows(args) -> dict:
+    """Each ``TARGETS`` entry's peak memory in a short ``sbert adapt`` on openoffice-dups (``--steps 6``,
+    everything else sbert adapt's default): what the adapted layers cost in memory while training."""
+    from benchmarks.adapt import run_sbert
+
+    corpus = data_dir(args.data) / "retrieval" / SUPERVISED
+    found = {}
+    for label, targets in TARGETS.items():
+        out = WORK / "adapters" / "memory" / label.split(" ")[0].replace(",", "-")
+        command = ["adapt", "default", "--corpus", str(corpus), "--out", str(out), "--steps", "6", "--no-progress"]
+        command += ["--overwrite"] + (["--lora", "--lora-targets", targets] if targets else [])
+        found[label] = {"peak_rss_gib": round(run_sbert(command), 2), "folder_mb": round(folder_mb(out), 1)}
+        print(label, found[label], flush=True)
+    return found
+
+
+def memory_table(kept: dict) -> list[str]:
+    if not kept:
+        return []
+    whole = kept["whole model"]["peak_rss_gib"]
+    table = [
+        [label, f"{row['peak_rss_gib']:.2f} ({row['peak_rss_gib'] - whole:+.2f})", f"{row['folder_mb']:.1f}"]
+        for label, row in kept.items()
+    ]
+    header = ["layers adapted (--lora-targets)", "peak GiB (vs whole)", "folder MB"]
+    lines = ["## Peak memory by the layers adapted (openoffice-dups, 6 steps)", ""]
+    return [*lines, *markdown_table(header, table), ""]
 
 
 # -- serving ------------------------------------------------------------------------------------------------
@@ -229,8 +296,11 @@ def assemble(args, run: str | None) -> None:
             lines += quality_table(name, kept["rows"])
     if choose:
         lines += [f"Chosen on {args.choose_on} (best `--auto` among the LoRA rows): **{choose}**.", ""]
+        lines += target_lines(choose)
+    lines += memory_table(load_record(record_path("memory")).get("targets", {}))
     lines += serving_table(load_record(record_path("serving")).get("setups", {}))
-    runs = sorted({r for name in (*COLLECTIONS, "serving") for r in load_record(record_path(name)).get("runs", [])})
+    parts = (*COLLECTIONS, "memory", "serving")
+    runs = sorted({r for name in parts for r in load_record(record_path(name)).get("runs", [])})
     lines += ["## Runs", "", *(f"- {r}" for r in runs), ""]
     import torch
 
@@ -244,8 +314,9 @@ def main() -> None:
     parser.add_argument("--variants", default="full,lora8,lora16")
     parser.add_argument("--supervised", action="store_true", help="also fine-tune on openoffice-dups' labels")
     parser.add_argument("--serving", action="store_true", help="the serving rows (needs 4 adapters trained)")
+    parser.add_argument("--memory", action="store_true", help="peak memory by the layers adapted (short runs)")
     parser.add_argument("--no-quality", action="store_true", help="skip the quality rows (with --serving)")
-    parser.add_argument("--choose-on", default="scifact", choices=COLLECTIONS)
+    parser.add_argument("--choose-on", default="openoffice-dups", choices=COLLECTIONS)
     parser.add_argument("--passes", type=int, default=2, help="serving: times the sentence list is sent")
     parser.add_argument("--time-limit", type=float, default=120.0, help="serving: seconds per setup")
     parser.add_argument("--assemble", action="store_true", help="run nothing: the tables from the rows kept")
@@ -259,6 +330,10 @@ def main() -> None:
     if not args.assemble:
         for name in [] if args.no_quality else args.collections.split(","):
             keep(name, collection_rows(name, args), run + f" ({name}{', supervised' if args.supervised else ''})")
+        if args.memory:
+            kept = load_record(record_path("memory"))
+            runs = [*kept.get("runs", []), run + " --memory"]
+            write_record(record_path("memory"), {"runs": runs, "targets": memory_rows(args)})
         if args.serving:
             setups = serving_rows(args)
             kept = load_record(record_path("serving"))

@@ -25,7 +25,7 @@ from torch import nn
 import sbert
 from benchmarks.lib import environment_lines, markdown_table, write_result
 from sbert.adapt.pseudo_queries import pseudo_queries
-from sbert.adapt.recipe import AdaptSettings
+from sbert.adapt.recipe import LR, AdaptSettings
 from sbert.adapt.teacher import candidates, teacher_rows
 from sbert.data.corpus import read_corpus_documents
 from sbert.data.paths import data_dir
@@ -54,7 +54,7 @@ def run_steps(encoder: nn.Module, loss: nn.Module, batch: list, steps: int) -> t
     as it was."""
     config = TrainConfig()
     start = [p.detach().clone() for p in encoder.parameters()]
-    optimizer = torch.optim.AdamW(encoder.parameters(), lr=AdaptSettings.lr, eps=config.adam_eps, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(encoder.parameters(), lr=LR, eps=config.adam_eps, weight_decay=0.0)
     for step in range(steps):
         optimizer.zero_grad()
         value = loss(encoder, batch)

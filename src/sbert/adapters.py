@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 # The attention projections and both feed-forward layers of a BERT-family encoder (sentence-transformers'
 # own examples target the same): the adapter reaches every linear layer the sentence vector passes through.
 DEFAULT_TARGETS = ("query", "key", "value", "dense")
+# the learning rate an adapter trains at by default in ``sbert adapt --lora``: its low-rank updates start at zero
+# and at a whole model's 2e-5 barely move in 100 steps (chosen on openoffice-dups, benchmarks/adapters.py)
+LORA_LR = 3e-4
 
 
 @dataclass(frozen=True)

@@ -363,3 +363,14 @@ def test_index_options_are_one_unnamed_location_or_each_named():
         named_indexes(["a=ix-a", "ix-b"])
     with pytest.raises(ValueError, match="index name 'a' is given twice"):
         named_indexes(["a=ix-a", "a=ix-b"])
+
+
+def test_an_adapter_trains_at_its_own_default_learning_rate_unless_one_is_given():
+    from sbert.adapt.recipe import LR, _train_config
+    from sbert.adapters import LORA_LR
+
+    assert (LR, LORA_LR) == (2e-5, 3e-4)
+    assert _train_config(AdaptSettings(), 3200, False).lr == LR
+    assert _train_config(AdaptSettings(lora=LoraSettings()), 3200, False).lr == LORA_LR
+    assert _train_config(AdaptSettings(lr=3e-5, lora=LoraSettings()), 3200, False).lr == 3e-5
+    assert AdaptSettings(lora=LoraSettings()).learning_rate == LORA_LR

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from sbert.adapt.methods import METHODS, Method, default_method, method
 from sbert.adapt.pseudo_queries import PseudoQuery, pseudo_queries
-from sbert.adapters import LoraSettings
+from sbert.adapters import LORA_LR, LoraSettings
 from sbert.atomic import check_replaceable
 from sbert.data.beir import Document
 from sbert.data.corpus import Columns, read_corpus_documents
@@ -41,12 +41,14 @@ class AdaptSettings:
     local bi-encoder): GISTEmbed's guided masking, dropping the in-batch candidates it scores above the row's
     own document less ``guide_margin`` (``sbert.losses.in_batch.Guide``; pseudo-queries miss positives: a
     title's duplicate report elsewhere in the batch is a negative to the plain loss). ``lora``: train a LoRA
-    adapter of that shape instead of every weight, and save only it (``sbert.adapters``)."""
+    adapter of that shape instead of every weight, and save only it (``sbert.adapters``); ``lr`` None: ``LR``,
+    or with ``lora`` ``LORA_LR`` (the low-rank updates start at zero: at the whole model's rate, 100 steps
+    barely move them; benchmarks/results/adapters.md)."""
 
     method: str | None = None
     steps: int = 100
     batch_size: int = 32
-    lr: float = 2e-5
+    lr: float | None = None
     scale: float = 20.0
     seed: int = 42
     checkpoint_every: int = 25
@@ -58,6 +60,11 @@ class AdaptSettings:
     guide: str | None = None
     guide_margin: float = 0.0
     lora: LoraSettings | None = None
+
+    @property
+    def learning_rate(self) -> float:
+        """``lr``, or where it is None the default for what trains: every weight (``LR``) or an adapter."""
+        return self.lr if self.lr is not None else LORA_LR if self.lora is not None else LR
 
 
 def adapt(
@@ -114,7 +121,7 @@ def adapt(
     record: dict[str, Any] = {"base_model": str(model), "corpus": str(source), "columns": asdict(columns or Columns())}
     record |= {"method": settings.method, "documents": len(documents)}
     record |= {"pairs": len(rows), "pseudo_queries": len(queries), "held_out": sorted(held)}
-    text = json.dumps({**record, **asdict(settings)}, indent=2) + "\n"
+    text = json.dumps({**record, **asdict(settings), "lr": settings.learning_rate}, indent=2) + "\n"
     (trainer.run_dir / ADAPT_RECORD).write_text(text)
     summary = trainer.train(resume=resume, on_step=on_step)
     write_record(Path(out), text)
@@ -175,6 +182,7 @@ def check_learnable(queries: Sequence[PseudoQuery], documents: Sequence[Document
         )
 
 
+LR = 2e-5  # the paper's, for every weight
 MIN_DOCUMENTS = 2  # adapt learns what tells a collection's documents apart: one text alone teaches nothing
 
 
@@ -232,7 +240,7 @@ def _train_config(settings: AdaptSettings, rows: int, progress: bool | None) -> 
 
     return TrainConfig(
         batch_size=settings.batch_size,
-        lr=settings.lr,
+        lr=settings.learning_rate,
         seed=settings.seed,
         max_steps=settings.steps,
         epochs=max(1, -(-settings.steps * settings.batch_size // rows)),

@@ -7,8 +7,8 @@ import sys
 import click
 
 from sbert.adapt.methods import DEFAULT_METHOD, METHODS, MIN_TITLED, UNTITLED_METHOD
-from sbert.adapt.recipe import AdaptSettings
-from sbert.adapters import LoraSettings
+from sbert.adapt.recipe import LR, AdaptSettings
+from sbert.adapters import LORA_LR, LoraSettings
 from sbert.cli.adapters import lora_options
 from sbert.cli.common import CORPUS_HELP, MODEL_HELP, column_options, friendly_errors
 from sbert.progress import HELP as PROGRESS_HELP
@@ -53,7 +53,13 @@ _METHODS_HELP = "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
 )
 @click.option("--steps", type=click.IntRange(min=1), default=AdaptSettings.steps, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=2), default=AdaptSettings.batch_size, show_default=True)
-@click.option("--lr", type=float, default=AdaptSettings.lr, show_default=True)
+@click.option(
+    "--lr",
+    type=float,
+    default=None,
+    help=f"The learning rate [default: {LR:g}; with --lora {LORA_LR:.0e}: an adapter starts at zero and needs larger "
+    "steps].",
+)
 @click.option("--seed", type=int, default=AdaptSettings.seed, show_default=True)
 @click.option(
     "--teacher",
