@@ -122,7 +122,7 @@ class SharedBase:
         name, more than ``max_adapters``, a folder that holds no adapter or one made over another base."""
         from sbert.modules import Transformer, lora
 
-        if not isinstance(name, str) or not _NAME.fullmatch(name) or name in "lora_" or name in self._encoders:
+        if not isinstance(name, str) or not _NAME.fullmatch(name) or "lora_" in name or name in self._encoders:
             taken = " (taken)" if name in self._encoders else ": letters, digits, '-' and '_'"
             raise ValueError(f"adapter name {name!r} is not usable{taken}")
         if len(self._encoders) >= self.max_adapters:

@@ -268,6 +268,11 @@ def test_adapters_share_one_base_and_each_pass_runs_one_adapter(tmp_path):
     _trained_adapter(other, tmp_path / "elsewhere", rank=2)
     with pytest.raises(ValueError, match="made over"):
         SharedBase.load(base, {"x": tmp_path / "elsewhere"})
+    short = SharedBase.load(base, {"a": tmp_path / "tracker-a"})  # a short name, even one inside "lora_"
+    np.testing.assert_allclose(short.encoder("a").encode(TEXTS), own["tracker-a"], atol=1e-6)
+    for bad in ("my_lora_x", "a.b", "tracker-a "):
+        with pytest.raises(ValueError, match=f"adapter name {bad!r} is not usable"):
+            short.add(bad, tmp_path / "tracker-b")
 
 
 def test_the_service_routes_each_request_to_its_adapter_and_lists_them(tmp_path):
