@@ -24,7 +24,9 @@ Choosing without fooling ourselves: the default rank and LoRA learning rate are 
 the evidence for them. The last section sets the chosen variant against the whole model on each collection.
 
     python -m benchmarks.adapters [--collections scifact,openoffice-dups] [--variants full,lora8,lora16]
-                                  [--supervised] [--serving] [--memory] [--no-quality]
+                                  [--supervised] [--serving] [--memory] [--no-quality] [--recost]
+    (--recost: adapt the kept variants again for their wall time and peak memory alone; the models must come
+    out byte for byte the same, so the kept scores stand)
     python -m benchmarks.adapters --assemble   # run nothing: the tables again from the rows kept
     (a variant: ``full``, or ``loraR``, with ``@LR`` for a learning rate other than sbert adapt's default:
     lora16@1e-4; rows name the rate they ran at)
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 from dataclasses import asdict
@@ -69,6 +72,13 @@ def folder_mb(folder: Path) -> float:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) / 1e6
 
 
+def adapt_command(name: str, variant: str, out: Path, args) -> list[str]:
+    """``sbert adapt`` of the default model to ``name``'s documents with ``variant``'s options, into ``out``."""
+    corpus = data_dir(args.data) / "retrieval" / name
+    command = ["adapt", "default", "--corpus", str(corpus), "--out", str(out), "--device", args.device]
+    return [*command, "--no-progress", *variant_options(variant)]
+
+
 def adapted(name: str, variant: str, args) -> tuple[Path, dict]:
     """The default model adapted to ``name``'s documents with sbert adapt's defaults and ``variant``'s
     options (cached under benchmarks/.work/adapters), and its run's cost."""
@@ -76,14 +86,36 @@ def adapted(name: str, variant: str, args) -> tuple[Path, dict]:
     record = out.with_name(out.name + ".json")
     if record.is_file() and out.is_dir():
         return out, load_record(record)
-    corpus = data_dir(args.data) / "retrieval" / name
-    command = ["adapt", "default", "--corpus", str(corpus), "--out", str(out), "--device", args.device]
-    command += ["--no-progress", *variant_options(variant)]
+    command = adapt_command(name, variant, out, args)
     command += ["--resume"] if (out.with_name(out.name + ".train") / "checkpoint.pt").is_file() else []
     cost = timed_run(command, record, args)
     cost["folder_mb"] = round(folder_mb(out), 1)
     write_record(record, cost)
     return out, cost
+
+
+WEIGHTS = ("adapter_model.safetensors", "model.safetensors")
+
+
+def recost(name: str, variant: str, args) -> None:
+    """Run a kept adapt again for its cost alone (wall time, peak memory: after a change that should move only
+    those): the model it writes must equal the kept one byte for byte, or this stops (the kept scores would be
+    stale: remove the model and its rows to score it anew). The kept record and rows then carry the new cost."""
+    kept = WORK / "adapters" / name / f"adapt-{variant}"
+    rows_file = WORK / "adapt" / name / f"adapt_{variant}-adapters-adapt-{variant}.rows.json"
+    if not (kept.is_dir() and rows_file.is_file()):
+        raise SystemExit(f"--recost: {kept} or its rows are not kept: run without --recost first")
+    again = kept.with_name(kept.name + ".recost")
+    command = [*adapt_command(name, variant, again, args), "--overwrite"]
+    cost = timed_run(command, again.with_name(again.name + ".json"), args)
+    for weights in WEIGHTS:
+        if (kept / weights).is_file() and (kept / weights).read_bytes() != (again / weights).read_bytes():
+            raise SystemExit(f"--recost: {again / weights} differs from the kept model's: score it anew")
+    cost["folder_mb"] = round(folder_mb(again), 1)
+    write_record(kept.with_name(kept.name + ".json"), cost)
+    rows = json.loads(rows_file.read_text())
+    write_record(rows_file, [{**row, "adapt": cost} for row in rows])
+    print(f"{name} {variant}: {cost}", flush=True)
 
 
 def trained(name: str, variant: str, args) -> tuple[Path, dict]:
@@ -319,6 +351,7 @@ def main() -> None:
     parser.add_argument("--choose-on", default="openoffice-dups", choices=COLLECTIONS)
     parser.add_argument("--passes", type=int, default=2, help="serving: times the sentence list is sent")
     parser.add_argument("--time-limit", type=float, default=120.0, help="serving: seconds per setup")
+    parser.add_argument("--recost", action="store_true", help="adapt the kept variants again for their cost")
     parser.add_argument("--assemble", action="store_true", help="run nothing: the tables from the rows kept")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--data", default=None)
@@ -327,8 +360,11 @@ def main() -> None:
     from benchmarks.adapt import machine
 
     run = f"{machine(args)}: python -m benchmarks.adapters --variants {args.variants}"
+    run += " --recost" if args.recost else ""
     if not args.assemble:
         for name in [] if args.no_quality else args.collections.split(","):
+            for variant in args.variants.split(",") if args.recost else ():
+                recost(name, variant, args)
             keep(name, collection_rows(name, args), run + f" ({name}{', supervised' if args.supervised else ''})")
         if args.memory:
             kept = load_record(record_path("memory"))

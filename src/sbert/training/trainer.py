@@ -44,6 +44,8 @@ from sbert import distributed
 from sbert.atomic import check_model_target, check_replaceable
 from sbert.device import resolve_device
 from sbert.errors import SbertError
+from sbert.heap import steady_heap
+from sbert.locks import hold_lock
 from sbert.progress import progress_bar, report
 from sbert.training import checkpoint as ckpt
 from sbert.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
@@ -51,6 +53,7 @@ from sbert.training.sampling import epoch_batches
 from sbert.training.schedule import warmup_steps, warmup_then_linear_decay
 
 _logger = logging.getLogger("sbert.training")
+LOCK = ".lock"  # in the run folder, held by the run training into it
 
 if TYPE_CHECKING:
     from sbert.evaluation.base import Evaluator
@@ -266,12 +269,39 @@ class Trainer:
         the current step and raises ``TrainingInterrupted``. A finished run removes its checkpoint unless
         ``config.keep_checkpoint``; ``log.jsonl`` stays.
         """
+        with self._sole_writer():
+            return self._train(resume, on_step, handle_signals)
+
+    @contextlib.contextmanager
+    def _sole_writer(self) -> Iterator[None]:
+        """Hold ``run_dir``'s lock (on the main process) for the whole run: a second run training into the same
+        folder is refused, never mixed into this one's checkpoint and log."""
+        if not distributed.is_main():
+            yield
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+
+        def busy(holder: str) -> SbertError:
+            return SbertError(
+                f"{self.run_dir}: another run ({holder}) is training into this folder; wait for it or "
+                "give another --out"
+            )
+
+        with hold_lock(self.run_dir / LOCK, 0, busy):
+            yield
+
+    def _train(self, resume: bool, on_step: Callable[[int, float], None] | None, handle_signals: bool) -> dict:
         if distributed.is_main():  # before the set-up, which may take a pass over the data (a teacher's vectors)
             report(self.plan(resume), self.config.progress)
         parts, start = self._set_up(resume)
         running = None  # the loss shown on the bar, smoothed
         began = time.perf_counter()
-        with self._training_length(), _StopOnSignal(handle_signals) as stop, self._progress_bar(start) as bar:
+        with (
+            steady_heap(self.device.type == "cpu"),
+            self._training_length(),
+            _StopOnSignal(handle_signals) as stop,
+            self._progress_bar(start) as bar,
+        ):
             for step, epoch, objective, batch in self._batches(start):
                 value = self._step(parts, objective, batch)
                 done = step + 1
@@ -664,7 +694,7 @@ def stopped_run(run_dir: Path) -> bool:
     run_dir = Path(run_dir)
     if (run_dir / ckpt.FILE).is_file():
         return True
-    return run_dir.is_dir() and not finished_run(run_dir) and any(run_dir.iterdir())
+    return run_dir.is_dir() and not finished_run(run_dir) and any(p.name != LOCK for p in run_dir.iterdir())
 
 
 def check_out(

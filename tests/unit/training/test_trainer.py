@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -65,6 +66,24 @@ def test_transformer_parameters_change_after_one_step(tmp_path, tiny_encoder):
     changed = [k for k in before if not torch.equal(before[k], after[k])]
     assert any(k.startswith("0.model.encoder.layer.0") for k in changed)
     assert any("word_embeddings" in k for k in changed)
+
+
+def test_a_second_run_into_the_same_folder_is_refused_and_loses_nothing(tmp_path, tiny_encoder):
+    from sbert.locks import hold_lock
+    from sbert.training.trainer import LOCK, stopped_run
+
+    trainer = regression_trainer(tmp_path, tiny_encoder, max_steps=1, warmup=0.0)
+    trainer.run_dir.mkdir(parents=True)
+    (trainer.run_dir / "log.jsonl").write_text('{"step": 1}\n')  # the first run's log so far
+    with hold_lock(trainer.run_dir / LOCK, 0, RuntimeError), pytest.raises(SbertError) as err:
+        trainer.train()  # the first run holds the folder
+    assert f"another run (process {os.getpid()}) is training into this folder" in str(err.value)
+    assert (trainer.run_dir / "log.jsonl").read_text() == '{"step": 1}\n'
+    assert not trainer.out.exists()
+    (trainer.run_dir / "log.jsonl").unlink()
+    assert not stopped_run(trainer.run_dir)  # the lock file alone is no run to go on from
+    trainer.train()  # let go: the next run trains
+    assert trainer.out.is_dir()
 
 
 def test_same_seed_same_losses(tmp_path):
