@@ -256,7 +256,8 @@ def serving_rows(args) -> dict:
     from benchmarks.lib.sentences import stsb_test_sentences
     from benchmarks.serve_load import free_port, load, peak_rss_mb, start_server
 
-    folders = sorted(p for p in (WORK / "adapters").glob("*/adapt-lora*") if (p / "adapter_config.json").is_file())
+    trained = (WORK / "adapters").glob("*/adapt-lora*")
+    folders = sorted(p for p in trained if (p / "adapter_config.json").is_file() and not p.name.endswith(".recost"))
     if len(folders) < 4:
         raise SystemExit(f"--serving needs 4 adapters trained first; found {len(folders)} under {WORK / 'adapters'}")
     texts = stsb_test_sentences(data_dir(args.data))

@@ -113,10 +113,7 @@ class Index:
 
         index = open_index(path_or_url, table=table)
         name = getattr(model, "path", None) or index.model
-        index.check_model(name)
-        index.fit_truncate_dim(model)
-        index.check_model(name, model.dim)
-        index.check_backend(getattr(model, "runtime", None))
+        index.check_encoder(name, model)
         return cls(Searcher(index, model))
 
     # -- using it --------------------------------------------------------------------------------------

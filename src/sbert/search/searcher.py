@@ -5,7 +5,7 @@ so that what is measured is what is served:
 
     location --open_index--> Index --search_model--> the model's name
       --the light ONNX query encoder (where allowed), else sbert.load--> encoder
-      --fit_truncate_dim, check_model(dim), check_backend--> Searcher(index, encoder, rerank)
+      --index.check_encoder (model, truncate_dim, width, precision)--> Searcher(index, encoder, rerank)
     Searcher.search(queries, options) = search_texts(index, encoder, queries, options)
 
 The light query encoder (``sbert.backends.onnx_query``) embeds queries without torch or transformers; it is
@@ -123,9 +123,9 @@ def open_searcher(
         backend, precision = (runtime or _runtime(None, None)).split("/")
         chosen = cast(Literal["torch", "onnx"], backend)  # a name of BACKENDS: use_backend refuses others
         encoder = sbert.load(name, device=device, allow_pickle=allow_pickle, backend=chosen, precision=precision)
-        index.fit_truncate_dim(encoder)
-        index.check_model(name, encoder.dim)
-    index.check_backend(encoder.runtime, allow_mixed_backend)  # int8 queries against float vectors degrade
+        index.check_encoder(name, encoder, allow_mixed_backend)  # int8 queries against float vectors degrade
+    else:
+        index.check_backend(encoder.runtime, allow_mixed_backend)
     return Searcher(index, encoder, load_reranker(rerank, device=device, allow_pickle=allow_pickle))
 
 

@@ -103,10 +103,7 @@ def open_service(
         opened = {first: searcher.index}
         for key, location in others:  # each checked against the first's model, as open_searcher checks it
             opened[key] = open_index(location)
-            search_model(opened[key], name)
-            opened[key].fit_truncate_dim(searcher.encoder)
-            opened[key].check_model(name, searcher.encoder.dim)
-            opened[key].check_backend(searcher.encoder.runtime)
+            opened[key].check_encoder(name, searcher.encoder)
         return {
             "encoder": searcher.encoder,
             "model_name": name,

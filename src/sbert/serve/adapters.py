@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from sbert.serve.engine import EmbeddingEngine, ServedEncoder
+from sbert.serve.engine import EmbeddingEngine, Lane, ServedEncoder
 from sbert.serve.settings import EngineSettings
 
 if TYPE_CHECKING:
@@ -19,17 +19,22 @@ if TYPE_CHECKING:
 
 
 def adapter_engines(
-    adapters: SharedBase | None, base_names: frozenset[str], settings: EngineSettings | None
-) -> dict[str, EmbeddingEngine]:
-    """An engine per adapter (its own batches: requests of two adapters never share one), by name; a name that
-    is also one of the base model's (``base_names``) is refused."""
-    if adapters is None:
-        return {}
-    clash = sorted(set(adapters.names) & base_names)
+    base: ServedEncoder, adapters: SharedBase | None, base_names: frozenset[str], settings: EngineSettings | None
+) -> tuple[EmbeddingEngine, dict[str, EmbeddingEngine | Lane]]:
+    """The base's engine and each adapter's way in, by name: the adapters share the base's batches and workers
+    (each forward pass runs one adapter: requests of two are never in one); one whose vectors are of another
+    size than the base's gets an engine of its own. A name that is also one of the base model's (``base_names``)
+    is refused."""
+    encoders = {name: cast(ServedEncoder, adapters.encoder(name)) for name in adapters.names} if adapters else {}
+    clash = sorted(set(encoders) & base_names)
     if clash:
         raise ValueError(f"adapter name {clash[0]!r} is a name of the base model: name the adapter otherwise")
-    encoders = {name: cast(ServedEncoder, adapters.encoder(name)) for name in adapters.names}  # an Encoder each
-    return {name: EmbeddingEngine(encoder, settings, divide_threads=False) for name, encoder in encoders.items()}
+    shared = {name: each for name, each in encoders.items() if each.dim == base.dim}
+    engine = EmbeddingEngine(base, settings, adapters=shared)
+    ways: dict[str, EmbeddingEngine | Lane] = {}
+    for name, each in encoders.items():  # passes take turns with the base's: its engine divided the threads
+        ways[name] = engine.lane(name) if name in shared else EmbeddingEngine(each, settings, divide_threads=False)
+    return engine, ways
 
 
 def named_folders(pairs: Sequence[str], what: str = "adapter") -> dict[str, str]:
@@ -96,11 +101,7 @@ def own_adapter(shared: SharedBase, model: str, adapters: Mapping[str, str], ind
             f"index {index.path} was built with adapter {recorded['name']!r}, which is not among the adapters served "
             f"({', '.join(adapters)}): add it with --adapter NAME={recorded['name']} or serve another index"
         )
-    encoder = shared.encoder(own)
-    index.check_model(Path(adapters[own]) if own else model, None)
-    index.fit_truncate_dim(encoder)
-    index.check_model(Path(adapters[own]) if own else model, encoder.dim)
-    index.check_backend(encoder.runtime)
+    index.check_encoder(Path(adapters[own]) if own else model, shared.encoder(own))
     return own
 
 

@@ -26,7 +26,7 @@ from sbert.serve import errors
 from sbert.serve.access import Policy
 from sbert.serve.adapters import adapter_engines
 from sbert.serve.auth import check_api_key
-from sbert.serve.engine import EmbeddingEngine, ServedEncoder
+from sbert.serve.engine import ServedEncoder
 from sbert.serve.gate import Gate
 from sbert.serve.metrics import Metrics, route_label
 from sbert.serve.page import add_page
@@ -64,20 +64,20 @@ def create_app(
     headers and cross-origin pages are accepted (see ``Access``; ``serve`` passes the bound address). By
     default: served on 127.0.0.1, no CORS, and also the Host ``testserver`` that Starlette's TestClient sends.
     ``adapters``: LoRA adapters over ``encoder``'s base (``encoder`` is then ``adapters.encoder(None)``), each
-    served by its name (``model`` in /v1/embeddings; /v1/models lists them), each with its own batches;
+    served by its name (``model`` in /v1/embeddings; /v1/models lists them), in the base's batches, one adapter a
+    forward pass;
     ``index_adapter``: the one that made ``index``'s vectors, which /search embeds its queries with (several
     indexes: a dict by index name; an index left out, or None: the base's).
     """
     check_api_key(api_key)
     limits = limits or Limits()
-    embedding = EmbeddingEngine(encoder, engine)
     metrics = Metrics()
-    embedding.batcher.stats.on_batch = metrics.on_batch
     indexes = dict(index) if isinstance(index, dict) else {} if index is None else {"": index}
     own = dict(index_adapter) if isinstance(index_adapter, dict) else dict.fromkeys(indexes, index_adapter)
     shown = shown_name(model_name)
-    named = adapter_engines(adapters, served_names(model_name, encoder), engine)  # never a batch of two adapters
+    embedding, named = adapter_engines(encoder, adapters, served_names(model_name, encoder), engine)
     fuses = {name: bool(each.lexical) for name, each in indexes.items()}
+    embedding.batcher.stats.on_batch = metrics.on_batch
     context = Context(limits, encoder.dim, shown, served_names(model_name, encoder) | {shown, *named}, fuses)
     searchers = {  # each index searched with what made its vectors: its own adapter, or the base
         name: Searcher(each, named[adapter].encoder if (adapter := own.get(name)) else encoder, cross_encoder)

@@ -6,14 +6,18 @@ torch's threads are divided among them. Routes only ``await engine.embed(texts, 
 
 Requests with different prompts share a batch: each text carries its request's prompt through the
 batcher, and each run of texts with one prompt is tokenised once, with that prompt before it.
+
+LoRA adapters over the engine's base (``adapters``: name -> its encoder, ``sbert.shared_base``) share its
+batcher and workers too: each text also carries its request's adapter, and a merged batch runs one forward
+pass per adapter in it, never two adapters in one pass. ``lane(name)`` is one adapter's way in.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -96,14 +100,24 @@ class EmbeddingEngine:
     """
 
     def __init__(
-        self, encoder: ServedEncoder, settings: EngineSettings | None = None, *, divide_threads: bool = True
+        self,
+        encoder: ServedEncoder,
+        settings: EngineSettings | None = None,
+        *,
+        divide_threads: bool = True,
+        adapters: Mapping[str, ServedEncoder] | None = None,
     ) -> None:
-        """``divide_threads``: give each worker its share of torch's threads (off for the engines of adapters
-        over one base, whose passes take turns with the base engine's: it divided them already)."""
+        """``divide_threads``: give each worker its share of torch's threads. ``adapters``: the encoders of LoRA
+        adapters over ``encoder``'s base, by name, run in this engine's batches (each must give vectors of
+        ``encoder``'s size)."""
         settings = settings or EngineSettings()
         on_torch, can_pack = encoder.backend_name == "torch", encoder.can_pack
         if settings.packing and not can_pack:
             raise ValueError("packing needs the torch backend and a BERT-family model")
+        self.adapters = dict(adapters or {})
+        for name, each in self.adapters.items():
+            if each.dim != encoder.dim:
+                raise ValueError(f"adapter {name!r} gives {each.dim}-d vectors, the base {encoder.dim}-d")
         self.encoder, self.settings = encoder, settings
         self.packing = can_pack if settings.packing is None else settings.packing
         self.workers = settings.workers_for(on_torch)
@@ -116,12 +130,24 @@ class EmbeddingEngine:
             workers=self.workers,
         )
 
-    async def embed(self, texts: list[str], prompt: str | None = None) -> Embedded:
+    def lane(self, adapter: str) -> Lane:
+        """Adapter ``adapter``'s way into this engine (KeyError for one it does not hold)."""
+        if adapter not in self.adapters:
+            raise KeyError(f"no adapter {adapter!r} in this engine")
+        return Lane(self, adapter)
+
+    async def embed(self, texts: list[str], prompt: str | None = None, adapter: str | None = None) -> Embedded:
         """``texts``' vectors, token counts and truncation, computed in a batch shared with other requests.
 
-        ``prompt`` (from ``encoder.resolve_prompt``) is put before each text; None: the encoder's default.
+        ``prompt`` (from the encoder's ``resolve_prompt``) is put before each text; None: the encoder's default.
+        ``adapter``: run them through that adapter (one of ``adapters``); None: the base.
         """
-        return Embedded(*await self.batcher.embed(texts if prompt is None else [_Prompted(t, prompt) for t in texts]))
+        if adapter is not None and adapter not in self.adapters:
+            raise KeyError(f"no adapter {adapter!r} in this engine")
+        tagged: list[str] = (
+            texts if prompt is None and adapter is None else [_Tagged(t, prompt, adapter) for t in texts]
+        )
+        return Embedded(*await self.batcher.embed(tagged))
 
     def close(self, timeout: float = 30.0) -> None:
         """Finish every queued request, stop the workers, restore torch's thread count."""
@@ -133,10 +159,28 @@ class EmbeddingEngine:
             self._threads_before = None
 
     def _run_batch(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """One merged batch, on a worker thread, tokenised once: (vectors, token counts, truncated flags)."""
+        """One merged batch, on a worker thread: (vectors, token counts, truncated flags) in its order. Texts of
+        different adapters run apart, one adapter's forward passes at a time."""
+        rows: dict[str | None, list[int]] = {}
+        for row, text in enumerate(texts):
+            rows.setdefault(getattr(text, "adapter", None), []).append(row)
+        if len(rows) <= 1:
+            return self._run_adapter(next(iter(rows), None), texts)
+        parts = {adapter: self._run_adapter(adapter, [texts[r] for r in own]) for adapter, own in rows.items()}
+        first = next(iter(parts.values()))
+        out = tuple(np.empty((len(texts), *column.shape[1:]), column.dtype) for column in first)
+        for adapter, part in parts.items():
+            for column, values in zip(out, part, strict=True):
+                column[rows[adapter]] = values
+        return cast("tuple[np.ndarray, np.ndarray, np.ndarray]", out)
+
+    def _run_adapter(self, adapter: str | None, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Texts of one adapter (None: the base), tokenised once per run of one prompt, then embedded."""
+        encoder = self.encoder if adapter is None else self.adapters[adapter]
         runs = itertools.groupby(texts, key=lambda text: getattr(text, "prompt", None))
-        tokens = _joined([self._tokenize([str(t) for t in run], prompt) for prompt, run in runs])
-        vectors = self.encoder.encode_tokenized(
+        parts = [_tokenize(encoder, [str(t) for t in run], prompt) for prompt, run in runs]
+        tokens = _joined(parts or [_tokenize(encoder, [], None)])  # none: a request without texts
+        vectors = encoder.encode_tokenized(
             tokens,
             batch_size=self.settings.max_batch_texts if self.packing else self.settings.encode_batch_size,
             max_tokens=self.settings.max_tokens,
@@ -147,18 +191,39 @@ class EmbeddingEngine:
         truncated[tokens.truncated] = True
         return vectors, np.array(tokens.lengths), truncated
 
-    def _tokenize(self, texts: list[str], prompt: str | None) -> Tokenized:
-        return self.encoder.tokenize(texts) if prompt is None else self.encoder.tokenize(texts, prompt=prompt)
+
+@dataclass(frozen=True)
+class Lane:
+    """One adapter's way into a shared ``EmbeddingEngine``: its ``encoder``, and ``embed`` as the engine's, with
+    that adapter."""
+
+    engine: EmbeddingEngine
+    adapter: str
+
+    @property
+    def encoder(self) -> ServedEncoder:
+        return self.engine.adapters[self.adapter]
+
+    async def embed(self, texts: list[str], prompt: str | None = None) -> Embedded:
+        return await self.engine.embed(texts, prompt, self.adapter)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Nothing of its own to stop: the engine it runs in is closed with the base."""
 
 
-class _Prompted(str):
-    """A request's text as the batcher merges it (its characters), carrying the request's prompt."""
+def _tokenize(encoder: ServedEncoder, texts: list[str], prompt: str | None) -> Tokenized:
+    return encoder.tokenize(texts) if prompt is None else encoder.tokenize(texts, prompt=prompt)
 
-    prompt: str
 
-    def __new__(cls, text: str, prompt: str) -> _Prompted:
+class _Tagged(str):
+    """A request's text as the batcher merges it (its characters), carrying the request's prompt and adapter."""
+
+    prompt: str | None
+    adapter: str | None
+
+    def __new__(cls, text: str, prompt: str | None, adapter: str | None = None) -> _Tagged:
         item = super().__new__(cls, text)
-        item.prompt = prompt
+        item.prompt, item.adapter = prompt, adapter
         return item
 
 

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from sbert import similarity
 from sbert.search.retrieve import SearchOptionError, SearchOptions
 from sbert.search.searcher import Searcher
-from sbert.serve.engine import Embedded, EmbeddingEngine
+from sbert.serve.engine import Embedded, EmbeddingEngine, Lane
 from sbert.serve.errors import ApiError
 from sbert.serve.responses import (
     EmbeddingResponse,
@@ -42,7 +42,7 @@ class Service:
     context: Context
     similarity_fn_name: str = "cosine"
     searchers: dict[str, Searcher] = field(default_factory=dict)
-    adapters: dict[str, EmbeddingEngine] = field(default_factory=dict)  # LoRA adapters over the base, by name
+    adapters: dict[str, EmbeddingEngine | Lane] = field(default_factory=dict)  # LoRA adapters over the base, by name
     index_adapters: dict[str, str | None] = field(default_factory=dict)  # each index's adapter (/search embeds with it)
     memory: dict | None = None  # bytes of weights: the base's and each adapter's (``SharedBase.memory``)
 
@@ -51,8 +51,9 @@ class Service:
         """The index /search searches where one is served (None: none, or several)."""
         return next(iter(self.searchers.values())).index if len(self.searchers) == 1 else None
 
-    def engine_for(self, model: str | None) -> EmbeddingEngine:
-        """The engine of the adapter named ``model``; the base's for any other served name (or none)."""
+    def engine_for(self, model: str | None) -> EmbeddingEngine | Lane:
+        """The way in of the adapter named ``model`` (its ``Lane`` into the base's engine); the base's engine for
+        any other served name (or none)."""
         return self.adapters.get(model or "", self.engine)
 
     async def read(self, request: Request, model: type[RequestModel]) -> RequestModel:
@@ -133,7 +134,7 @@ async def models(request: Request) -> Response:
 async def embeddings(request: Request) -> Response:
     service = _service(request)
     body = await service.read(request, EmbeddingRequest)
-    engine = service.engine_for(body.model)  # an adapter's own batches: never merged with another's
+    engine = service.engine_for(body.model)  # an adapter's texts: never in one forward pass with another's
     embedded = await engine.embed(body.input, _prompt(service, body.prompt_name, body.prompt, engine=engine))
     if not body.truncate and embedded.first_truncated is not None:
         raise ApiError(

@@ -78,6 +78,54 @@ def test_the_engine_tokenises_each_merged_batch_once_and_splits_counts_and_trunc
     assert second.first_truncated is None and first.vectors[:, 0].tolist() == [4, 7]
 
 
+class OffsetStub(StubEncoder):
+    """An adapter's stand-in: its vectors carry ``mark`` in the second coordinate."""
+
+    def __init__(self, mark: float) -> None:
+        super().__init__()
+        self.mark = mark
+
+    def tokenize(self, texts, prompt=None):
+        return super().tokenize([f"{prompt}{t}" if prompt else t for t in texts])
+
+    def encode_tokenized(self, tokens, **options):
+        out = super().encode_tokenized(tokens, **options)
+        out[:, 1] = self.mark
+        return out
+
+
+def test_adapters_share_the_engines_batches_but_each_pass_runs_one_adapter():
+    base, a, b = StubEncoder(), OffsetStub(1.0), OffsetStub(2.0)
+    engine = EmbeddingEngine(base, EngineSettings(max_wait_ms=200, workers=1), adapters={"a": a, "b": b})
+    lane = engine.lane("b")
+    assert lane.encoder is b
+
+    async def run():
+        asked = [engine.embed(["x y"], adapter="a"), engine.embed(["p"]), lane.embed(["q r s", "t"]), engine.embed([])]
+        return await asyncio.gather(*asked, engine.embed(["u v"], prompt="query: ", adapter="a"))
+
+    try:
+        for_a, for_base, for_b, empty, prompted = asyncio.run(run())
+    finally:
+        engine.close()
+    assert engine.batcher.stats.batches == 1  # one merged batch ...
+    assert a.tokenized == [["x y"], ["query: u v"]]  # tokenised once per run of one prompt
+    assert b.tokenized == [["q r s", "t"]] and base.tokenized == [[], ["p"]]  # (the request without texts first)
+    assert [len(t) for t, _ in a.encoded] == [2]  # ... and run as one call per adapter
+    assert for_a.vectors[:, :2].tolist() == [[4, 1]] and for_base.vectors[:, :2].tolist() == [[3, 0]]
+    assert for_b.vectors[:, :2].tolist() == [[5, 2], [3, 2]] and for_b.tokens.tolist() == [5, 3]
+    assert empty.vectors.shape == (0, 8) and prompted.vectors[0, :2].tolist() == [5, 1]
+    with pytest.raises(KeyError, match="no adapter 'c'"):
+        engine.lane("c")
+
+
+def test_an_adapter_of_another_size_is_refused_a_place_in_the_bases_batches():
+    other = OffsetStub(1.0)
+    other.dim = 4
+    with pytest.raises(ValueError, match="adapter 'x' gives 4-d vectors, the base 8-d"):
+        EmbeddingEngine(StubEncoder(), adapters={"x": other})
+
+
 def test_the_served_model_is_tokenised_once_per_batch(model, monkeypatch):
     calls = []
     tokenize = model.transformer.tokenize

@@ -217,6 +217,16 @@ class BaseIndex(ABC):
         if dim is not None and dim != self.dim:
             raise IndexMismatchError(f"index {self.path} holds {self.dim}-dim vectors; the model gives {dim}")
 
+    def check_encoder(self, name_or_path: str | Path, encoder: Any, allow_mixed_backend: bool = False) -> None:
+        """Check ``encoder`` (loaded from ``name_or_path``) before it embeds this index's queries or new texts:
+        the index's own model (and adapter), its ``truncate_dim`` (given where the encoder has none), the width
+        of its vectors and their precision (another only with ``allow_mixed_backend``); IndexMismatchError
+        otherwise."""
+        self.check_model(name_or_path)
+        self.fit_truncate_dim(encoder)
+        self.check_model(name_or_path, encoder.dim)
+        self.check_backend(getattr(encoder, "runtime", None), allow_mixed_backend)
+
     def fit_truncate_dim(self, encoder: Any) -> None:
         """Give ``encoder`` the index's ``truncate_dim`` where it has none; raise IndexMismatchError where it has
         another. Indexes of older sbert versions record none: nothing is checked (their ``dim`` still is)."""
