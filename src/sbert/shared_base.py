@@ -4,58 +4,22 @@ without a whole model each.
 ``SharedBase.load("default", {"tracker-a": "models/tracker-a", ...})`` loads the base once and each adapter's
 small weights beside it (every adapter must name that base); ``encoder(name)`` is an ``Encoder`` for that
 adapter (``None``: the base alone) with the adapter folder's own pooling, normalisation and prompts, sharing
-the base's transformer and tokenizer. Each forward pass runs one adapter: passes of different adapters take
-turns, never mixing two adapters in one pass; passes of the same adapter may run side by side. The torch
-backend only (an ONNX export is a snapshot of one set of weights: merge an adapter to export it).
+the base's transformer and tokenizer. Each forward pass runs one adapter, never mixing two in one pass;
+passes of different adapters run side by side, each on its own thread (``sbert.modules.lora.route``). The
+torch backend only (an ONNX export is a snapshot of one set of weights: merge an adapter to export it).
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import cast
 
 from sbert.adapter_folder import DEFAULT_MAX_ADAPTERS, adapter_file
 from sbert.encoder import Encoder
-from sbert.modules.base import Features, Module
+from sbert.modules.base import Features
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # PEFT keeps adapters in module dicts: no dots
-
-
-class _Turns:
-    """Which adapter the shared layers run (``None``: none, the base alone), switched only between passes: a
-    pass waits until no pass of another adapter runs."""
-
-    def __init__(self, model) -> None:
-        self.model, self.running = model, 0
-        self.active: str | None = None
-        self.model.base_model.disable_adapter_layers()
-        self._changed = threading.Condition()
-
-    @contextlib.contextmanager
-    def using(self, name: str | None) -> Iterator[None]:
-        with self._changed:
-            self._changed.wait_for(lambda: self.running == 0 or self.active == name)
-            if self.active != name:
-                self._switch(name)
-            self.running += 1
-        try:
-            yield
-        finally:
-            with self._changed:
-                self.running -= 1
-                self._changed.notify_all()
-
-    def _switch(self, name: str | None) -> None:
-        if name is None:
-            self.model.base_model.disable_adapter_layers()
-        else:
-            self.model.base_model.enable_adapter_layers()
-            self.model.set_adapter(name, inference_mode=True)
-        self.active = name
 
 
 class AdapterEncoder(Encoder):
@@ -63,12 +27,11 @@ class AdapterEncoder(Encoder):
     base alone) in each forward pass."""
 
     adapter: str | None = None
-    _turns: _Turns | None = None
 
     def forward(self, features: Features, packed: bool = False) -> Features:
-        if self._turns is None:
-            return super().forward(features, packed)
-        with self._turns.using(self.adapter):
+        from sbert.modules import lora
+
+        with lora.running(self.adapter):
             return super().forward(features, packed)
 
     def use_backend(self, backend="torch", precision: str = "fp32", cache_dir=None) -> Encoder:
@@ -90,7 +53,6 @@ class SharedBase:
             raise ValueError(f"{base_name}: the shared base must be a whole transformer model, not an adapter")
         self.base_name, self.max_adapters = base_name, max_adapters
         self._base = base
-        self._turns: _Turns | None = None
         self._encoders: dict[str, AdapterEncoder] = {}
         self._folder = _transformer_folder(base)
 
@@ -137,25 +99,27 @@ class SharedBase:
             raise ValueError(f"{folder}: its adapter was made over {named}, not over the base served, {self.base_name}")
         transformer = self._base.transformer
         assert isinstance(transformer, Transformer)  # checked in __init__: not a static model
+        unshared = lora.unshareable(fields)
+        if unshared:
+            raise ValueError(f"{folder}: cannot run over a shared base: {unshared}; serve it merged (sbert merge)")
         transformer.model = lora.attach(transformer.model, fields, path, named, name)
-        if self._turns is None:
-            self._turns = _Turns(transformer.model)
+        try:
+            lora.route(transformer.model, name)
+        except ValueError as err:
+            transformer.model.delete_adapter(name)
+            if not self._encoders:  # the first adapter: the base's own layers back, as loaded
+                transformer.model = transformer.model.unload()
+            raise ValueError(f"{folder}: cannot run over a shared base: {err}; serve it merged (sbert merge)") from None
         encoder = AdapterEncoder.load(folder, device=str(self._base.device), transformer=transformer)
         assert isinstance(encoder, AdapterEncoder)
-        encoder.adapter, encoder._turns = name, self._turns
+        encoder.adapter = name
         self._encoders[name] = encoder
         return encoder
 
     def encoder(self, name: str | None = None) -> Encoder:
         """The encoder of adapter ``name``, or with None the base alone; KeyError naming the adapters there are."""
-        if name is None:
-            if self._turns is None:  # no adapter yet: the base's layers are as loaded
-                return self._base
-            base = self._base
-            modules = cast("list[Module]", list(base))
-            plain = AdapterEncoder(modules, base.similarity_fn_name, base.truncate_dim, base.settings)
-            plain.path, plain._turns = base.path, self._turns
-            return plain.eval()
+        if name is None:  # a thread that runs no adapter runs the base alone, through the same layers
+            return self._base
         if name not in self._encoders:
             raise KeyError(f"no adapter {name!r} here; the adapters are: {', '.join(self._encoders) or 'none'}")
         return self._encoders[name]

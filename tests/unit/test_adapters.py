@@ -275,6 +275,57 @@ def test_adapters_share_one_base_and_each_pass_runs_one_adapter(tmp_path):
             short.add(bad, tmp_path / "tracker-b")
 
 
+def test_passes_of_two_adapters_run_at_the_same_time_each_through_its_own(tmp_path):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sbert.shared_base import SharedBase
+
+    base = _tiny_base(tmp_path)
+    names = ("tracker-a", "tracker-b")
+    own = {n: _trained_adapter(base, tmp_path / n, seed=s, rank=2).encode(TEXTS) for s, n in enumerate(names, 1)}
+    shared = SharedBase.load(base, {n: tmp_path / n for n in names})
+    both_inside = threading.Barrier(2, timeout=20)  # passes only while both passes are inside the model at once
+    last = shared.encoder("tracker-a").transformer.model.base_model.model.encoder.layer[-1]
+
+    def meet(module, args) -> None:
+        both_inside.wait()
+
+    hook = last.register_forward_pre_hook(meet)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            found = dict(zip(names, pool.map(lambda n: shared.encoder(n).encode(TEXTS), names), strict=True))
+    finally:
+        hook.remove()
+    for name in names:
+        np.testing.assert_allclose(found[name], own[name], atol=1e-6, err_msg=name)
+
+
+def test_an_adapter_that_cannot_share_its_base_is_refused_and_the_rest_still_run(tmp_path):
+    from sbert.shared_base import SharedBase
+
+    base = _tiny_base(tmp_path)
+    own = _trained_adapter(base, tmp_path / "tracker-a", seed=1, rank=2).encode(TEXTS)
+    plain = sbert.load(base).encode(TEXTS)
+    _trained_adapter(base, tmp_path / "dora", rank=2)
+    config = json.loads((tmp_path / "dora" / "adapter_config.json").read_text())
+    (tmp_path / "dora" / "adapter_config.json").write_text(json.dumps({**config, "use_dora": True}))
+    _trained_adapter(base, tmp_path / "embedding", rank=2, targets=("query", "word_embeddings"))
+    refusals = {
+        "dora": "it is a DoRA adapter",
+        "embedding": "its layer embeddings.word_embeddings is not a plain LoRA linear layer",
+    }
+    for first in (True, False):  # refused as the first adapter over the base, and beside one
+        shared = SharedBase.load(base, {} if first else {"tracker-a": tmp_path / "tracker-a"})
+        for name, why in refusals.items():
+            with pytest.raises(ValueError, match=f"{name}: cannot run over a shared base: {why}.*sbert merge"):
+                shared.add(name, tmp_path / name)
+        if first:
+            shared.add("again", tmp_path / "tracker-a")
+        np.testing.assert_allclose(shared.encoder(None).encode(TEXTS), plain, atol=1e-6)
+        np.testing.assert_allclose(shared.encoder("again" if first else "tracker-a").encode(TEXTS), own, atol=1e-6)
+
+
 def test_the_service_routes_each_request_to_its_adapter_and_lists_them(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import threading
+import types
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -231,6 +233,61 @@ def attach(model, fields: dict[str, Any], path: Path, base: str, name: str = "de
     for param in wrapped.parameters():
         param.requires_grad = False
     return wrapped
+
+
+# -- several adapters side by side ----------------------------------------------------------------------
+_RUNNING = threading.local()  # .adapter: what this thread's forward passes run through routed layers
+
+
+@contextlib.contextmanager
+def running(adapter: str | None) -> Iterator[None]:
+    """Forward passes in this block, on this thread, run adapter ``adapter`` in the layers ``route`` set up
+    (None: the base alone); passes on other threads run their own at the same time."""
+    before = getattr(_RUNNING, "adapter", None)
+    _RUNNING.adapter = adapter
+    try:
+        yield
+    finally:
+        _RUNNING.adapter = before
+
+
+def unshareable(fields: dict[str, Any]) -> str | None:
+    """Why an adapter of ``fields`` (``adapter_config``'s) cannot share its base with others, or None: one that
+    trains the base's own biases changes what the others run on; DoRA is more than a low-rank update."""
+    if fields.get("bias", "none") != "none":
+        return f"it trains the base's biases too (bias={fields['bias']!r})"
+    return "it is a DoRA adapter (use_dora)" if fields.get("use_dora") else None
+
+
+def route(model, name: str) -> None:
+    """Make the LoRA layers of ``model``'s adapter ``name`` follow ``running`` instead of PEFT's active adapter
+    (a setting of the whole model, which two threads cannot each hold): each layer adds the low-rank update of
+    the adapter its caller's thread runs, as PEFT computes it, or none. ValueError for a layer that is not a
+    plain LoRA linear layer (an embedding's, say); ``unshareable`` says what else keeps an adapter apart."""
+    lora = _peft().tuners.lora
+    for layer_name, layer in model.named_modules():
+        if not isinstance(layer, lora.LoraLayer) or not _holds(layer, name):
+            continue
+        if type(layer) is not lora.Linear or name in getattr(layer, "lora_variant", {}):
+            where = layer_name.removeprefix("base_model.model.")
+            raise ValueError(f"its layer {where} is not a plain LoRA linear layer")
+        layer.forward = types.MethodType(_routed_forward, layer)
+
+
+def _holds(layer, name: str) -> bool:
+    return any(name in getattr(layer, table, {}) for table in ("lora_A", "lora_embedding_A", "lora_magnitude_vector"))
+
+
+def _routed_forward(layer, x, *args, **kwargs):
+    """PEFT's LoRA sum for one linear layer (the base layer's output plus B(A(dropout(x))) * scaling), with
+    the adapter of the calling thread's pass."""
+    result = layer.base_layer(x, *args, **kwargs)
+    name = getattr(_RUNNING, "adapter", None)
+    if name is None or name not in layer.lora_A:
+        return result
+    lora_a, lora_b = layer.lora_A[name], layer.lora_B[name]
+    x = x.to(lora_a.weight.dtype)
+    return (result + lora_b(lora_a(layer.lora_dropout[name](x))) * layer.scaling[name]).to(result.dtype)
 
 
 def _adapter_weights(path: Path) -> dict:

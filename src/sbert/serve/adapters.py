@@ -21,10 +21,10 @@ if TYPE_CHECKING:
 def adapter_engines(
     base: ServedEncoder, adapters: SharedBase | None, base_names: frozenset[str], settings: EngineSettings | None
 ) -> tuple[EmbeddingEngine, dict[str, EmbeddingEngine | Lane]]:
-    """The base's engine and each adapter's way in, by name: the adapters share the base's batches and workers
-    (each forward pass runs one adapter: requests of two are never in one); one whose vectors are of another
-    size than the base's gets an engine of its own. A name that is also one of the base model's (``base_names``)
-    is refused."""
+    """The base's engine and each adapter's way in, by name: the adapters share the base's batcher and workers
+    (a batch, and so a forward pass, holds one adapter's requests: two are never in one); one whose vectors
+    are of another size than the base's gets an engine of its own. A name that is also one of the base
+    model's (``base_names``) is refused."""
     encoders = {name: cast(ServedEncoder, adapters.encoder(name)) for name in adapters.names} if adapters else {}
     clash = sorted(set(encoders) & base_names)
     if clash:
@@ -32,7 +32,7 @@ def adapter_engines(
     shared = {name: each for name, each in encoders.items() if each.dim == base.dim}
     engine = EmbeddingEngine(base, settings, adapters=shared)
     ways: dict[str, EmbeddingEngine | Lane] = {}
-    for name, each in encoders.items():  # passes take turns with the base's: its engine divided the threads
+    for name, each in encoders.items():  # torch's threads are the process's: the base's engine divided them
         ways[name] = engine.lane(name) if name in shared else EmbeddingEngine(each, settings, divide_threads=False)
     return engine, ways
 

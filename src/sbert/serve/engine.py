@@ -8,8 +8,9 @@ Requests with different prompts share a batch: each text carries its request's p
 batcher, and each run of texts with one prompt is tokenised once, with that prompt before it.
 
 LoRA adapters over the engine's base (``adapters``: name -> its encoder, ``sbert.shared_base``) share its
-batcher and workers too: each text also carries its request's adapter, and a merged batch runs one forward
-pass per adapter in it, never two adapters in one pass. ``lane(name)`` is one adapter's way in.
+batcher and workers too: the batcher keys each request by its adapter, so a merged batch holds one adapter's
+texts and runs through that adapter alone, never two adapters in one forward pass. ``lane(name)`` is one
+adapter's way in.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -147,7 +148,7 @@ class EmbeddingEngine:
         tagged: list[str] = (
             texts if prompt is None and adapter is None else [_Tagged(t, prompt, adapter) for t in texts]
         )
-        return Embedded(*await self.batcher.embed(tagged))
+        return Embedded(*await self.batcher.embed(tagged, key=adapter))
 
     def close(self, timeout: float = 30.0) -> None:
         """Finish every queued request, stop the workers, restore torch's thread count."""
@@ -159,20 +160,12 @@ class EmbeddingEngine:
             self._threads_before = None
 
     def _run_batch(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """One merged batch, on a worker thread: (vectors, token counts, truncated flags) in its order. Texts of
-        different adapters run apart, one adapter's forward passes at a time."""
-        rows: dict[str | None, list[int]] = {}
-        for row, text in enumerate(texts):
-            rows.setdefault(getattr(text, "adapter", None), []).append(row)
-        if len(rows) <= 1:
-            return self._run_adapter(next(iter(rows), None), texts)
-        parts = {adapter: self._run_adapter(adapter, [texts[r] for r in own]) for adapter, own in rows.items()}
-        first = next(iter(parts.values()))
-        out = tuple(np.empty((len(texts), *column.shape[1:]), column.dtype) for column in first)
-        for adapter, part in parts.items():
-            for column, values in zip(out, part, strict=True):
-                column[rows[adapter]] = values
-        return cast("tuple[np.ndarray, np.ndarray, np.ndarray]", out)
+        """One merged batch, on a worker thread: (vectors, token counts, truncated flags) in its order. The
+        batcher keys each request by its adapter, so a batch holds one adapter's texts (refused otherwise)."""
+        adapters = {getattr(text, "adapter", None) for text in texts}
+        if len(adapters) > 1:
+            raise RuntimeError(f"one batch holds texts of several adapters: {sorted(map(str, adapters))}")
+        return self._run_adapter(next(iter(adapters), None), texts)
 
     def _run_adapter(self, adapter: str | None, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Texts of one adapter (None: the base), tokenised once per run of one prompt, then embedded."""

@@ -2,26 +2,29 @@
 
 Not to be confused with ``sbert.batching`` (smart batching: one call's texts grouped by length).
 
-Requests call ``await batcher.embed(texts)``; ``encode_fn(texts)`` returns an array, or a tuple of
-arrays (say embeddings and token counts), with one row per text. A worker thread (never the event loop) takes queued
-requests until the batch holds ``max_batch_texts`` texts or ``max_batch_chars`` characters, or
+Requests call ``await batcher.embed(texts)``; ``encode_fn(texts)`` returns an array, or a tuple of arrays
+(say embeddings and token counts), with one row per text. A worker thread (never the event loop) takes
+queued requests until the batch holds ``max_batch_texts`` texts or ``max_batch_chars`` characters, or
 ``max_wait_ms`` has passed since the first one, embeds them with ``encode_fn`` and hands each request its
-rows. A merged batch that fails is retried request by request, so only the request that
-makes ``encode_fn`` fail gets the error. A merged batch runs in model calls of a batch's size at most and
-answers each request once its rows are done: a long request that joins a batch last holds up none of the
-short ones before it. A request cancelled (its client went away) leaves the queue, and its texts are dropped
-before the next model call. With ``workers`` > 1, that many threads do this side by side:
-one collects the next batch while another runs the model (give each fewer torch threads, as
-``EmbeddingEngine`` does).
+rows. A request may name a ``key`` (the service's adapter): a batch holds the requests of one key only,
+the oldest request's, and those of other keys wait, in order, for the next batch, so each key's batches
+are as full as its own load makes them.
+
+A merged batch that fails is retried request by request, so only the request that makes ``encode_fn``
+fail gets the error. A merged batch runs in model calls of a batch's size at most and answers each request
+once its rows are done: a long request that joins a batch last holds up none of the short ones before it.
+A request cancelled (its client went away) leaves the queue, and its texts are dropped before the next
+model call. With ``workers`` > 1, that many threads do this side by side: one collects the next batch
+while another runs the model (give each fewer torch threads, as ``EmbeddingEngine`` does).
 """
 
 from __future__ import annotations
 
 import asyncio
-import queue
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +35,7 @@ class _Job:
     texts: list[str]
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
+    key: Hashable = None  # a batch holds jobs of one key
     enqueued: float = field(default_factory=time.perf_counter)
     abandoned: bool = False  # its request was cancelled: nothing will read its rows
     settled: bool = False  # its rows (or its error) are handed over
@@ -62,10 +66,11 @@ class DynamicBatcher:
         self.encode_fn = encode_fn
         self.max_batch_texts, self.max_wait, self.max_batch_chars = max_batch_texts, max_wait_ms / 1000, max_batch_chars
         self.stats = BatchStats()
-        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._queue: deque[_Job] = deque()  # guarded by _lock; _arrived tells the workers of a new job
         self._pending = 0
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
+        self._arrived = threading.Condition(self._lock)
         self._threads = [
             threading.Thread(target=self._work, name=f"sbert-batcher-{i}", daemon=True) for i in range(workers)
         ]
@@ -73,15 +78,17 @@ class DynamicBatcher:
         for thread in self._threads:
             thread.start()
 
-    async def embed(self, texts: list[str]) -> np.ndarray | tuple[np.ndarray, ...]:
-        """``encode_fn``'s rows for ``texts``, computed in a batch shared with other requests."""
-        if self._closed:
-            raise RuntimeError("the batcher is shut down")
+    async def embed(self, texts: list[str], key: Hashable = None) -> np.ndarray | tuple[np.ndarray, ...]:
+        """``encode_fn``'s rows for ``texts``, computed in a batch shared with other requests of the same
+        ``key``."""
         loop = asyncio.get_running_loop()
-        job = _Job(list(texts), loop.create_future(), loop)
+        job = _Job(list(texts), loop.create_future(), loop, key)
         with self._lock:
+            if self._closed:
+                raise RuntimeError("the batcher is shut down")
             self._pending += 1
-        self._queue.put(job)
+            self._queue.append(job)
+            self._arrived.notify_all()  # an idle worker, or one collecting this job's key
         try:
             return await job.future
         except asyncio.CancelledError:
@@ -92,27 +99,35 @@ class DynamicBatcher:
         """Finish every queued job, then stop the worker (graceful shutdown)."""
         with self._idle:
             self._idle.wait_for(lambda: self._pending == 0, timeout=timeout)
-        self._closed = True
-        self._queue.put(None)  # each worker puts it back for the next one
+        with self._lock:
+            self._closed = True
+            self._arrived.notify_all()
         for thread in self._threads:
             thread.join(timeout=timeout)
 
     # -- worker thread -----------------------------------------------------------------------------------
     def _collect(self, first: _Job) -> list[_Job]:
+        """``first`` and the queued jobs of its key, in order, until the batch is full or ``max_wait`` has
+        passed; jobs of other keys stay queued, in order. Called holding ``_lock``."""
         jobs, count, chars = [first], len(first.texts), sum(len(t) for t in first.texts)
         deadline = time.perf_counter() + self.max_wait
+        seen = 0  # queued jobs already looked at (of other keys)
         while count < self.max_batch_texts and chars < self.max_batch_chars:
+            if seen < len(self._queue):
+                job = self._queue[seen]
+                if job.key != first.key:
+                    seen += 1
+                    continue
+                del self._queue[seen]
+                jobs.append(job)
+                count += len(job.texts)
+                chars += sum(len(t) for t in job.texts)
+                continue
             remaining = deadline - time.perf_counter()
-            try:
-                job = self._queue.get(timeout=max(remaining, 0)) if remaining > 0 else self._queue.get_nowait()
-            except queue.Empty:
+            if remaining <= 0 or self._closed:
                 break
-            if job is None:  # shutdown marker: put it back for the main loop
-                self._queue.put(None)
-                break
-            jobs.append(job)
-            count += len(job.texts)
-            chars += sum(len(t) for t in job.texts)
+            self._arrived.wait(remaining)
+            seen = 0  # other workers may have taken jobs meanwhile: look again from the oldest
         return jobs
 
     def _run(self, jobs: list[_Job]) -> None:
@@ -181,11 +196,13 @@ class DynamicBatcher:
 
     def _work(self) -> None:
         while True:
-            first = self._queue.get()
-            if first is None:
-                self._queue.put(None)  # for the other workers
-                return
-            jobs = self._collect(first)
+            with self._lock:
+                self._arrived.wait_for(lambda: self._queue or self._closed)
+                if not self._queue:  # closed, and nothing left to run
+                    return
+                jobs = self._collect(self._queue.popleft())
+                if self._queue:  # jobs of other keys are waiting: another worker may take them
+                    self._arrived.notify_all()
             live = [job for job in jobs if not job.abandoned]  # cancelled while queued: not run
             try:
                 self._run(live)

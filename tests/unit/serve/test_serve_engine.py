@@ -12,8 +12,9 @@ torch = pytest.importorskip("torch")
 
 from sbert.pipeline import Tokenized  # noqa: E402
 from sbert.serve.auth import authorized  # noqa: E402
-from sbert.serve.engine import EmbeddingEngine, ServedEncoder  # noqa: E402
+from sbert.serve.engine import EmbeddingEngine, ServedEncoder, _Tagged  # noqa: E402
 from sbert.serve.errors import ApiError  # noqa: E402
+from sbert.serve.merging import DynamicBatcher  # noqa: E402
 from sbert.serve.metrics import UNMATCHED, route_label  # noqa: E402
 from sbert.serve.schemas import Context, EmbeddingRequest, SearchRequest, SimilarityRequest, parse  # noqa: E402
 from sbert.serve.settings import EngineSettings, Limits  # noqa: E402
@@ -94,7 +95,7 @@ class OffsetStub(StubEncoder):
         return out
 
 
-def test_adapters_share_the_engines_batches_but_each_pass_runs_one_adapter():
+def test_adapters_share_the_engines_workers_but_each_batch_runs_one_adapter():
     base, a, b = StubEncoder(), OffsetStub(1.0), OffsetStub(2.0)
     engine = EmbeddingEngine(base, EngineSettings(max_wait_ms=200, workers=1), adapters={"a": a, "b": b})
     lane = engine.lane("b")
@@ -108,15 +109,39 @@ def test_adapters_share_the_engines_batches_but_each_pass_runs_one_adapter():
         for_a, for_base, for_b, empty, prompted = asyncio.run(run())
     finally:
         engine.close()
-    assert engine.batcher.stats.batches == 1  # one merged batch ...
+    assert engine.batcher.stats.batches == 3  # a batch per adapter (and one for the base) ...
     assert a.tokenized == [["x y"], ["query: u v"]]  # tokenised once per run of one prompt
     assert b.tokenized == [["q r s", "t"]] and base.tokenized == [[], ["p"]]  # (the request without texts first)
-    assert [len(t) for t, _ in a.encoded] == [2]  # ... and run as one call per adapter
+    assert [len(t) for t, _ in a.encoded] == [2]  # ... each run as one call, a's two requests together
     assert for_a.vectors[:, :2].tolist() == [[4, 1]] and for_base.vectors[:, :2].tolist() == [[3, 0]]
     assert for_b.vectors[:, :2].tolist() == [[5, 2], [3, 2]] and for_b.tokens.tolist() == [5, 3]
     assert empty.vectors.shape == (0, 8) and prompted.vectors[0, :2].tolist() == [5, 1]
     with pytest.raises(KeyError, match="no adapter 'c'"):
         engine.lane("c")
+    mixed = [_Tagged("x", None, "a"), _Tagged("y", None, "b")]
+    with pytest.raises(RuntimeError, match=r"several adapters: \['a', 'b'\]"):
+        engine._run_batch(mixed)
+
+
+def test_the_batcher_fills_each_batch_with_one_key_oldest_first():
+    batches: list[list[str]] = []
+
+    def encode(texts):
+        batches.append(list(texts))
+        return np.zeros((len(texts), 1), dtype=np.float32)
+
+    batcher = DynamicBatcher(encode, max_batch_texts=3, max_wait_ms=200)
+
+    async def run():
+        keys = ["a", "b", "a", "b", "a", None, "a"]
+        return await asyncio.gather(*(batcher.embed([f"{k}{i}"], key=k) for i, k in enumerate(keys)))
+
+    try:
+        asyncio.run(run())
+    finally:
+        batcher.close()
+    # a's first three, then the oldest left (b's two), None's, and a's fourth in a batch of its own
+    assert batches == [["a0", "a2", "a4"], ["b1", "b3"], ["None5"], ["a6"]]
 
 
 def test_an_adapter_of_another_size_is_refused_a_place_in_the_bases_batches():
