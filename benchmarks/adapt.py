@@ -359,11 +359,13 @@ def machine(args) -> str:
     return f"{cpu_name()}, {os.cpu_count()} cores" if where == "cpu" else where
 
 
-def run_sbert(command: list[str]) -> float:
-    """``sbert COMMAND`` as a child process; its own peak memory in GiB (``wait4``'s usage of that child alone,
-    not the largest of every child this benchmark has run). A non-zero exit raises ``CalledProcessError``."""
-    print(f"  running: sbert {' '.join(command)}", flush=True)
-    child = subprocess.Popen([sys.executable, "-m", "sbert", *command])
+def run_sbert(command: list[str], env: dict[str, str] | None = None) -> float:
+    """``sbert COMMAND`` as a child process (``env``: set in its environment too); its own peak memory in GiB
+    (``wait4``'s usage of that child alone, not the largest of every child this benchmark has run). A non-zero
+    exit raises ``CalledProcessError``."""
+    shown = " ".join(f"{k}={v}" for k, v in (env or {}).items())
+    print(f"  running: {shown + ' ' if shown else ''}sbert {' '.join(command)}", flush=True)
+    child = subprocess.Popen([sys.executable, "-m", "sbert", *command], env={**os.environ, **(env or {})})
     try:
         _, status, usage = os.wait4(child.pid, 0)
     except BaseException:  # Ctrl-C: the child has the same signal; wait for it to save its checkpoint

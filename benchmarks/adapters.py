@@ -13,18 +13,23 @@ default model's. The folder size is what ``--out`` holds (an adapter: no base we
 Serving: ``sbert serve --model default`` on loopback, 32 clients sending the STSb test sentences (8 a
 request) to /v1/embeddings, first plain (``model: default``), then with 1 and with 4 adapters (the adapters
 trained above), the requests spread over them in turn (requests for different adapters never share a
-forward pass, so the batches are smaller). Reported: sentences/s, p50/p99 latency and the server's peak
+batch: each adapter's batches fill from its own requests). Reported: sentences/s, p50/p99 latency and the server's peak
 memory, each against the plain server in the same run.
 
 Memory (``--memory``): the peak of a short ``sbert adapt`` (6 steps) whole and with each ``TARGETS`` set of
 adapted layers: what the layers chosen cost while training.
+
+The allocator (``--heap``): a short ``sbert adapt`` (30 steps), whole and ``--lora``, with glibc's own dynamic
+mmap threshold and with it fixed (``MALLOC_MMAP_THRESHOLD_``) at 8 and at 1 MiB: what a fixed threshold saves
+in memory (blocks above it are mapped for themselves and given back whole, so the heap does not grow on the
+holes a step leaves) and costs in time (fresh pages for each large tensor), in one run.
 
 Choosing without fooling ourselves: the default rank and LoRA learning rate are the variant with the best
 ``--auto`` score on ``--choose-on`` (openoffice-dups, the quicker to run); the other collection's rows are
 the evidence for them. The last section sets the chosen variant against the whole model on each collection.
 
     python -m benchmarks.adapters [--collections scifact,openoffice-dups] [--variants full,lora8,lora16]
-                                  [--supervised] [--serving] [--memory] [--no-quality] [--recost]
+                                  [--supervised] [--serving] [--memory] [--heap] [--no-quality] [--recost]
     (--recost: adapt the kept variants again for their wall time and peak memory alone; the models must come
     out byte for byte the same, so the kept scores stand)
     python -m benchmarks.adapters --assemble   # run nothing: the tables again from the rows kept
@@ -39,6 +44,7 @@ import asyncio
 import json
 import os
 import re
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -250,6 +256,56 @@ def memory_table(kept: dict) -> list[str]:
     return [*lines, *markdown_table(header, table), ""]
 
 
+# -- the allocator while training ----------------------------------------------------------------------------
+ALLOCATORS = {  # the child's environment: what glibc's allocator does while sbert adapt runs
+    "glibc's own (dynamic mmap threshold)": {},
+    "MALLOC_MMAP_THRESHOLD_=8 MiB": {"MALLOC_MMAP_THRESHOLD_": str(8 << 20)},
+    "MALLOC_MMAP_THRESHOLD_=1 MiB": {"MALLOC_MMAP_THRESHOLD_": str(1 << 20)},
+}
+HEAP_STEPS = 30
+
+
+def heap_rows(args) -> dict:
+    """Wall time and peak memory of a short ``sbert adapt`` on openoffice-dups (``--steps 30``), whole and
+    ``--lora``, under each ``ALLOCATORS`` setting: what a fixed mmap threshold saves and what it costs."""
+    from benchmarks.adapt import run_sbert
+
+    corpus = data_dir(args.data) / "retrieval" / SUPERVISED
+    found: dict[str, dict] = {}
+    for label, env in ALLOCATORS.items():
+        for kind, extra in (("whole", []), ("lora", ["--lora"])):
+            out = WORK / "adapters" / "heap" / kind
+            command = ["adapt", "default", "--corpus", str(corpus), "--out", str(out), "--steps", str(HEAP_STEPS)]
+            load, began = os.getloadavg()[0], time.perf_counter()
+            peak = run_sbert([*command, "--no-progress", "--overwrite", *extra], env)
+            found.setdefault(label, {})[kind] = {
+                "seconds": round(time.perf_counter() - began, 1),
+                "peak_rss_gib": round(peak, 2),
+                "load": f"{load:.2f}/{os.getloadavg()[0]:.2f}",
+            }
+            print(label, kind, found[label][kind], flush=True)
+    return found
+
+
+def heap_table(kept: dict) -> list[str]:
+    if not kept:
+        return []
+    first = next(iter(kept.values()))
+    table = [
+        [
+            label,
+            *(f"{row[k]['seconds']:.0f} s ({row[k]['seconds'] / first[k]['seconds']:.2f}x)" for k in ("whole", "lora")),
+            *(f"{row[k]['peak_rss_gib']:.2f}" for k in ("whole", "lora")),
+            f"{row['lora']['peak_rss_gib'] - row['whole']['peak_rss_gib']:+.2f}",
+            " ".join(row[k]["load"] for k in ("whole", "lora")),
+        ]
+        for label, row in kept.items()
+    ]
+    header = ["allocator", "whole: wall", "lora: wall", "whole: GiB", "lora: GiB", "lora vs whole GiB", "load"]
+    lines = [f"## The allocator while training (openoffice-dups, {HEAP_STEPS} steps)", ""]
+    return [*lines, *markdown_table(header, table), ""]
+
+
 # -- serving ------------------------------------------------------------------------------------------------
 def serving_rows(args) -> dict:
     """Sentences/s, p50/p99 and the server's peak memory: plain, 1 adapter, 4 adapters (same load)."""
@@ -331,8 +387,9 @@ def assemble(args, run: str | None) -> None:
         lines += [f"Chosen on {args.choose_on} (best `--auto` among the LoRA rows): **{choose}**.", ""]
         lines += target_lines(choose)
     lines += memory_table(load_record(record_path("memory")).get("targets", {}))
+    lines += heap_table(load_record(record_path("heap")).get("allocators", {}))
     lines += serving_table(load_record(record_path("serving")).get("setups", {}))
-    parts = (*COLLECTIONS, "memory", "serving")
+    parts = (*COLLECTIONS, "memory", "heap", "serving")
     runs = sorted({r for name in parts for r in load_record(record_path(name)).get("runs", [])})
     lines += ["## Runs", "", *(f"- {r}" for r in runs), ""]
     import torch
@@ -348,6 +405,7 @@ def main() -> None:
     parser.add_argument("--supervised", action="store_true", help="also fine-tune on openoffice-dups' labels")
     parser.add_argument("--serving", action="store_true", help="the serving rows (needs 4 adapters trained)")
     parser.add_argument("--memory", action="store_true", help="peak memory by the layers adapted (short runs)")
+    parser.add_argument("--heap", action="store_true", help="the allocator while training: cost and peak (short)")
     parser.add_argument("--no-quality", action="store_true", help="skip the quality rows (with --serving)")
     parser.add_argument("--choose-on", default="openoffice-dups", choices=COLLECTIONS)
     parser.add_argument("--passes", type=int, default=2, help="serving: times the sentence list is sent")
@@ -371,6 +429,10 @@ def main() -> None:
             kept = load_record(record_path("memory"))
             runs = [*kept.get("runs", []), run + " --memory"]
             write_record(record_path("memory"), {"runs": runs, "targets": memory_rows(args)})
+        if args.heap:
+            kept = load_record(record_path("heap"))
+            runs = [*kept.get("runs", []), run + " --heap"]
+            write_record(record_path("heap"), {"runs": runs, "allocators": heap_rows(args)})
         if args.serving:
             setups = serving_rows(args)
             kept = load_record(record_path("serving"))

@@ -44,7 +44,6 @@ from sbert import distributed
 from sbert.atomic import check_model_target, check_replaceable
 from sbert.device import resolve_device
 from sbert.errors import SbertError
-from sbert.heap import steady_heap
 from sbert.locks import hold_lock
 from sbert.progress import progress_bar, report
 from sbert.training import checkpoint as ckpt
@@ -297,7 +296,6 @@ class Trainer:
         running = None  # the loss shown on the bar, smoothed
         began = time.perf_counter()
         with (
-            steady_heap(self.device.type == "cpu"),
             self._training_length(),
             _StopOnSignal(handle_signals) as stop,
             self._progress_bar(start) as bar,
