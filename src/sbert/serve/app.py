@@ -64,8 +64,8 @@ def create_app(
     headers and cross-origin pages are accepted (see ``Access``; ``serve`` passes the bound address). By
     default: served on 127.0.0.1, no CORS, and also the Host ``testserver`` that Starlette's TestClient sends.
     ``adapters``: LoRA adapters over ``encoder``'s base (``encoder`` is then ``adapters.encoder(None)``), each
-    served by its name (``model`` in /v1/embeddings; /v1/models lists them), in the base's batches, one adapter a
-    forward pass;
+    served by its name (``model`` in /v1/embeddings; /v1/models lists them), by the base's workers, one adapter a
+    batch;
     ``index_adapter``: the one that made ``index``'s vectors, which /search embeds its queries with (several
     indexes: a dict by index name; an index left out, or None: the base's).
     """

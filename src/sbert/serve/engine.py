@@ -161,14 +161,12 @@ class EmbeddingEngine:
 
     def _run_batch(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One merged batch, on a worker thread: (vectors, token counts, truncated flags) in its order. The
-        batcher keys each request by its adapter, so a batch holds one adapter's texts (refused otherwise)."""
+        batcher keys each request by its adapter, so a batch holds one adapter's texts (refused otherwise).
+        Each run of texts with one prompt is tokenised once; the batch is embedded as one."""
         adapters = {getattr(text, "adapter", None) for text in texts}
         if len(adapters) > 1:
             raise RuntimeError(f"one batch holds texts of several adapters: {sorted(map(str, adapters))}")
-        return self._run_adapter(next(iter(adapters), None), texts)
-
-    def _run_adapter(self, adapter: str | None, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Texts of one adapter (None: the base), tokenised once per run of one prompt, then embedded."""
+        adapter = next(iter(adapters), None)
         encoder = self.encoder if adapter is None else self.adapters[adapter]
         runs = itertools.groupby(texts, key=lambda text: getattr(text, "prompt", None))
         parts = [_tokenize(encoder, [str(t) for t in run], prompt) for prompt, run in runs]
