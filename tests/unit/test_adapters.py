@@ -96,6 +96,45 @@ def test_adapt_lora_trains_only_the_adapter_and_leaves_the_base_byte_for_byte(tm
     assert not np.allclose(adapted.encode(TEXTS), plain.encode(TEXTS))
 
 
+@pytest.mark.parametrize("extra", [{}, {"use_dora": True}, {"lora_bias": True}], ids=["plain", "dora", "bias-on-B"])
+def test_the_fused_lora_sum_equals_peft_forward_and_gradients(extra):
+    from peft import LoraConfig, get_peft_model
+    from peft.tuners.lora import Linear as LoraLinear
+
+    from sbert.modules.lora import fuse
+
+    def output_and_grads(model, batch):
+        model.zero_grad()
+        output = model(**batch).last_hidden_state
+        (output * torch.linspace(-1, 1, output.numel()).view(output.shape)).sum().backward()
+        return output.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+
+    encoder = make_tiny_encoder(dropout=0.0)
+    batch = encoder.transformer.collate(encoder.transformer.tokenize(TEXTS)[0])
+    with torch.no_grad():
+        plain = encoder.transformer.model(**batch).last_hidden_state
+    config = LoraConfig(
+        r=4, lora_alpha=8, target_modules=["query", "value", "dense"], exclude_modules=["pooler.dense"], **extra
+    )
+    peft_model = get_peft_model(encoder.transformer.model, config)
+    with torch.no_grad():
+        for name, param in peft_model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.5)
+    reference = output_and_grads(peft_model, batch)
+    fuse(peft_model)
+    layers = [m for m in peft_model.modules() if isinstance(m, LoraLinear)]
+    assert layers and all(m.forward.__func__.__name__ == "_fused_forward" for m in layers)
+    fused = output_and_grads(peft_model, batch)
+    torch.testing.assert_close(fused[0], reference[0], rtol=0, atol=1e-5)
+    assert fused[1].keys() == reference[1].keys() and any("lora_A" in n for n in fused[1])
+    for name, grad in reference[1].items():
+        torch.testing.assert_close(fused[1][name], grad, rtol=1e-4, atol=1e-5, msg=name)
+    with peft_model.disable_adapter(), torch.no_grad():  # PEFT's own forward where it does more: the base alone
+        torch.testing.assert_close(peft_model(**batch).last_hidden_state, plain, rtol=0, atol=1e-6)
+    assert not torch.allclose(peft_model(**batch).last_hidden_state, plain, atol=1e-3)
+
+
 def test_an_adapter_folder_is_small_and_loads_back_equal(tmp_path, model):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # e.g. peft looking the base up online

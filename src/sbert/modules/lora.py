@@ -102,6 +102,7 @@ def wrap(
             f"named {', '.join(linear)}"
         ) from None
     wrapped.peft_config["default"].base_model_name_or_path = base
+    fuse(wrapped)
     return wrapped
 
 
@@ -232,7 +233,47 @@ def attach(model, fields: dict[str, Any], path: Path, base: str, name: str = "de
     wrapped.eval()
     for param in wrapped.parameters():
         param.requires_grad = False
+    fuse(wrapped)
     return wrapped
+
+
+# -- the LoRA sum, in one matrix product -------------------------------------------------------------------
+def fuse(model) -> None:
+    """Make ``model``'s LoRA linear layers add their update in one fused multiply-add into the base layer's
+    output (``addmm``) instead of PEFT's ``result + B(A(x)) * scaling``, which holds two more tensors of the
+    output's size per layer while training. The same numbers up to float rounding; PEFT's own forward still
+    runs where it does more (adapters disabled or merged, mixed-adapter batches, DoRA, a bias on B)."""
+    lora = _peft().tuners.lora
+    for layer in model.modules():
+        if type(layer) is lora.Linear and layer.forward.__func__ is not _routed_forward:
+            layer.forward = types.MethodType(_fused_forward, layer)
+
+
+def _fused_forward(layer, x, *args, **kwargs):
+    """PEFT's forward of a LoRA linear layer for its active adapters, each update added by ``_add_update``."""
+    plain = not (layer.disable_adapters or layer.merged or "adapter_names" in kwargs)
+    active = [name for name in layer.active_adapters if name in layer.lora_A]
+    if not plain or any(name in layer.lora_variant for name in active):
+        return type(layer).forward(layer, x, *args, **kwargs)
+    result = layer.base_layer(x, *args, **kwargs)
+    dtype = result.dtype
+    for name in active:
+        result = _add_update(layer, name, x, result)
+    return result.to(dtype)
+
+
+def _add_update(layer, name: str, x, result):
+    """``result`` (the base layer's output for ``x``) plus adapter ``name``'s ``B(A(dropout(x))) * scaling``."""
+    import torch
+
+    lora_a, lora_b = layer.lora_A[name], layer.lora_B[name]
+    low = lora_a(layer.lora_dropout[name](x.to(lora_a.weight.dtype)))
+    scaling = layer.scaling[name]
+    if lora_b.bias is not None or not low.dtype == result.dtype == lora_b.weight.dtype:
+        return result + lora_b(low) * scaling
+    out = result.shape[-1]
+    fused = torch.addmm(result.reshape(-1, out), low.reshape(-1, low.shape[-1]), lora_b.weight.t(), alpha=scaling)
+    return fused.view(result.shape)
 
 
 # -- several adapters side by side ----------------------------------------------------------------------
@@ -279,15 +320,12 @@ def _holds(layer, name: str) -> bool:
 
 
 def _routed_forward(layer, x, *args, **kwargs):
-    """PEFT's LoRA sum for one linear layer (the base layer's output plus B(A(dropout(x))) * scaling), with
-    the adapter of the calling thread's pass."""
+    """A LoRA linear layer's output with the update of the adapter the calling thread's pass runs."""
     result = layer.base_layer(x, *args, **kwargs)
     name = getattr(_RUNNING, "adapter", None)
     if name is None or name not in layer.lora_A:
         return result
-    lora_a, lora_b = layer.lora_A[name], layer.lora_B[name]
-    x = x.to(lora_a.weight.dtype)
-    return (result + lora_b(lora_a(layer.lora_dropout[name](x))) * layer.scaling[name]).to(result.dtype)
+    return _add_update(layer, name, x, result).to(result.dtype)
 
 
 def _adapter_weights(path: Path) -> dict:
