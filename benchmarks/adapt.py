@@ -39,6 +39,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -63,6 +64,7 @@ from benchmarks.lib import (
     write_record,
     write_result,
 )
+from benchmarks.lib.children import ends_with_parent
 from benchmarks.lib.retrieval_data import sample, test_part
 from sbert.adapt.methods import DEFAULT_METHOD, METHODS
 from sbert.adapt.recipe import AdaptSettings
@@ -365,7 +367,10 @@ def run_sbert(command: list[str], env: dict[str, str] | None = None) -> float:
     exit raises ``CalledProcessError``."""
     shown = " ".join(f"{k}={v}" for k, v in (env or {}).items())
     print(f"  running: {shown + ' ' if shown else ''}sbert {' '.join(command)}", flush=True)
-    child = subprocess.Popen([sys.executable, "-m", "sbert", *command], env={**os.environ, **(env or {})})
+    environment = {**os.environ, **(env or {})}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "sbert", *command], env=environment, preexec_fn=ends_with_parent(signal.SIGINT)
+    )
     try:
         _, status, usage = os.wait4(child.pid, 0)
     except BaseException:  # Ctrl-C: the child has the same signal; wait for it to save its checkpoint

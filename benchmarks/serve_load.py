@@ -54,6 +54,7 @@ import torch
 
 import sbert
 from benchmarks.lib import environment_lines, markdown_table, write_result
+from benchmarks.lib.children import ends_with_parent
 from benchmarks.lib.sentences import stsb_test_sentences
 from sbert.data.paths import data_dir
 
@@ -71,7 +72,7 @@ def start_server(port: int, backend: str, max_wait_ms: float, extra: list[str]) 
     command = [str(sbert_cli), "serve", "--port", str(port), "--backend", backend, "--max-inputs", "4096"]
     command += ["--max-wait-ms", str(max_wait_ms), *extra]
     log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (kept by the server) not a pipe: a full one nobody reads stalls it
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True, preexec_fn=ends_with_parent())
     deadline = time.time() + 120
     while time.time() < deadline:
         try:

@@ -2,8 +2,10 @@
 the committed records rebuilding the committed tables, and benchmarks/results/README.md naming each table's
 command."""
 
+import contextlib
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -232,6 +234,40 @@ def test_run_sbert_gives_the_childs_own_peak_memory_and_raises_on_failure():
     with pytest.raises(subprocess.CalledProcessError) as failed:
         adapt.run_sbert(["no-such-command"])
     assert failed.value.returncode == 2
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_benchmarks_child_ends_when_the_benchmark_is_killed(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    script = (
+        "import subprocess, sys, time\n"
+        "from benchmarks.lib.children import ends_with_parent\n"
+        "child = subprocess.Popen(['sleep', '60'], preexec_fn=ends_with_parent())\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=root, stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    os.kill(child, 0)  # running
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(child, os.WNOHANG)
+        time.sleep(0.05)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the child outlived its parent")
 
 
 def _batch_row(variant: str, seed: int, dense: float, margin: float | None = None, device: str = "cpu") -> dict:
