@@ -25,6 +25,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from sbert.adapter_folder import ADAPTER_CONFIG, ADAPTER_WEIGHTS, is_adapter_folder, is_peft
 from sbert.errors import ModelFormatError, ModelNotFoundError
 from sbert.modules.folder import (
@@ -111,8 +113,6 @@ def _has_module(model, name: str) -> bool:
 
 
 def _is_linear(module) -> bool:
-    import torch
-
     return isinstance(module, torch.nn.Linear)
 
 
@@ -237,12 +237,14 @@ def attach(model, fields: dict[str, Any], path: Path, base: str, name: str = "de
     return wrapped
 
 
-# -- the LoRA sum, in one matrix product -------------------------------------------------------------------
+# -- the LoRA sum, fused -----------------------------------------------------------------------------------
 def fuse(model) -> None:
-    """Make ``model``'s LoRA linear layers add their update in one fused multiply-add into the base layer's
-    output (``addmm``) instead of PEFT's ``result + B(A(x)) * scaling``, which holds two more tensors of the
-    output's size per layer while training. The same numbers up to float rounding; PEFT's own forward still
-    runs where it does more (adapters disabled or merged, mixed-adapter batches, DoRA, a bias on B)."""
+    """Make ``model``'s LoRA linear layers run base layer and low-rank update as one autograd step
+    (``_LowRankLinear``): the update is added into the base layer's output in place, and the gradient of the
+    input is summed into one tensor, where PEFT's ``result + B(A(x)) * scaling`` allocates two more tensors of
+    the output's size per layer going forward and one of the input's coming back. The same numbers up to float
+    rounding; PEFT's own forward still runs where it does more (adapters disabled or merged, mixed-adapter
+    batches, several active adapters, DoRA, a bias on B, dropout on the adapter's input, a base that trains)."""
     lora = _peft().tuners.lora
     for layer in model.modules():
         if type(layer) is lora.Linear and layer.forward.__func__ is not _routed_forward:
@@ -250,30 +252,71 @@ def fuse(model) -> None:
 
 
 def _fused_forward(layer, x, *args, **kwargs):
-    """PEFT's forward of a LoRA linear layer for its active adapters, each update added by ``_add_update``."""
-    plain = not (layer.disable_adapters or layer.merged or "adapter_names" in kwargs)
+    """PEFT's forward of a LoRA linear layer, through ``_LowRankLinear`` where that computes the same."""
+    plain = not (layer.disable_adapters or layer.merged)
     active = [name for name in layer.active_adapters if name in layer.lora_A]
-    if not plain or any(name in layer.lora_variant for name in active):
-        return type(layer).forward(layer, x, *args, **kwargs)
-    result = layer.base_layer(x, *args, **kwargs)
-    dtype = result.dtype
-    for name in active:
-        result = _add_update(layer, name, x, result)
-    return result.to(dtype)
+    if plain and len(active) == 1 and not args and not kwargs and _fusable(layer, active[0], x):
+        return _low_rank_linear(layer, active[0], x)
+    return type(layer).forward(layer, x, *args, **kwargs)
 
 
-def _add_update(layer, name: str, x, result):
-    """``result`` (the base layer's output for ``x``) plus adapter ``name``'s ``B(A(dropout(x))) * scaling``."""
-    import torch
+def _fusable(layer, name: str, x) -> bool:
+    """Whether ``_LowRankLinear`` computes what PEFT does for ``layer``'s adapter ``name`` on ``x``: a plain
+    frozen linear base, plain LoRA (no bias on B, no dropout, no variant), one float dtype, no autocast."""
+    base, lora_a, lora_b = layer.base_layer, layer.lora_A[name], layer.lora_B[name]
+    frozen = not base.weight.requires_grad and (base.bias is None or not base.bias.requires_grad)
+    plain = (
+        name not in layer.lora_variant
+        and lora_b.bias is None
+        and isinstance(layer.lora_dropout[name], torch.nn.Identity)
+    )
+    dtypes = {x.dtype, base.weight.dtype, lora_a.weight.dtype, lora_b.weight.dtype}
+    autocast = torch.is_autocast_enabled(x.device.type) if x.device.type in ("cpu", "cuda") else True
+    return (
+        type(base) is torch.nn.Linear
+        and frozen
+        and plain
+        and len(dtypes) == 1
+        and x.is_floating_point()
+        and not autocast
+    )
 
-    lora_a, lora_b = layer.lora_A[name], layer.lora_B[name]
-    low = lora_a(layer.lora_dropout[name](x.to(lora_a.weight.dtype)))
-    scaling = layer.scaling[name]
-    if lora_b.bias is not None or not low.dtype == result.dtype == lora_b.weight.dtype:
-        return result + lora_b(low) * scaling
-    out = result.shape[-1]
-    fused = torch.addmm(result.reshape(-1, out), low.reshape(-1, low.shape[-1]), lora_b.weight.t(), alpha=scaling)
-    return fused.view(result.shape)
+
+def _low_rank_linear(layer, name: str, x):
+    """``layer``'s output for ``x`` with adapter ``name``'s update (``_fusable``), in one autograd step."""
+    base = layer.base_layer
+    weights = (base.weight, base.bias, layer.lora_A[name].weight, layer.lora_B[name].weight)
+    return _LowRankLinear.apply(x, *weights, float(layer.scaling[name]))
+
+
+class _LowRankLinear(torch.autograd.Function):
+    """``x W^T + b + scaling * (x A^T) B^T`` for a frozen ``W``, ``b``: the update is added into the base
+    layer's output in place, and backward sums the input's gradient through ``W`` and through ``A`` into one
+    tensor."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, lora_a, lora_b, scaling: float):
+        flat = x.reshape(-1, x.shape[-1])
+        low = flat @ lora_a.t()
+        out = torch.addmm(bias, flat, weight.t()) if bias is not None else flat @ weight.t()
+        out.addmm_(low, lora_b.t(), alpha=scaling)
+        ctx.save_for_backward(flat, low, weight, lora_a, lora_b)
+        ctx.scaling, ctx.input_shape = scaling, x.shape
+        return out.view(*x.shape[:-1], out.shape[-1])
+
+    @staticmethod
+    def backward(ctx, grad):
+        flat, low, weight, lora_a, lora_b = ctx.saved_tensors
+        grad = grad.reshape(-1, grad.shape[-1])
+        grad_low = (grad @ lora_b).mul_(ctx.scaling)
+        grad_x = grad_a = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_x = (grad @ weight).addmm_(grad_low, lora_a).view(ctx.input_shape)
+        if ctx.needs_input_grad[3]:
+            grad_a = grad_low.t() @ flat
+        if ctx.needs_input_grad[4]:
+            grad_b = (grad.t() @ low).mul_(ctx.scaling)
+        return grad_x, None, None, grad_a, grad_b, None
 
 
 # -- several adapters side by side ----------------------------------------------------------------------
@@ -321,11 +364,15 @@ def _holds(layer, name: str) -> bool:
 
 def _routed_forward(layer, x, *args, **kwargs):
     """A LoRA linear layer's output with the update of the adapter the calling thread's pass runs."""
-    result = layer.base_layer(x, *args, **kwargs)
     name = getattr(_RUNNING, "adapter", None)
     if name is None or name not in layer.lora_A:
-        return result
-    return _add_update(layer, name, x, result).to(result.dtype)
+        return layer.base_layer(x, *args, **kwargs)
+    if not args and not kwargs and _fusable(layer, name, x):
+        return _low_rank_linear(layer, name, x)
+    result = layer.base_layer(x, *args, **kwargs)
+    lora_a, lora_b = layer.lora_A[name], layer.lora_B[name]
+    update = lora_b(lora_a(layer.lora_dropout[name](x.to(lora_a.weight.dtype)))) * layer.scaling[name]
+    return (result + update).to(result.dtype)
 
 
 def _adapter_weights(path: Path) -> dict:
