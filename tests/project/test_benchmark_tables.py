@@ -51,6 +51,33 @@ def test_keep_rows_replaces_a_row_in_place_adds_new_ones_and_drops_none(tmp_path
     assert adapt.read_record("nowhere") == ([], [])
 
 
+def test_cost_only_puts_a_fresh_cost_on_one_variants_rows_and_keeps_every_score(tmp_path, monkeypatch):
+    from benchmarks import adapters
+
+    monkeypatch.setattr(adapters, "RECORDS", tmp_path)
+    old, new = {"seconds": 200.0, "peak_rss_gib": 3.2}, {"seconds": 180.0, "peak_rss_gib": 2.4}
+    rows = [
+        {
+            "name": f"adapt {v}, {search}",
+            "method": f"adapt {v}",
+            "search": search,
+            "metrics": {"ndcg@10": score},
+            "adapt": old,
+        }
+        for v, score in (("full", 71.0), ("lora16", 70.5))
+        for search in ("dense", "auto")
+    ]
+    adapters.write_record(adapters.record_path("scifact"), {"runs": ["first"], "rows": rows})
+    monkeypatch.setattr(adapters, "adapted", lambda name, variant, args: (tmp_path, new))
+    adapters.cost_only("scifact", "lora16", None)
+    kept = adapters.load_record(adapters.record_path("scifact"))
+    assert [(r["name"], r["metrics"], r["adapt"]) for r in kept["rows"]] == [
+        (r["name"], r["metrics"], new if "lora16" in r["name"] else old) for r in rows
+    ]
+    with pytest.raises(SystemExit, match="no kept rows of adapt lora8"):
+        adapters.cost_only("scifact", "lora8", None)
+
+
 def test_the_committed_records_rebuild_the_committed_adapt_tables_row_for_row():
     from benchmarks import adapt
 
