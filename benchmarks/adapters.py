@@ -32,7 +32,8 @@ the evidence for them. The last section sets the chosen variant against the whol
                                   [--supervised] [--serving] [--memory] [--heap] [--no-quality] [--recost]
     (--recost: adapt the kept variants again for their wall time and peak memory alone; the models must come
     out byte for byte the same, so the kept scores stand. --cost-only: the same without a kept model to
-    compare with; the kept scores stand as measured, and the run line says so)
+    compare with; the kept scores stand as measured, and the run line says so; with --supervised, the
+    fine-tuning rows on openoffice-dups instead of its adapt rows)
     python -m benchmarks.adapters --assemble   # run nothing: the tables again from the rows kept
     (a variant: ``full``, or ``loraR``, with ``@LR`` for a learning rate other than sbert adapt's default:
     lora16@1e-4; rows name the rate they ran at)
@@ -125,15 +126,16 @@ def recost(name: str, variant: str, args) -> None:
     print(f"{name} {variant}: {cost}", flush=True)
 
 
-def cost_only(name: str, variant: str, args) -> None:
-    """Adapt ``variant`` afresh for its cost alone (wall time, peak memory) and put that on its kept rows,
-    whose scores stay as they were measured: for a change that should move only the cost, where the kept
-    model is not there for ``--recost`` to compare (the run line says "cost only")."""
+def cost_only(name: str, variant: str, args, kind: str = "adapt") -> None:
+    """Adapt (``kind`` "adapt") or fine-tune ("train") ``variant`` afresh for its cost alone (wall time, peak
+    memory) and put that on its kept rows, whose scores stay as they were measured: for a change that should
+    move only the cost, where the kept model is not there for ``--recost`` to compare (the run line says
+    "cost only")."""
     kept = load_record(record_path(name))
-    label = f"adapt {variant}"
+    label = f"{kind} {variant}"
     if not any(row["method"] == label for row in kept.get("rows", [])):
         raise SystemExit(f"--cost-only: {name} has no kept rows of {label}: run without --cost-only first")
-    _, cost = adapted(name, variant, args)
+    _, cost = {"adapt": adapted, "train": trained}[kind](name, variant, args)
     rows = [{**row, "adapt": cost} if row["method"] == label else row for row in kept["rows"]]
     write_record(record_path(name), {**kept, "rows": rows})
     print(f"{name} {variant}: {cost}", flush=True)
@@ -426,7 +428,7 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=2, help="serving: times the sentence list is sent")
     parser.add_argument("--time-limit", type=float, default=120.0, help="serving: seconds per setup")
     parser.add_argument("--recost", action="store_true", help="adapt the kept variants again for their cost")
-    parser.add_argument("--cost-only", action="store_true", help="adapt the variants again for their cost alone")
+    parser.add_argument("--cost-only", action="store_true", help="run the variants again for their cost alone")
     parser.add_argument("--assemble", action="store_true", help="run nothing: the tables from the rows kept")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--data", default=None)
@@ -442,10 +444,12 @@ def main() -> None:
             for variant in args.variants.split(",") if args.recost else ():
                 recost(name, variant, args)
             if args.cost_only:
+                kind = "train" if args.supervised and name == SUPERVISED else "adapt"
                 for variant in args.variants.split(","):
-                    cost_only(name, variant, args)
+                    cost_only(name, variant, args, kind)
                 kept = load_record(record_path(name))
-                write_record(record_path(name), {**kept, "runs": [*kept["runs"], run + f" ({name}, cost only)"]})
+                shown = f" ({name}, {'supervised, ' if kind == 'train' else ''}cost only)"
+                write_record(record_path(name), {**kept, "runs": [*kept["runs"], run + shown]})
                 continue
             keep(name, collection_rows(name, args), run + f" ({name}{', supervised' if args.supervised else ''})")
         if args.memory:

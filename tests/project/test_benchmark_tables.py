@@ -76,6 +76,25 @@ def test_cost_only_puts_a_fresh_cost_on_one_variants_rows_and_keeps_every_score(
     ]
     with pytest.raises(SystemExit, match="no kept rows of adapt lora8"):
         adapters.cost_only("scifact", "lora8", None)
+    with pytest.raises(SystemExit, match="no kept rows of train lora16"):
+        adapters.cost_only("scifact", "lora16", None, "train")
+
+
+def test_cost_only_of_a_fine_tuning_reprices_its_train_rows_and_leaves_the_adapt_rows(tmp_path, monkeypatch):
+    from benchmarks import adapters
+
+    monkeypatch.setattr(adapters, "RECORDS", tmp_path)
+    old, new = {"seconds": 2200.0, "peak_rss_gib": 15.8}, {"seconds": 1700.0, "peak_rss_gib": 11.0}
+    rows = [
+        {"name": f"{kind} lora16, dense", "method": f"{kind} lora16", "search": "dense", "metrics": {}, "adapt": old}
+        for kind in ("adapt", "train")
+    ]
+    adapters.write_record(adapters.record_path("openoffice-dups"), {"runs": ["first"], "rows": rows})
+    monkeypatch.setattr(adapters, "adapted", lambda name, variant, args: pytest.fail("adapt ran"))
+    monkeypatch.setattr(adapters, "trained", lambda name, variant, args: (tmp_path, new))
+    adapters.cost_only("openoffice-dups", "lora16", None, "train")
+    kept = adapters.load_record(adapters.record_path("openoffice-dups"))
+    assert [r["adapt"] for r in kept["rows"]] == [old, new]
 
 
 def test_the_committed_records_rebuild_the_committed_adapt_tables_row_for_row():
